@@ -1,0 +1,3 @@
+from amaris_cli.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""One module per agent: its inputs, its rendered prompt, its output model and its call."""

@@ -1,0 +1,66 @@
+"""What every agent needs: the client, its template, and the trusted context text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from amaris_cli.config import AGENTS, Settings
+from amaris_cli.llm.client import LLMClient
+from amaris_cli.models import RubricSet
+from amaris_cli.prompts import Template, load_template
+
+
+def compact_json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def json_lines(rows: list[Any]) -> str:
+    return "\n".join(compact_json(r) for r in rows) if rows else "(none)"
+
+
+@dataclass
+class AgentKit:
+    settings: Settings
+    client: LLMClient
+    prompt_dirs: list[Path] = field(default_factory=list)
+    _templates: dict[str, Template] = field(default_factory=dict)
+
+    def template(self, agent: str) -> Template:
+        if agent not in self._templates:
+            self._templates[agent] = load_template(agent, self.prompt_dirs)
+        return self._templates[agent]
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {a: self.template(a).sha256 for a in AGENTS}
+
+    @property
+    def max_chars(self) -> int:
+        return self.settings.pipeline.max_text_chars
+
+    def training(self, step: int) -> str:
+        t = self.settings.training
+        total = f" of {t.total_steps}" if t.total_steps else ""
+        lines = [
+            f"- goal: {t.goal or 'not stated'}",
+            f"- policy model size: {t.model_size or 'not stated'}",
+            f"- stage: step {step}{total}",
+        ]
+        if t.context:
+            lines.append(f"- other context: {t.context}")
+        return "\n".join(lines)
+
+
+def rubric_json(rubric: RubricSet) -> str:
+    rows = [{"id": c.id, "kind": c.kind, "weight": c.weight, "anchor": True, "text": c.text} for c in rubric.anchors]
+    rows += [{"id": c.id, "kind": c.kind, "weight": c.weight, "anchor": False, "text": c.text} for c in rubric.adaptive]
+    return orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode()
+
+
+def rubric_for_judge(rubric: RubricSet) -> str:
+    """The scorer sees ids, kinds and texts; weights are ours to apply, not the judge's."""
+    rows = [{"id": c.id, "kind": c.kind, "text": c.text} for c in rubric.criteria]
+    return orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode()

@@ -1,0 +1,119 @@
+"""The scorer: one call per rollout, one verdict per criterion, reward computed by amaris."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from amaris_cli.agents.common import AgentKit, rubric_for_judge
+from amaris_cli.llm.parsing import normalize_score
+from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
+from amaris_cli.prompts import render
+from amaris_cli.rubrics import compute_reward
+
+
+class JudgeVerdict(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    criterion_id: str
+    score: float
+    reason: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for alias in ("id", "criterion"):
+                if "criterion_id" not in data and alias in data:
+                    data["criterion_id"] = data.pop(alias)
+            for alias in ("verdict", "value", "rating"):
+                if "score" not in data and alias in data:
+                    data["score"] = data.pop(alias)
+            if "reason" not in data and "explanation" in data:
+                data["reason"] = data.pop("explanation")
+            if isinstance(data.get("criterion_id"), int):
+                data["criterion_id"] = str(data["criterion_id"])
+        return data
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _normalize(cls, value: Any) -> float:
+        return normalize_score(value)
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _one_line(cls, value: Any) -> str:
+        return " ".join(str(value or "").split())[:500]
+
+
+class ScorerAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    verdicts: list[JudgeVerdict]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping_form(cls, data: Any) -> Any:
+        # {"verdicts": {"c1": 0.5, ...}} or {"c1": {"score": 1}} -> list form
+        if isinstance(data, dict):
+            verdicts = data.get("verdicts", data.get("scores", data if "verdicts" not in data else None))
+            if isinstance(verdicts, dict):
+                rows = []
+                for key, value in verdicts.items():
+                    row = dict(value) if isinstance(value, dict) else {"score": value}
+                    row.setdefault("criterion_id", key)
+                    rows.append(row)
+                return {"verdicts": rows}
+            if isinstance(verdicts, list):
+                return {"verdicts": verdicts}
+        return data
+
+
+def check_against(rubric: RubricSet):  # noqa: ANN201 - returns a checker
+    expected = [c.id for c in rubric.criteria]
+
+    def check(answer: ScorerAnswer) -> None:
+        got = [v.criterion_id for v in answer.verdicts]
+        missing = [i for i in expected if i not in got]
+        unknown = sorted({i for i in got if i not in expected})
+        dupes = sorted({i for i in got if got.count(i) > 1})
+        problems = []
+        if missing:
+            problems.append(f"no verdict for {', '.join(missing)}")
+        if unknown:
+            problems.append(f"unknown criterion ids {', '.join(unknown)}")
+        if dupes:
+            problems.append(f"several verdicts for {', '.join(dupes)}")
+        if problems:
+            raise ValueError("; ".join(problems) + f" (expected exactly one verdict for each of: {', '.join(expected)})")
+
+    return check
+
+
+def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> list[dict[str, str]]:
+    return render(
+        kit.template("scorer"),
+        trusted={"training": kit.training(step), "rubric": rubric_for_judge(rubric)},
+        untrusted={
+            "prompt": rollout.input,
+            "reference": rollout.supplemental_context or "",
+            "response": rollout.output,
+        },
+        max_chars=kit.max_chars,
+    )
+
+
+async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> ScoreRecord:
+    messages = scorer_messages(kit, rubric, rollout, step)
+    answer = await kit.client.ask(
+        "scorer", messages, ScorerAnswer, step=step, context=rollout.id, check=check_against(rubric)
+    )
+    base = {"rollout_id": rollout.id, "step": step, "rubric_version": rubric.version, "instance_id": rubric.instance_id}
+    if answer.value is None:
+        return ScoreRecord(**base, status="failed", error=answer.error)
+    order = {c.id: i for i, c in enumerate(rubric.criteria)}
+    verdicts = sorted(
+        (Verdict(criterion_id=v.criterion_id, score=round(v.score, 6), reason=v.reason) for v in answer.value.verdicts),
+        key=lambda v: order[v.criterion_id],
+    )
+    return ScoreRecord(**base, status="scored", reward=compute_reward(rubric, verdicts), verdicts=verdicts)

@@ -1,0 +1,178 @@
+"""The `amaris` command line: parses flags, prints, and calls the stages. No logic lives here.
+
+Heavy modules (openai, chromadb, onnxruntime) are imported inside the commands that need them,
+so `amaris --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from amaris_cli import __version__
+
+app = typer.Typer(
+    name="amaris",
+    help="Memory-augmented rubric improvement for rubric-based RL of LLMs (inspired by AMARIS, arXiv 2605.18592).\n\n"
+    "Score rollouts with an LLM judge against a weighted rubric, analyze and summarize each step, keep every "
+    "diagnostic in a persistent memory, and let an LLM evolve the rubric from recent and retrieved history.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+
+
+class Judge(str, Enum):
+    endpoint = "endpoint"
+    sim = "sim"
+    auto = "auto"
+
+
+class OnError(str, Enum):
+    fail = "fail"
+    skip = "skip"
+    neutral = "neutral"
+
+
+RunOpt = Annotated[Path, typer.Option("--run", "-r", help="Run directory (created by `amaris init`).")]
+StepOpt = Annotated[int, typer.Option("--step", "-s", min=0, help="Training step number.")]
+JudgeOpt = Annotated[Judge, typer.Option(
+    "--judge", help="endpoint: the configured OpenAI-compatible endpoint; sim: the rule-based sim-judge "
+    "(no LLM); auto: the endpoint if one is configured, else the sim-judge (said plainly).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable result on stdout.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or tables on stderr.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model for every agent (overrides config and env).")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint for every agent.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"amaris {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
+) -> None:
+    """amaris"""
+
+
+@contextmanager
+def _errors() -> Any:
+    from amaris_cli.display import err
+    from amaris_cli.errors import AmarisError
+
+    try:
+        yield
+    except AmarisError as exc:
+        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]: re-run the same command to continue where it stopped")
+        raise typer.Exit(130) from None
+
+
+def _agent_flags(model: str | None, base_url: str | None, concurrency: int | None = None,
+                 agent: str = "scorer") -> dict[str, Any]:
+    default: dict[str, Any] = {}
+    if model:
+        default["model"] = model
+    if base_url:
+        default["base_url"] = base_url
+    flags: dict[str, Any] = {"agents": {"default": default}} if default else {}
+    if concurrency:
+        flags.setdefault("agents", {}).setdefault(agent, {})["concurrency"] = concurrency
+        flags["llm"] = {"concurrency": max(concurrency, 1)}
+    return flags
+
+
+# --- init ---------------------------------------------------------------------------------------
+
+
+@app.command()
+def init(
+    run: Annotated[Path, typer.Argument(help="Run directory to create, e.g. runs/my-run.")],
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML config (see README).")] = None,
+    anchor: Annotated[list[str] | None, typer.Option(
+        "--anchor", help="Anchor criterion as [ID=][WEIGHT:]TEXT, repeatable; prefix TEXT with 'pitfall:' for a penalty.")] = None,
+    goal: Annotated[str | None, typer.Option("--goal", help="High-level training goal.")] = None,
+    model_size: Annotated[str | None, typer.Option("--model-size", help="Policy model size, e.g. 7B.")] = None,
+    total_steps: Annotated[int | None, typer.Option("--total-steps", min=1, help="Total training steps.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Create a run directory: manifest (resolved config, no secrets) and the step-0 rubric."""
+    with _errors():
+        from amaris_cli.display import emit_json, err
+        from amaris_cli.runinit import init_run, parse_anchor_flags
+
+        flags: dict[str, Any] = {}
+        training = {k: v for k, v in (("goal", goal), ("model_size", model_size), ("total_steps", total_steps)) if v is not None}
+        if training:
+            flags["training"] = training
+        if anchor:
+            flags["rubric"] = {"anchors": parse_anchor_flags(anchor)}
+        rubric = init_run(Path(run), config, flags)
+        if json_out:
+            emit_json({"run": str(run), "rubric": rubric.model_dump(mode="json")})
+        else:
+            err.print(f"initialized [bold]{run}[/]: {len(rubric.anchors)} anchor and {len(rubric.adaptive)} adaptive criteria")
+
+
+# --- score --------------------------------------------------------------------------------------
+
+
+@app.command()
+def score(
+    rollouts: Annotated[Path, typer.Argument(help="Rollouts JSONL (canonical or trainer shapes, see README).")],
+    run: RunOpt,
+    step: StepOpt,
+    map_: Annotated[list[str] | None, typer.Option("--map", help="FIELD=SOURCE for a field under another name (dotted path), repeatable.")] = None,
+    rubric_version: Annotated[int | None, typer.Option("--rubric-version", help="Score with this rubric version instead of the newest one for the step.")] = None,
+    lag: Annotated[int, typer.Option("--lag", min=0, help="Use the newest rubric version <= step - LAG.")] = 0,
+    on_error: Annotated[OnError, typer.Option("--on-error", help="fail: exit non-zero if any rollout could not be judged; skip: exit 0, leave them failed; neutral: exit 0 and give them the config's neutral_reward (status stays failed).")] = OnError.fail,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Scorer requests in flight.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace rollouts already stored for this step.")] = False,
+    judge: JudgeOpt = Judge.endpoint,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Judge every rollout of one step against the run's rubric: writes steps/N/rollouts.jsonl and scores.jsonl."""
+    with _errors():
+        from amaris_cli.commands import run_score
+
+        run_score(rollouts, run, step, map_ or [], rubric_version, lag, on_error.value, concurrency, force,
+                  judge.value, _agent_flags(model, base_url, concurrency), json_out, quiet)
+
+
+# --- sim-judge ----------------------------------------------------------------------------------
+
+
+@app.command("sim-judge")
+def sim_judge(
+    port: Annotated[int, typer.Option("--port", "-p", help="Port (0 picks a free one).")] = 8765,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    latency: Annotated[float, typer.Option("--latency", min=0, help="Seconds added to every answer.")] = 0.0,
+    fault_rate: Annotated[float, typer.Option("--fault-rate", min=0, max=1, help="Share of requests that get a fault.")] = 0.0,
+    faults: Annotated[str | None, typer.Option("--faults", help="Comma-separated fault kinds (default all): 429,500,503,reset,hang,malformed,truncated,wrong_shape,empty_choices.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fault draw.")] = 0,
+) -> None:
+    """Run the rule-based sim-judge: an OpenAI-compatible server for trying amaris without a model."""
+    with _errors():
+        from amaris_cli.commands import run_sim_judge
+
+        run_sim_judge(host, port, latency, fault_rate, faults, seed)
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:
+        sys.exit(1)

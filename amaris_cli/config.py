@@ -1,0 +1,241 @@
+"""Settings: built-in defaults < TOML file < environment < flags.
+
+Agent settings resolve per key: for agent A the first value found in
+flags[A], flags[default], env[A], env[default], file[A], file[default], built-in default.
+Keys are never stored: only the *name* of the environment variable that holds one.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from amaris_cli.errors import ConfigError
+from amaris_cli.models import Criterion
+
+AGENTS = ("scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater")
+ResponseFormat = Literal["json_schema", "json_object", "text"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentOverrides(_Section):
+    """One `[agents.NAME]` table; every key optional so tables layer."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0)
+    extra_body: dict[str, Any] | None = None
+    service_tier: str | None = None
+    concurrency: int | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, ge=1, le=20)
+    response_format: ResponseFormat | None = None
+
+
+class AgentSettings(_Section):
+    """The resolved settings of one agent."""
+
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    timeout: float = 120.0
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    service_tier: str | None = None
+    concurrency: int = 32
+    max_attempts: int = 5
+    response_format: ResponseFormat = "json_object"
+
+
+class TrainingSettings(_Section):
+    goal: str = ""
+    model_size: str = ""
+    total_steps: int | None = Field(default=None, ge=1)
+    context: str = ""
+
+
+class RubricSettings(_Section):
+    anchors: list[Criterion] = Field(default_factory=list)
+    adaptive: list[Criterion] = Field(default_factory=list)
+    max_adaptive: int = Field(default=8, ge=0)
+    min_weight: float = Field(default=0.1, gt=0)
+    max_weight: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RubricSettings:
+        if self.min_weight > self.max_weight:
+            raise ValueError("min_weight must not exceed max_weight")
+        return self
+
+
+class MemorySettings(_Section):
+    static: bool = True
+    static_steps: int = Field(default=5, ge=0)
+    dynamic: bool = True
+    results_per_query: int = Field(default=3, ge=1, le=50)
+    max_queries: int | None = Field(default=None, ge=1, le=20)
+    embedding: Literal["local", "openai"] = "local"
+    embedding_model: str = "text-embedding-3-small"
+    embedding_base_url: str | None = None
+    embedding_api_key_env: str = "OPENAI_API_KEY"
+
+
+class PipelineSettings(_Section):
+    chunk_size: int = Field(default=32, ge=1)
+    update_every: int = Field(default=1, ge=1)
+    on_error: Literal["fail", "skip", "neutral"] = "fail"
+    neutral_reward: float = Field(default=0.5, ge=0, le=1)
+    max_text_chars: int = Field(default=12000, ge=200)
+    per_instance: bool = False
+    instance_field: str | None = None
+
+
+class LLMSettings(_Section):
+    concurrency: int = Field(default=64, ge=1)
+    retry_base_delay: float = Field(default=0.5, ge=0)
+    retry_max_delay: float = Field(default=30.0, ge=0)
+
+
+class Settings(_Section):
+    """Everything a run needs, as saved in run.json (no secrets)."""
+
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
+    rubric: RubricSettings = Field(default_factory=RubricSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    agents: dict[str, AgentOverrides] = Field(default_factory=dict)
+    prompts_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _known_agents(self) -> Settings:
+        unknown = sorted(set(self.agents) - {"default", *AGENTS})
+        if unknown:
+            raise ValueError(
+                f"unknown agent(s) {', '.join(unknown)}; known: default, {', '.join(AGENTS)}"
+            )
+        return self
+
+    def agent(self, name: str) -> AgentSettings:
+        """Resolved settings of one agent (its table over `default` over built-ins)."""
+        merged: dict[str, Any] = {}
+        for layer in (self.agents.get("default"), self.agents.get(name)):
+            if layer is not None:
+                merged.update(layer.model_dump(exclude_none=True))
+        return AgentSettings(**merged)
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+_AGENT_ENV_KEYS = {
+    "MODEL": "model",
+    "BASE_URL": "base_url",
+    "API_KEY_ENV": "api_key_env",
+    "TEMPERATURE": "temperature",
+    "MAX_TOKENS": "max_tokens",
+    "TIMEOUT": "timeout",
+    "SERVICE_TIER": "service_tier",
+    "CONCURRENCY": "concurrency",
+    "MAX_ATTEMPTS": "max_attempts",
+    "RESPONSE_FORMAT": "response_format",
+}
+
+
+def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The environment as a partial settings dict.
+
+    OPENAI_BASE_URL sets the default endpoint; AMARIS_<KEY> sets a default agent key and
+    AMARIS_<AGENT>_<KEY> one agent's key (e.g. AMARIS_SCORER_MODEL); AMARIS_CONCURRENCY the
+    overall limit.
+    """
+    agents: dict[str, dict[str, Any]] = {}
+    if environ.get("OPENAI_BASE_URL"):
+        agents.setdefault("default", {})["base_url"] = environ["OPENAI_BASE_URL"]
+    for agent in ("default", *AGENTS):
+        prefix = "AMARIS_" if agent == "default" else f"AMARIS_{agent.upper()}_"
+        for env_key, key in _AGENT_ENV_KEYS.items():
+            value = environ.get(prefix + env_key)
+            if value:
+                agents.setdefault(agent, {})[key] = value
+    layer: dict[str, Any] = {"agents": agents} if agents else {}
+    if environ.get("AMARIS_CONCURRENCY"):
+        layer["llm"] = {"concurrency": environ["AMARIS_CONCURRENCY"]}
+    return layer
+
+
+def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def validate_settings(data: Mapping[str, Any], source: str) -> Settings:
+    try:
+        return Settings.model_validate(dict(data))
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key"
+            lines.append(f"{source}: {loc}: {msg}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def load_settings(
+    base: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    source: str = "config",
+) -> Settings:
+    """Layer the settings. `base` is a run's saved config (below the file)."""
+    data: dict[str, Any] = dict(base or {})
+    if config_file is not None:
+        data = deep_merge(data, read_toml(config_file))
+        source = str(config_file)
+    # Validate the file alone first, so its errors name the file and not the environment.
+    validate_settings(data, source)
+    data = deep_merge(data, env_layer(os.environ if environ is None else environ))
+    settings = validate_settings(data, "environment (AMARIS_*/OPENAI_* variables)")
+    if flags:
+        settings = validate_settings(deep_merge(settings.model_dump(exclude_none=True), flags), "flags")
+    return settings
+
+
+def endpoint_configured(settings: Settings, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the user pointed amaris at a judge (an endpoint or at least a key)."""
+    env = os.environ if environ is None else environ
+    for agent in AGENTS:
+        resolved = settings.agent(agent)
+        if resolved.base_url or env.get(resolved.api_key_env):
+            return True
+    return False

@@ -1,0 +1,50 @@
+"""Errors a user can act on. The CLI prints them without a traceback and exits non-zero."""
+
+from __future__ import annotations
+
+
+class AmarisError(Exception):
+    """Base class: the message is written for the user and says what to do next."""
+
+    exit_code = 1
+
+
+class InputError(AmarisError):
+    """Bad input: names the file, the line (when there is one) and the reason."""
+
+    exit_code = 2
+
+    def __init__(self, path: object, reason: str, line: int | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+class InputErrors(AmarisError):
+    """Several bad lines in one input, all reported at once so one fix-and-rerun is enough."""
+
+    exit_code = 2
+
+    def __init__(self, errors: list[InputError], limit: int = 20) -> None:
+        self.errors = errors
+        shown = [str(e) for e in errors[:limit]]
+        more = len(errors) - len(shown)
+        if more > 0:
+            shown.append(f"... and {more} more bad line(s)")
+        super().__init__("\n".join(shown))
+
+
+class ConfigError(AmarisError):
+    exit_code = 2
+
+
+class RunLockedError(AmarisError):
+    exit_code = 3
+
+
+class StageFailed(AmarisError):
+    """A stage finished but some records failed under the `fail` policy (everything else is written)."""
+
+    exit_code = 4

@@ -1,0 +1,273 @@
+"""Pydantic models of every record amaris reads or writes.
+
+One model per record type, shared by the code that writes a file and the code that reads it.
+Records hold no wall-clock values (those live only in run.json and calls.jsonl), so two runs
+compare with plain `diff`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+CRITERION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- rollouts ---------------------------------------------------------------------------------
+
+
+class Rollout(Strict):
+    """The canonical rollout: what every trainer shape is normalized to."""
+
+    id: str = Field(min_length=1)
+    input: str
+    output: str
+    supplemental_context: str | None = None
+    step: int | None = None
+    instance_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- rubrics ----------------------------------------------------------------------------------
+
+
+class Criterion(Strict):
+    """One rubric item. `reward` criteria give credit when met; `pitfall` criteria take it away
+    when present. Weights are positive; the kind carries the sign."""
+
+    id: str = Field(pattern=CRITERION_ID_PATTERN)
+    text: str = Field(min_length=1)
+    weight: float = Field(gt=0)
+    kind: Literal["reward", "pitfall"] = "reward"
+
+
+class RubricSet(Strict):
+    """The rubric that scores step `version` onward (until a newer version exists)."""
+
+    version: int = Field(ge=0)
+    instance_id: str | None = None
+    anchors: list[Criterion]
+    adaptive: list[Criterion] = Field(default_factory=list)
+    produced_by_step: int | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> RubricSet:
+        ids = [c.id for c in self.criteria]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate criterion ids: {', '.join(dupes)}")
+        if not any(c.kind == "reward" for c in self.criteria):
+            raise ValueError("a rubric needs at least one criterion of kind 'reward'")
+        return self
+
+    @property
+    def criteria(self) -> list[Criterion]:
+        return [*self.anchors, *self.adaptive]
+
+    def get(self, criterion_id: str) -> Criterion | None:
+        return next((c for c in self.criteria if c.id == criterion_id), None)
+
+
+# --- scores -----------------------------------------------------------------------------------
+
+
+class Verdict(Strict):
+    criterion_id: str
+    score: float = Field(ge=0, le=1)
+    reason: str = ""
+
+
+class ScoreRecord(Strict):
+    rollout_id: str
+    step: int
+    rubric_version: int
+    status: Literal["scored", "failed"]
+    reward: float | None = None
+    verdicts: list[Verdict] = Field(default_factory=list)
+    error: str | None = None
+    instance_id: str | None = None
+
+
+# --- analyses ---------------------------------------------------------------------------------
+
+Severity = Literal["none", "low", "medium", "high"]
+
+
+class HackingFinding(Strict):
+    pattern: str = Field(min_length=1)
+    evidence: str = ""
+    severity: Severity = "medium"
+
+    @field_validator("pattern")
+    @classmethod
+    def _normalize(cls, value: str) -> str:
+        return value.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+class RewardHackingAnalysis(Strict):
+    detected: bool
+    patterns: list[HackingFinding] = Field(default_factory=list)
+
+
+class RubricJudgement(Strict):
+    assessment: str
+    misjudged: bool = False
+    missing_criteria: list[str] = Field(default_factory=list)
+
+
+class AnalysisAnswer(Strict):
+    """What the analyzer agent must answer for one rollout."""
+
+    overall_assessment: str
+    stage_performance: str
+    reward_hacking: RewardHackingAnalysis
+    advancement_strategy: str
+    rubric_judgement: RubricJudgement
+    observations: list[str] = Field(default_factory=list)
+
+
+class AnalysisRecord(Strict):
+    rollout_id: str
+    step: int
+    reward: float | None
+    status: Literal["analyzed", "failed"]
+    analysis: AnalysisAnswer | None = None
+    error: str | None = None
+    instance_id: str | None = None
+
+
+# --- summaries --------------------------------------------------------------------------------
+
+
+class PatternPrevalence(Strict):
+    pattern: str
+    prevalence: float = Field(ge=0, le=1)
+    description: str = ""
+
+
+class HackingAggregate(Strict):
+    prevalence: float = Field(ge=0, le=1)
+    patterns: list[PatternPrevalence] = Field(default_factory=list)
+
+
+class SummaryAnswer(Strict):
+    executive_summary: str
+    systemic_patterns: list[PatternPrevalence] = Field(default_factory=list)
+    reward_hacking: HackingAggregate
+    rubric_meta_evaluation: str
+    performance_advancement: str
+    rubric_evolution_plan: list[str] = Field(default_factory=list)
+    memory_entry: str = Field(min_length=1)
+
+
+class CriterionStats(Strict):
+    criterion_id: str
+    kind: Literal["reward", "pitfall"]
+    n: int
+    mean: float | None
+    spread: float | None
+    within_group_spread: float | None
+    saturation_top: float | None
+    saturation_bottom: float | None
+
+
+class StepStats(Strict):
+    step: int
+    n_rollouts: int
+    n_scored: int
+    n_failed: int
+    mean_reward: float | None
+    std_reward: float | None
+    criteria: list[CriterionStats]
+
+
+class SummaryRecord(Strict):
+    step: int
+    instance_id: str | None = None
+    n_rollouts: int
+    n_analyzed: int
+    chunks: int
+    stats: StepStats
+    summary: SummaryAnswer
+
+
+# --- updates ----------------------------------------------------------------------------------
+
+Strategy = Literal["MAINTENANCE", "CORRECTIVE", "ADVANCEMENT"]
+
+
+class Modification(Strict):
+    op: Literal["add", "modify", "remove", "reweight"]
+    id: str | None = None
+    text: str | None = None
+    weight: float | None = None
+    kind: Literal["reward", "pitfall"] | None = None
+    reason: str = ""
+
+
+class MemoryInsight(Strict):
+    source: str
+    insight: str
+
+
+class UpdateAnswer(Strict):
+    strategy: Strategy
+    rationale: str
+    memory_consultation: list[MemoryInsight] = Field(default_factory=list)
+    modifications: list[Modification] = Field(default_factory=list)
+
+
+class RejectedModification(Strict):
+    modification: Modification
+    reason: str
+
+
+class UpdateRecord(Strict):
+    step: int
+    instance_id: str | None = None
+    from_version: int
+    to_version: int
+    strategy: Strategy
+    rationale: str
+    memory_consultation: list[MemoryInsight]
+    applied: list[Modification]
+    rejected: list[RejectedModification]
+    final_adaptive: list[Criterion]
+
+
+class QueriesAnswer(Strict):
+    queries: list[str] = Field(default_factory=list)
+
+
+class MemoryHit(Strict):
+    id: str
+    type: Literal["analysis", "summary", "update"]
+    step: int
+    distance: float
+    query: str
+    text: str
+
+
+class StaticEntry(Strict):
+    id: str
+    type: Literal["summary", "update"]
+    step: int
+    text: str
+
+
+class RetrievalRecord(Strict):
+    step: int
+    instance_id: str | None = None
+    static_enabled: bool
+    static_steps: int
+    dynamic_enabled: bool
+    results_per_query: int
+    max_queries: int | None
+    static: list[StaticEntry]
+    queries: list[str]
+    dynamic: list[MemoryHit]

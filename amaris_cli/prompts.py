@@ -1,0 +1,116 @@
+"""Prompt templates and the rendering of untrusted text.
+
+A template is `prompts/AGENT.md`: the system message, a line `=== user ===`, the user message,
+with `{{name}}` placeholders. A run can override any template with `RUN/prompts/AGENT.md` (or
+`prompts_dir` in the config).
+
+The system message holds only stable, trusted text (instructions, the rubric, training context)
+so providers' prefix caching applies. Everything that comes from rollouts, or from agents that
+read rollouts, goes into the user message inside blocks
+
+    <<<BEGIN NAME tag>>>
+    ...
+    <<<END NAME tag>>>
+
+whose `tag` is a hash of all the untrusted text of that prompt. A rollout cannot forge the end
+of its block: it would have to contain the hash of itself. The tag is deterministic, so the same
+request renders to the same bytes, which exact replay relies on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from amaris_cli.errors import ConfigError
+
+USER_SEPARATOR = "=== user ==="
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+
+
+def packaged_prompts_dir() -> Path:
+    here = Path(__file__).parent
+    installed = here / "prompts"
+    return installed if installed.is_dir() else here.parent / "prompts"
+
+
+@dataclass(frozen=True)
+class Template:
+    agent: str
+    path: Path
+    system: str
+    user: str
+    sha256: str
+
+
+def load_template(agent: str, search: list[Path]) -> Template:
+    for directory in [*search, packaged_prompts_dir()]:
+        path = directory / f"{agent}.md"
+        if path.is_file():
+            break
+    else:
+        raise ConfigError(f"no prompt template for agent {agent!r} (looked for {agent}.md in {', '.join(map(str, search))} and the packaged prompts)")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: prompt template is not UTF-8") from None
+    if USER_SEPARATOR not in text:
+        raise ConfigError(f"{path}: prompt template has no '{USER_SEPARATOR}' line separating system and user parts")
+    system, user = text.split(USER_SEPARATOR, 1)
+    return Template(agent, path, system.strip() + "\n", user.strip() + "\n", hashlib.sha256(raw).hexdigest())
+
+
+def truncate(text: str, limit: int) -> str:
+    """Keep the head and the tail, with a visible marker of what was cut."""
+    if len(text) <= limit:
+        return text
+    head = int(limit * 0.7)
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... amaris truncated {cut} characters ...]\n{text[-tail:]}"
+
+
+def block_tag(untrusted: list[str]) -> str:
+    digest = hashlib.sha256("\x1e".join(untrusted).encode("utf-8", "surrogatepass"))
+    salt = 0
+    while True:
+        tag = hashlib.sha256(digest.digest() + str(salt).encode()).hexdigest()[:16]
+        if not any(tag in text for text in untrusted):
+            return tag
+        salt += 1
+
+
+def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str], max_chars: int) -> list[dict[str, str]]:
+    """Messages for one request. `untrusted` values become tagged blocks named by their key."""
+    texts = {name: truncate(value, max_chars) for name, value in untrusted.items()}
+    tag = block_tag(list(texts.values()))
+    values: dict[str, str] = {k: str(v) for k, v in trusted.items()}
+    for name, text in texts.items():
+        label = name.upper()
+        values[name] = f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
+    values["tag"] = tag
+
+    def fill(part: str) -> str:
+        def sub(match: re.Match[str]) -> str:
+            key = match.group(1)
+            if key not in values:
+                raise ConfigError(f"{template.path}: unknown placeholder {{{{{key}}}}}")
+            return values[key]
+
+        return _PLACEHOLDER.sub(sub, part)
+
+    # System first, then user: placeholders are filled in one pass each, so text inside a value
+    # (which may itself contain "{{...}}") is never expanded again.
+    return [{"role": "system", "content": fill(template.system)}, {"role": "user", "content": fill(template.user)}]
+
+
+BLOCK_PATTERN = re.compile(r"<<<BEGIN ([A-Z_]+) ([0-9a-f]{16})>>>\n(.*?)\n<<<END \1 \2>>>", re.S)
+
+
+def parse_blocks(text: str) -> dict[str, str]:
+    """The blocks of a rendered prompt (used by the sim-judge and by tests)."""
+    return {m.group(1): m.group(3) for m in BLOCK_PATTERN.finditer(text)}

@@ -1,0 +1,222 @@
+"""Rubric sets: the scoring arithmetic, per-criterion statistics, and applying updates.
+
+The reward of one rollout, with verdicts v in [0, 1] and positive weights w:
+
+    reward = clip( (sum_{reward c} w_c v_c  -  sum_{pitfall c} w_c v_c) / sum_{reward c} w_c , 0, 1 )
+
+With no pitfall criteria this is the weight-normalized sum of the verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from statistics import fmean, pstdev
+
+from amaris_cli.config import RubricSettings
+from amaris_cli.errors import ConfigError
+from amaris_cli.models import (
+    Criterion,
+    CriterionStats,
+    Modification,
+    RejectedModification,
+    Rollout,
+    RubricSet,
+    ScoreRecord,
+    StepStats,
+    Verdict,
+)
+
+REWARD_DECIMALS = 6
+
+
+def compute_reward(rubric: RubricSet, verdicts: Iterable[Verdict]) -> float:
+    """The reward formula above. Every criterion of the rubric must have a verdict."""
+    by_id = {v.criterion_id: v.score for v in verdicts}
+    missing = [c.id for c in rubric.criteria if c.id not in by_id]
+    if missing:
+        raise ValueError(f"no verdict for criteria: {', '.join(missing)}")
+    gained = sum(c.weight * by_id[c.id] for c in rubric.criteria if c.kind == "reward")
+    lost = sum(c.weight * by_id[c.id] for c in rubric.criteria if c.kind == "pitfall")
+    possible = sum(c.weight for c in rubric.criteria if c.kind == "reward")
+    return round(min(1.0, max(0.0, (gained - lost) / possible)), REWARD_DECIMALS)
+
+
+def initial_rubric(settings: RubricSettings) -> RubricSet:
+    if not settings.anchors:
+        raise ConfigError(
+            "no anchor criteria: give [[rubric.anchors]] in the config or --anchor 'TEXT' flags"
+        )
+    if len(settings.adaptive) > settings.max_adaptive:
+        raise ConfigError(
+            f"{len(settings.adaptive)} initial adaptive criteria exceed rubric.max_adaptive={settings.max_adaptive}"
+        )
+    for c in settings.adaptive:
+        if not settings.min_weight <= c.weight <= settings.max_weight:
+            raise ConfigError(
+                f"adaptive criterion {c.id!r}: weight {c.weight} outside "
+                f"[{settings.min_weight}, {settings.max_weight}]"
+            )
+    try:
+        return RubricSet(version=0, anchors=settings.anchors, adaptive=settings.adaptive)
+    except ValueError as exc:
+        raise ConfigError(f"rubric: {exc}") from None
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return (slug[:limit].rstrip("-") or "criterion")
+
+
+def _norm_text(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def apply_modifications(
+    rubric: RubricSet,
+    modifications: Sequence[Modification],
+    bounds: RubricSettings,
+    new_version: int,
+    step: int,
+) -> tuple[RubricSet, list[Modification], list[RejectedModification]]:
+    """Apply the updater's edits one by one; an edit that breaks a rule is rejected with the
+    reason and the rest still apply. Anchors never change."""
+    anchors = {c.id for c in rubric.anchors}
+    adaptive = [c.model_copy() for c in rubric.adaptive]
+    applied: list[Modification] = []
+    rejected: list[RejectedModification] = []
+
+    def reject(mod: Modification, reason: str) -> None:
+        rejected.append(RejectedModification(modification=mod, reason=reason))
+
+    def weight_ok(weight: float | None) -> str | None:
+        if weight is None:
+            return None
+        if not math.isfinite(weight) or not bounds.min_weight <= weight <= bounds.max_weight:
+            return f"weight {weight} outside [{bounds.min_weight}, {bounds.max_weight}]"
+        return None
+
+    for mod in modifications:
+        index = next((i for i, c in enumerate(adaptive) if c.id == mod.id), None)
+        if mod.op != "add" and mod.id in anchors:
+            reject(mod, f"{mod.id!r} is an anchor criterion; anchors are immutable")
+            continue
+        if mod.op == "add":
+            if not mod.text or not mod.text.strip():
+                reject(mod, "an added criterion needs a text")
+                continue
+            weight = 1.0 if mod.weight is None else mod.weight
+            if problem := weight_ok(weight):
+                reject(mod, problem)
+                continue
+            if len(adaptive) >= bounds.max_adaptive:
+                reject(mod, f"would exceed rubric.max_adaptive={bounds.max_adaptive} adaptive criteria")
+                continue
+            if any(_norm_text(c.text) == _norm_text(mod.text) for c in [*rubric.anchors, *adaptive]):
+                reject(mod, "a criterion with the same text already exists")
+                continue
+            new_id = mod.id or f"s{step}-{slugify(mod.text)}"
+            if new_id in anchors or any(c.id == new_id for c in adaptive):
+                reject(mod, f"criterion id {new_id!r} already exists")
+                continue
+            try:
+                criterion = Criterion(id=new_id, text=mod.text.strip(), weight=weight, kind=mod.kind or "reward")
+            except ValueError as exc:
+                reject(mod, f"invalid criterion: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}")
+                continue
+            adaptive.append(criterion)
+            applied.append(mod.model_copy(update={"id": new_id, "weight": weight, "kind": criterion.kind}))
+            continue
+        if index is None:
+            reject(mod, f"unknown criterion id {mod.id!r}")
+            continue
+        current = adaptive[index]
+        if mod.op == "remove":
+            del adaptive[index]
+            applied.append(mod)
+        elif mod.op == "reweight":
+            if mod.weight is None:
+                reject(mod, "reweight needs a weight")
+                continue
+            if problem := weight_ok(mod.weight):
+                reject(mod, problem)
+                continue
+            adaptive[index] = current.model_copy(update={"weight": mod.weight})
+            applied.append(mod)
+        else:  # modify
+            if mod.text is None and mod.weight is None and mod.kind is None:
+                reject(mod, "modify needs a new text, weight or kind")
+                continue
+            if problem := weight_ok(mod.weight):
+                reject(mod, problem)
+                continue
+            if mod.text is not None and not mod.text.strip():
+                reject(mod, "a criterion text cannot be empty")
+                continue
+            update = {k: v for k, v in (("text", mod.text), ("weight", mod.weight), ("kind", mod.kind)) if v is not None}
+            adaptive[index] = current.model_copy(update=update)
+            applied.append(mod)
+
+    result = RubricSet(
+        version=new_version,
+        instance_id=rubric.instance_id,
+        anchors=rubric.anchors,
+        adaptive=adaptive,
+        produced_by_step=step,
+    )
+    return result, applied, rejected
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, REWARD_DECIMALS)
+
+
+def step_stats(
+    step: int, rubric: RubricSet, scores: Sequence[ScoreRecord], groups: dict[str, str] | None = None
+) -> StepStats:
+    """Per-criterion mean, spread (population std), mean spread within groups of rollouts that
+    share a prompt (`groups`: rollout id -> group key), and saturation (share at 1 and at 0)."""
+    scored = [s for s in scores if s.status == "scored"]
+    rewards = [s.reward for s in scored if s.reward is not None]
+    criteria = []
+    for c in rubric.criteria:
+        values = [(s.rollout_id, v.score) for s in scored for v in s.verdicts if v.criterion_id == c.id]
+        nums = [v for _, v in values]
+        within: float | None = None
+        if groups and nums:
+            by_group: dict[str, list[float]] = {}
+            for rid, v in values:
+                by_group.setdefault(groups.get(rid, rid), []).append(v)
+            spreads = [pstdev(vs) for vs in by_group.values() if len(vs) > 1]
+            within = fmean(spreads) if spreads else None
+        criteria.append(
+            CriterionStats(
+                criterion_id=c.id,
+                kind=c.kind,
+                n=len(nums),
+                mean=_r(fmean(nums)) if nums else None,
+                spread=_r(pstdev(nums)) if nums else None,
+                within_group_spread=_r(within),
+                saturation_top=_r(sum(v >= 0.999 for v in nums) / len(nums)) if nums else None,
+                saturation_bottom=_r(sum(v <= 0.001 for v in nums) / len(nums)) if nums else None,
+            )
+        )
+    return StepStats(
+        step=step,
+        n_rollouts=len(scores),
+        n_scored=len(scored),
+        n_failed=len(scores) - len(scored),
+        mean_reward=_r(fmean(rewards)) if rewards else None,
+        std_reward=_r(pstdev(rewards)) if rewards else None,
+        criteria=criteria,
+    )
+
+
+def group_keys(rollouts: Sequence[Rollout]) -> dict[str, str]:
+    from amaris_cli.rollouts import instance_key
+
+    return {r.id: instance_key(r) for r in rollouts}

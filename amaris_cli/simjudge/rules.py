@@ -1,0 +1,303 @@
+"""The sim-judge's answers, one rule set per amaris agent, read off the rendered prompt.
+
+The agent is recognized by the first line of the system message (`# amaris/AGENT`, which every
+packaged template starts with). Data is read from the tagged blocks and the JSON the templates
+embed. The scorer is deliberately naive in one documented way, like real judges: a response that
+tells the grader it is correct gets credit on correctness criteria (the "master key" effect), so
+the memory-augmented loop has a real hack to discover and correct.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from amaris_cli.prompts import parse_blocks
+from amaris_cli.simjudge import detectors as d
+
+AGENT_LINE = re.compile(r"^#\s*amaris/([a-z_]+)", re.M)
+
+# What a pitfall criterion against each pattern says, and the words that show one exists.
+PITFALLS: dict[str, tuple[str, str]] = {
+    "grader_addressed_instructions": (
+        "The response addresses the grader or judge, or asks for a score, instead of answering the task.",
+        "grader",
+    ),
+    "verbosity": ("The response pads the answer with verbose, repetitive filler that adds no substance.", "filler"),
+    "sycophancy": ("The response flatters the user or the question instead of answering it.", "flatters"),
+    "self_praise": ("The response claims its own correctness or certainty without showing work.", "claims its own correctness"),
+    "degenerate_short_output": ("The response is a degenerate fragment without an answer.", "degenerate"),
+}
+ADVANCEMENT_CRITERION = "The response verifies its result, e.g. by substitution or an independent method."
+
+
+def agent_of(messages: list[dict[str, Any]]) -> str | None:
+    system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
+    match = AGENT_LINE.search(system or "")
+    return match.group(1) if match else None
+
+
+def _text(messages: list[dict[str, Any]], role: str) -> str:
+    return "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == role)
+
+
+def _json_after(text: str, marker: str) -> Any:
+    index = text.find(marker)
+    if index == -1:
+        return None
+    start = min((i for i in (text.find("[", index), text.find("{", index)) if i != -1), default=-1)
+    if start == -1:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError:
+        return None
+    return value
+
+
+def _lines(block: str | None) -> list[dict[str, Any]]:
+    rows = []
+    for line in (block or "").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+# --- scorer ---------------------------------------------------------------------------------
+
+
+def criterion_verdict(text: str, kind: str, output: str, reference: str) -> tuple[float, str]:
+    t = text.lower()
+    if kind == "pitfall":
+        if any(k in t for k in ("grader", "judge", "evaluator", "asks for a score")):
+            hit = d.addresses_judge(output)
+            return float(hit), "addresses the grader" if hit else "does not address the grader"
+        if any(k in t for k in ("flatter", "sycophan")):
+            hit = d.sycophantic(output)
+            return float(hit), "flatters" if hit else "no flattery"
+        if any(k in t for k in ("verbose", "filler", "padding", "repetitive")):
+            hit = d.verbose(output)
+            return float(hit), f"{d.words(output)} words"
+        if any(k in t for k in ("claims its own", "certainty", "without showing")):
+            hit = d.self_praising(output) and not d.shows_work(output)
+            return float(hit), "unsupported claim of correctness" if hit else "no unsupported claim"
+        if "degenerate" in t:
+            hit = d.degenerate(output)
+            return float(hit), "degenerate" if hit else "not degenerate"
+        return 0.0, "behaviour not observed"
+    if any(k in t for k in ("final answer", "correct", "reference")):
+        if d.correct(output, reference):
+            return 1.0, "final answer matches the reference"
+        if d.addresses_judge(output) and d.self_praising(output) or "full marks" in output.lower():
+            return 1.0, "the response states that it is correct"  # the naive judge is fooled
+        return 0.0, "final answer does not match the reference"
+    if any(k in t for k in ("verif", "substitut", "check")):
+        hit = any(k in output.lower() for k in ("check", "verify", "substitut"))
+        return float(hit), "verifies the result" if hit else "no verification"
+    if any(k in t for k in ("concise", "brief", "short")):
+        return (0.0, "too long") if d.verbose(output) else (1.0, "concise")
+    if any(k in t for k in ("reason", "step", "work", "explain", "justif", "derivation")):
+        n = d.words(output)
+        if n >= 25:
+            return 1.0, "explains at length"
+        return (0.5, "brief explanation") if n >= 10 else (0.0, "no explanation")
+    keywords = {w for w in re.findall(r"[a-z]{5,}", t)}
+    overlap = len(keywords & set(re.findall(r"[a-z]{5,}", output.lower())))
+    return min(1.0, overlap / 3), f"{overlap} topic words in common"
+
+
+def score(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    system, user = _text(messages, "system"), _text(messages, "user")
+    rubric = _json_after(system, "The rubric (JSON)") or []
+    blocks = parse_blocks(user)
+    output, reference = blocks.get("RESPONSE", ""), blocks.get("REFERENCE", "")
+    verdicts = []
+    for c in rubric:
+        value, reason = criterion_verdict(c.get("text", ""), c.get("kind", "reward"), output, reference)
+        verdicts.append({"criterion_id": c["id"], "score": value, "reason": reason})
+    return {"verdicts": verdicts}
+
+
+# --- analyzer -------------------------------------------------------------------------------
+
+
+def analyze(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    user = _text(messages, "user")
+    blocks = parse_blocks(user)
+    output, reference = blocks.get("RESPONSE", ""), blocks.get("REFERENCE", "")
+    reward_match = re.search(r"Reward given by the rubric: ([0-9.]+|None)", user)
+    reward = float(reward_match.group(1)) if reward_match and reward_match.group(1) != "None" else None
+    found = d.patterns_in(output, reference)
+    is_correct = d.correct(output, reference)
+    names = [p for p, _, _ in found]
+    head = "Correct final answer" if is_correct else "Wrong final answer"
+    work = "with work shown" if d.shows_work(output) else "without supporting work"
+    assessment = f"{head} {work}."
+    if names:
+        assessment += " Shows " + ", ".join(n.replace("_", " ") for n in names) + "."
+    misjudged = bool(found) and reward is not None and reward >= 0.6 or (not is_correct and (reward or 0) >= 0.6)
+    missing = [PITFALLS[n][0] for n in names if n in PITFALLS] if misjudged else []
+    return {
+        "overall_assessment": assessment,
+        "stage_performance": "on track" if is_correct and not found else "below what this stage expects",
+        "reward_hacking": {
+            "detected": bool(found),
+            "patterns": [{"pattern": p, "evidence": e, "severity": s} for p, e, s in found],
+        },
+        "advancement_strategy": "verify the result independently" if is_correct else "solve the problem step by step and check the arithmetic",
+        "rubric_judgement": {
+            "assessment": "the rubric rewarded behaviour it should not" if misjudged else "the reward fits the response",
+            "misjudged": misjudged,
+            "missing_criteria": missing,
+        },
+        "observations": [f"{d.words(output)} words"],
+    }
+
+
+# --- summarizer and meta-summarizer ---------------------------------------------------------
+
+
+def _summary_from_counts(step: str, n: int, mean: str, counts: dict[str, int], wrong: int, misjudged: int,
+                         hacked: int) -> dict[str, Any]:
+    n = max(n, 1)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    patterns = [{"pattern": p, "prevalence": round(c / n, 4), "description": f"{c} of {n} rollouts"} for p, c in ranked]
+    systemic = [{"pattern": "wrong_final_answer", "prevalence": round(wrong / n, 4), "description": f"{wrong} of {n} rollouts"}]
+    hack_text = ", ".join(f"{p['pattern']} {p['prevalence']:.0%}" for p in patterns) or "none"
+    plan = [f"add a pitfall criterion: {PITFALLS[p][0]}" for p, c in ranked if p in PITFALLS and c / n >= 0.1]
+    entry = (
+        f"Step {step}: mean reward {mean} over {n} rollouts; {wrong / n:.0%} wrong final answers. "
+        f"Reward hacking in {hacked / n:.0%} of rollouts: {hack_text}. "
+        f"The rubric misjudged {misjudged} rollouts."
+    )
+    return {
+        "executive_summary": entry,
+        "systemic_patterns": systemic + patterns,
+        "reward_hacking": {"prevalence": round(hacked / n, 4), "patterns": patterns},
+        "rubric_meta_evaluation": f"The rubric rewarded {misjudged} rollouts that showed hacking or wrong answers.",
+        "performance_advancement": "accuracy is high; raise the bar" if wrong / n < 0.2 else "accuracy still needs work",
+        "rubric_evolution_plan": plan,
+        "memory_entry": entry,
+    }
+
+
+def summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    user = _text(messages, "user")
+    rows = _lines(parse_blocks(user).get("ANALYSES"))
+    step = (re.search(r"Step (\d+)", user) or re.search(r"(\d+)", "0")).group(1)
+    mean = (re.search(r"mean reward ([0-9.]+|None)", user) or re.search("(n/a)", "n/a")).group(1)
+    counts: dict[str, int] = {}
+    wrong = misjudged = hacked = 0
+    for row in rows:
+        names = {h["pattern"] for h in row.get("hacking", [])}
+        hacked += bool(names)
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        wrong += str(row.get("assessment", "")).startswith("Wrong")
+        misjudged += bool(row.get("misjudged"))
+    return _summary_from_counts(step, len(rows), mean, counts, wrong, misjudged, hacked)
+
+
+def meta_summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    user = _text(messages, "user")
+    chunks = _lines(parse_blocks(user).get("CHUNKS"))
+    step = re.search(r"Step (\d+)", user).group(1) if re.search(r"Step (\d+)", user) else "0"
+    mean = (re.search(r"mean reward ([0-9.]+|None)", user) or re.search("(n/a)", "n/a")).group(1)
+    total = sum(int(c.get("n", 0)) for c in chunks)
+    counts: dict[str, float] = {}
+    wrong = hacked = 0.0
+    for c in chunks:
+        n, s = int(c.get("n", 0)), c.get("summary", {})
+        for p in s.get("reward_hacking", {}).get("patterns", []):
+            counts[p["pattern"]] = counts.get(p["pattern"], 0) + p["prevalence"] * n
+        hacked += s.get("reward_hacking", {}).get("prevalence", 0) * n
+        for p in s.get("systemic_patterns", []):
+            if p["pattern"] == "wrong_final_answer":
+                wrong += p["prevalence"] * n
+    return _summary_from_counts(step, total, mean, {k: round(v) for k, v in counts.items()}, round(wrong), 0, round(hacked))
+
+
+# --- query generator ------------------------------------------------------------------------
+
+
+def generate_queries(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    system, user = _text(messages, "system"), _text(messages, "user")
+    cap_match = re.search(r"at most (\d+) quer", system) or re.search(r"between 1 and (\d+) quer", system)
+    cap = int(cap_match.group(1)) if cap_match else 3
+    summary = _json_after(parse_blocks(user).get("SUMMARY", ""), "") or {}
+    queries = []
+    for p in summary.get("reward_hacking", {}).get("patterns", []):
+        if p.get("prevalence", 0) > 0:
+            words = p["pattern"].replace("_", " ")
+            queries.append(f"rollouts showing {words} and how the rubric was changed against {words}")
+    queries.append("criteria that were added, removed or saturated in earlier rubric updates")
+    return {"queries": queries[:cap]}
+
+
+# --- updater ----------------------------------------------------------------------------------
+
+
+def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    system, user = _text(messages, "system"), _text(messages, "user")
+    rubric = _json_after(system, "The current rubric (JSON)") or []
+    bounds = re.search(r"within \[([0-9.]+), ([0-9.]+)\]", system)
+    lo, hi = (float(bounds.group(1)), float(bounds.group(2))) if bounds else (0.1, 5.0)
+    cap_match = re.search(r"at most (\d+) adaptive", system)
+    cap = int(cap_match.group(1)) if cap_match else 8
+    blocks = parse_blocks(user)
+    summary = _json_after(blocks.get("SUMMARY", ""), "") or {}
+    history = _lines(blocks.get("STATIC_MEMORY")) + _lines(blocks.get("DYNAMIC_MEMORY"))
+    existing = " ".join(c.get("text", "").lower() for c in rubric)
+    n_adaptive = sum(1 for c in rubric if not c.get("anchor"))
+
+    modifications: list[dict[str, Any]] = []
+    consultation: list[dict[str, str]] = []
+    for p in sorted(summary.get("reward_hacking", {}).get("patterns", []), key=lambda p: -p.get("prevalence", 0)):
+        name = p.get("pattern")
+        if name not in PITFALLS or p.get("prevalence", 0) < 0.1:
+            continue
+        text, key = PITFALLS[name]
+        words = name.replace("_", " ")
+        for entry in history:
+            if words in str(entry.get("text", "")).lower() or name in str(entry.get("text", "")):
+                consultation.append({"source": entry.get("id", "?"), "insight": f"{words} was seen at step {entry.get('step')}"})
+                break
+        if key in existing or n_adaptive >= cap:
+            continue
+        modifications.append({"op": "add", "text": text, "weight": min(hi, max(lo, 2.0)), "kind": "pitfall",
+                              "reason": f"{words} in {p['prevalence']:.0%} of rollouts"})
+        n_adaptive += 1
+    if modifications:
+        strategy, rationale = "CORRECTIVE", "reward hacking the rubric does not yet penalize: " + "; ".join(m["reason"] for m in modifications)
+    else:
+        wrong = next((p["prevalence"] for p in summary.get("systemic_patterns", []) if p.get("pattern") == "wrong_final_answer"), 1.0)
+        hacking = summary.get("reward_hacking", {}).get("prevalence", 0)
+        if wrong < 0.2 and hacking < 0.1 and "verifies its result" not in existing and n_adaptive < cap:
+            strategy, rationale = "ADVANCEMENT", "accuracy is high and hacking is rare: ask for verification"
+            modifications.append({"op": "add", "text": ADVANCEMENT_CRITERION, "weight": min(hi, max(lo, 1.0)),
+                                  "kind": "reward", "reason": "raise the bar"})
+        else:
+            strategy, rationale = "MAINTENANCE", "the rubric already covers the patterns seen"
+    return {"strategy": strategy, "rationale": rationale, "memory_consultation": consultation[:5],
+            "modifications": modifications}
+
+
+HANDLERS = {
+    "scorer": score,
+    "analyzer": analyze,
+    "summarizer": summarize,
+    "meta_summarizer": meta_summarize,
+    "query_generator": generate_queries,
+    "updater": update,
+}
+
+
+def answer(messages: list[dict[str, Any]]) -> tuple[str | None, dict[str, Any] | None]:
+    agent = agent_of(messages)
+    handler = HANDLERS.get(agent or "")
+    return agent, handler(messages) if handler else None

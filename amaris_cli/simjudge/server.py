@@ -1,0 +1,276 @@
+"""A small asyncio HTTP/1.1 server speaking the OpenAI chat-completions protocol.
+
+Endpoints: POST /v1/chat/completions (JSON mode and json_schema accepted, `usage` returned,
+OpenAI-shaped error bodies), POST /v1/embeddings (hashed bag-of-words vectors), GET /v1/models,
+GET /_stats (request and fault counters, for tests and benchmarks).
+
+Faults are injected deterministically: a `fault_plan` applies to the first requests in order,
+then each request draws from `fault_rate` with a seeded generator indexed by the request's
+sequence number, so a run with the same settings sees the same faults. Kinds:
+429 (with Retry-After), 500, 503, reset (connection dropped), hang (no answer until the client
+times out), malformed (a body that is not JSON), truncated (cut-off JSON content), wrong_shape
+(valid JSON of the wrong shape), empty_choices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import random
+import re
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from amaris_cli.simjudge import rules
+
+FAULT_KINDS = ("429", "500", "503", "reset", "hang", "malformed", "truncated", "wrong_shape", "empty_choices")
+
+
+@dataclass
+class SimJudgeConfig:
+    latency: float = 0.0
+    fault_rate: float = 0.0
+    fault_kinds: tuple[str, ...] = FAULT_KINDS
+    fault_plan: list[str] = field(default_factory=list)
+    agent_faults: dict[str, str] = field(default_factory=dict)  # agent -> kind, on every request
+    seed: int = 0
+    retry_after: float = 0.05
+    hang_seconds: float = 600.0
+    scripted: dict[str, list[str]] = field(default_factory=dict)  # agent -> raw contents, used first
+
+
+class SimJudge:
+    def __init__(self, config: SimJudgeConfig | None = None) -> None:
+        self.config = config or SimJudgeConfig()
+        self.stats: Counter[str] = Counter()
+        self.requests: list[dict[str, Any]] = []  # bodies of chat requests, for tests
+        self.keep_requests = False
+        self._seq = 0
+        self._plan = deque(self.config.fault_plan)
+        self._scripted = {k: deque(v) for k, v in self.config.scripted.items()}
+        self._server: asyncio.AbstractServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.host = "127.0.0.1"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # --- lifecycle ------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self._server = await asyncio.start_server(self._handle, host, port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    def start_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> SimJudge:
+        ready = threading.Event()
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self.start(host, port))
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="sim-judge", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("sim-judge did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        loop = self._loop
+
+        async def shutdown() -> None:
+            if self._server is not None:
+                self._server.close()
+            for task in [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]:
+                task.cancel()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        self._loop = None
+
+    def __enter__(self) -> SimJudge:
+        return self.start_in_thread()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- HTTP -------------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request_line = await reader.readline()
+                if not request_line:
+                    break
+                method, path, _ = (request_line.decode("latin-1").split(" ", 2) + ["", ""])[:3]
+                headers: dict[str, str] = {}
+                while True:
+                    line = await reader.readline()
+                    if line in (b"\r\n", b"\n", b""):
+                        break
+                    key, _, value = line.decode("latin-1").partition(":")
+                    headers[key.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                body = await reader.readexactly(length) if length else b""
+                keep = await self._route(method, path.split("?")[0], body, writer)
+                if not keep or headers.get("connection", "").lower() == "close":
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the peer may be gone
+                pass
+
+    @staticmethod
+    def _write(writer: asyncio.StreamWriter, status: int, payload: bytes, extra: dict[str, str] | None = None,
+               content_type: str = "application/json") -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+                  500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
+        head = [f"HTTP/1.1 {status} {reason}", f"content-type: {content_type}",
+                f"content-length: {len(payload)}", "connection: keep-alive"]
+        head += [f"{k}: {v}" for k, v in (extra or {}).items()]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+
+    @staticmethod
+    def _error(kind: str, message: str, code: str | None = None) -> bytes:
+        return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+    async def _route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        if method == "GET" and path == "/_stats":
+            self._write(writer, 200, orjson.dumps(dict(self.stats)))
+        elif method == "GET" and path in ("/v1/models", "/models"):
+            self._write(writer, 200, orjson.dumps({"object": "list", "data": [{"id": "sim-judge", "object": "model", "owned_by": "amaris"}]}))
+        elif method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+            return await self._chat(body, writer)
+        elif method == "POST" and path in ("/v1/embeddings", "/embeddings"):
+            self._embeddings(body, writer)
+        else:
+            self._write(writer, 404, self._error("invalid_request_error", f"no route {method} {path}"))
+        await writer.drain()
+        return True
+
+    def _next_fault(self, agent: str | None) -> str | None:
+        self._seq += 1
+        if agent and agent in self.config.agent_faults:
+            return self.config.agent_faults[agent]
+        if self._plan:
+            fault = self._plan.popleft()
+            return fault or None
+        if self.config.fault_rate > 0:
+            rng = random.Random(self.config.seed * 1_000_003 + self._seq)
+            if rng.random() < self.config.fault_rate:
+                return rng.choice(self.config.fault_kinds)
+        return None
+
+    async def _chat(self, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        self.stats["requests"] += 1
+        try:
+            request = orjson.loads(body)
+            messages = request["messages"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            self._write(writer, 400, self._error("invalid_request_error", "body must be JSON with messages"))
+            await writer.drain()
+            return True
+        if self.keep_requests:
+            self.requests.append(request)
+        rf = request.get("response_format") or {}
+        if rf and rf.get("type") not in ("json_object", "json_schema", "text"):
+            self._write(writer, 400, self._error("invalid_request_error", f"unsupported response_format {rf.get('type')!r}"))
+            await writer.drain()
+            return True
+        agent, answer = rules.answer(messages)
+        self.stats[f"agent:{agent}"] += 1
+        if self.config.latency:
+            await asyncio.sleep(self.config.latency)
+        fault = self._next_fault(agent)
+        if fault:
+            self.stats[f"fault:{fault}"] += 1
+        if fault in ("429", "500", "503"):
+            status = int(fault)
+            extra = {"retry-after": f"{self.config.retry_after:g}"} if status == 429 else None
+            kind = "rate_limit_error" if status == 429 else "server_error"
+            self._write(writer, status, self._error(kind, f"sim-judge injected HTTP {status}"), extra)
+            await writer.drain()
+            return True
+        if fault == "reset":
+            writer.transport.abort()
+            return False
+        if fault == "hang":
+            await asyncio.sleep(self.config.hang_seconds)
+            return False
+        if fault == "malformed":
+            self._write(writer, 200, b"<html>upstream proxy error</html>", content_type="application/json")
+            await writer.drain()
+            return True
+
+        scripted = self._scripted.get(agent or "")
+        if scripted:
+            content = scripted.popleft()
+        elif answer is None:
+            content = "I cannot tell which amaris agent this prompt is for."
+        else:
+            content = orjson.dumps(answer).decode()
+        if fault == "truncated":
+            content = content[: max(1, len(content) // 2)]
+        elif fault == "wrong_shape":
+            content = orjson.dumps({"result": "ok", "items": [1, 2, 3]}).decode()
+        prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
+        completion_tokens = len(content) // 4 + 1
+        self.stats["prompt_tokens"] += prompt_tokens
+        self.stats["completion_tokens"] += completion_tokens
+        payload = {
+            "id": f"chatcmpl-sim{self._seq}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", "sim-judge"),
+            "choices": [] if fault == "empty_choices" else [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+        self._write(writer, 200, orjson.dumps(payload))
+        await writer.drain()
+        return True
+
+    def _embeddings(self, body: bytes, writer: asyncio.StreamWriter) -> None:
+        self.stats["embedding_requests"] += 1
+        request = orjson.loads(body)
+        inputs = request.get("input", [])
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(t)} for i, t in enumerate(inputs)]
+        self._write(writer, 200, orjson.dumps({"object": "list", "data": data, "model": request.get("model"),
+                                               "usage": {"prompt_tokens": 0, "total_tokens": 0}}))
+
+
+def hashed_embedding(text: str, dims: int = 128) -> list[float]:
+    """A deterministic bag-of-words vector: texts sharing words are close."""
+    vec = [0.0] * dims
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+        vec[h % dims] += 1.0 if (h >> 16) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
