@@ -152,6 +152,156 @@ def score(
                   judge.value, _agent_flags(model, base_url, concurrency), json_out, quiet)
 
 
+# --- analyze / summarize / update / loop ---------------------------------------------------------
+
+ForceOpt = Annotated[bool, typer.Option("--force", help="Redo the stage even if its output exists.")]
+StaticOpt = Annotated[bool | None, typer.Option("--static/--no-static", help="Static retrieval: the K most recent steps.")]
+StaticKOpt = Annotated[int | None, typer.Option("--static-steps", min=0, help="K for static retrieval (default 5).")]
+DynamicOpt = Annotated[bool | None, typer.Option("--dynamic/--no-dynamic", help="Dynamic retrieval: LLM-written queries over the memory.")]
+PerQueryOpt = Annotated[int | None, typer.Option("--results-per-query", min=1, help="Memory hits per query (default 3).")]
+MaxQueriesOpt = Annotated[int | None, typer.Option("--max-queries", min=1, help="Maximum queries (default: adaptive, up to 8).")]
+
+
+def _retrieval_flags(static: bool | None, static_steps: int | None, dynamic: bool | None, per_query: int | None,
+                     max_queries: int | None) -> dict[str, Any]:
+    memory = {k: v for k, v in (("static", static), ("static_steps", static_steps), ("dynamic", dynamic),
+                                ("results_per_query", per_query), ("max_queries", max_queries)) if v is not None}
+    return {"memory": memory} if memory else {}
+
+
+def _merge(*parts: dict[str, Any]) -> dict[str, Any]:
+    from amaris_cli.config import deep_merge
+
+    out: dict[str, Any] = {}
+    for p in parts:
+        out = deep_merge(out, p)
+    return out
+
+
+@app.command()
+def analyze(
+    run: RunOpt,
+    step: StepOpt,
+    judge: JudgeOpt = Judge.endpoint,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Analyze every scored rollout of a step (hacking, stage performance, rubric judgement): writes analyses.jsonl."""
+    with _errors():
+        from amaris_cli.commands import run_analyze
+
+        run_analyze(run, step, judge.value, _agent_flags(model, base_url), json_out, quiet)
+
+
+@app.command()
+def summarize(
+    run: RunOpt,
+    step: StepOpt,
+    chunk_size: Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")] = None,
+    force: ForceOpt = False,
+    judge: JudgeOpt = Judge.endpoint,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Summarize a step's analyses (in chunks when large) and store them in the memory: writes summary.json and stats.json."""
+    with _errors():
+        from amaris_cli.commands import run_summarize
+
+        flags = _merge(_agent_flags(model, base_url), {"pipeline": {"chunk_size": chunk_size}} if chunk_size else {})
+        run_summarize(run, step, judge.value, flags, force, json_out, quiet)
+
+
+@app.command()
+def update(
+    run: RunOpt,
+    step: StepOpt,
+    static: StaticOpt = None,
+    static_steps: StaticKOpt = None,
+    dynamic: DynamicOpt = None,
+    results_per_query: PerQueryOpt = None,
+    max_queries: MaxQueriesOpt = None,
+    force: ForceOpt = False,
+    judge: JudgeOpt = Judge.endpoint,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Retrieve history and rewrite the adaptive criteria: writes retrieval.json, update.json and rubrics/step-(N+1)."""
+    with _errors():
+        from amaris_cli.commands import run_update
+
+        flags = _merge(_agent_flags(model, base_url),
+                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries))
+        run_update(run, step, judge.value, flags, force, json_out, quiet)
+
+
+@app.command()
+def loop(
+    source: Annotated[Path, typer.Argument(help="A directory of per-step JSONL files (12.jsonl, step-012.jsonl) or one JSONL whose lines carry `step`.")],
+    run: RunOpt,
+    steps: Annotated[str | None, typer.Option("--steps", help="Inclusive step range START:END (either side may be empty).")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", help="FIELD=SOURCE for a field under another name, repeatable.")] = None,
+    update_every: Annotated[int | None, typer.Option("--update-every", min=1, help="Update the rubric every N steps (summaries every step).")] = None,
+    lag: Annotated[int, typer.Option("--lag", min=0, help="Score step t with the newest rubric version <= t - LAG (asynchronous training).")] = 0,
+    rescore: Annotated[bool, typer.Option("--rescore", help="After each update, re-score the step with the new rubric (rescores.jsonl).")] = False,
+    static: StaticOpt = None,
+    static_steps: StaticKOpt = None,
+    dynamic: DynamicOpt = None,
+    results_per_query: PerQueryOpt = None,
+    max_queries: MaxQueriesOpt = None,
+    chunk_size: Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")] = None,
+    on_error: Annotated[OnError, typer.Option("--on-error", help="What a rollout that cannot be judged does: fail stops the loop after writing the step; skip and neutral go on.")] = OnError.fail,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Scorer requests in flight.")] = None,
+    judge: JudgeOpt = Judge.endpoint,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Run score -> analyze -> summarize -> update over many steps. Re-run the same command to resume."""
+    with _errors():
+        from amaris_cli.commands import run_loop_command
+
+        pipeline = {k: v for k, v in (("update_every", update_every), ("chunk_size", chunk_size)) if v is not None}
+        flags = _merge(_agent_flags(model, base_url, concurrency),
+                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
+                       {"pipeline": pipeline} if pipeline else {})
+        run_loop_command(source, run, steps, map_ or [], lag, rescore, on_error.value, judge.value, flags, json_out, quiet)
+
+
+memory_app = typer.Typer(help="Maintain and query the evaluation memory.", no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+
+
+@memory_app.command("rebuild")
+def memory_rebuild(run: RunOpt, json_out: JsonOpt = False) -> None:
+    """Re-create the vector index from the run's files (the source of truth)."""
+    with _errors():
+        from amaris_cli.commands import run_memory_rebuild
+
+        run_memory_rebuild(run, json_out)
+
+
+@memory_app.command("search")
+def memory_search(
+    run: RunOpt,
+    text: Annotated[str, typer.Argument(help="What to look for.")],
+    n: Annotated[int, typer.Option("-n", min=1, help="Number of hits.")] = 5,
+    before_step: Annotated[int | None, typer.Option("--before-step", help="Only entries of steps < this (as an update of that step sees them).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show what dynamic retrieval would return for a query."""
+    with _errors():
+        from amaris_cli.commands import run_memory_search
+
+        run_memory_search(run, text, n, before_step, json_out)
+
+
 # --- sim-judge ----------------------------------------------------------------------------------
 
 

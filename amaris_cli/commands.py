@@ -98,3 +98,223 @@ def run_sim_judge(host: str, port: int, latency: float, fault_rate: float, fault
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
+
+
+# --- stage commands -------------------------------------------------------------------------------
+
+
+def open_memory(session: Any) -> Any:
+    from amaris_cli.memory.embeddings import make_embedder
+    from amaris_cli.memory.store import MemoryStore
+
+    return MemoryStore(session.run, make_embedder(session.settings.memory))
+
+
+def run_analyze(run_path: Path, step: int, judge: str, flags: dict[str, Any], json_out: bool, quiet: bool) -> None:
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.analyze import analyze_step
+    from amaris_cli.stages.common import load_rollouts
+
+    run = RunDir(run_path)
+    with open_session(run, flags, judge, announce=err.print) as session:
+        total = len(load_rollouts(run, step))
+        with progress_bar(f"analyzing step {step}", total, quiet) as advance:
+            outcome = session.execute(analyze_step(session, step, on_done=advance))
+        usage = session.client.usage
+    _report_stage(outcome, usage, json_out, quiet, run.step_dir(step) / "analyses.jsonl")
+    if outcome.failed:
+        raise StageFailed(f"{outcome.failed} of {outcome.total} rollouts could not be analyzed; re-run to retry them")
+
+
+def run_summarize(run_path: Path, step: int, judge: str, flags: dict[str, Any], force: bool, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.summarize import summarize_step
+
+    run = RunDir(run_path)
+    with open_session(run, flags, judge, announce=err.print) as session:
+        memory = open_memory(session)
+        outcome = session.execute(summarize_step(session, step, memory, force))
+        usage = session.client.usage
+    _report_stage(outcome, usage, json_out, quiet, run.step_dir(step) / "summary.json")
+
+
+def _report_stage(outcome: Any, usage: dict[str, Any], json_out: bool, quiet: bool, path: Path) -> None:
+    if json_out:
+        emit_json({"stage": outcome.stage, "step": outcome.step, "total": outcome.total, "done": outcome.done,
+                   "failed": outcome.failed, "reused": outcome.reused, "wall_s": outcome.wall_s,
+                   "output": str(path), "usage": usage_json(usage)})
+        return
+    for line in outcome.errors[:10]:
+        err.print(f"[red]failed[/] {line}")
+    if not quiet:
+        err.print(f"{outcome.stage} step {outcome.step}: {outcome.done} done, {outcome.reused} reused, "
+                  f"{outcome.failed} failed in {outcome.wall_s:.2f}s; wrote {path}")
+        if usage:
+            err.print(usage_table(usage))
+
+
+def run_update(run_path: Path, step: int, judge: str, flags: dict[str, Any], force: bool, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.records import load_update
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.update import update_step
+
+    run = RunDir(run_path)
+    with open_session(run, flags, judge, announce=err.print) as session:
+        memory = open_memory(session)
+        outcome = session.execute(update_step(session, step, memory, force))
+        usage = session.client.usage
+    record = load_update(run, step)
+    if json_out:
+        emit_json({"step": step, "strategies": outcome.strategies, "added": outcome.added, "removed": outcome.removed,
+                   "modified": outcome.modified, "rejected": outcome.rejected, "queries": outcome.queries,
+                   "dynamic_hits": outcome.dynamic_hits, "static_entries": outcome.static_entries,
+                   "next_rubric": str(run.rubric_path(step + 1)), "usage": usage_json(usage)})
+        return
+    if quiet:
+        return
+    err.print(f"update step {step}: {', '.join(outcome.strategies)}; +{outcome.added} -{outcome.removed} "
+              f"~{outcome.modified} changed, {outcome.rejected} rejected; {outcome.static_entries} static entries, "
+              f"{outcome.queries} queries, {outcome.dynamic_hits} dynamic hits")
+    if record is not None:
+        for m in record.applied:
+            err.print(f"  [green]{m.op}[/] {m.id}: {m.text or ''} {'' if m.weight is None else f'(w={m.weight:g})'}")
+        for r in record.rejected:
+            err.print(f"  [red]rejected[/] {r.modification.op} {r.modification.id or r.modification.text}: {r.reason}")
+    err.print(f"wrote {run.rubric_path(step + 1)}")
+
+
+def parse_step_range(text: str | None) -> tuple[int | None, int | None]:
+    from amaris_cli.errors import ConfigError
+
+    if not text:
+        return None, None
+    start, sep, end = text.partition(":")
+    try:
+        lo = int(start) if start else None
+        hi = int(end) if end else None
+        if not sep:
+            hi = lo
+    except ValueError:
+        raise ConfigError(f"--steps {text!r}: expected START:END, START: or :END (inclusive)") from None
+    return lo, hi
+
+
+def run_loop_command(source: Path, run_path: Path, step_range: str | None, mapping_items: list[str], lag: int,
+                     rescore: bool, on_error: str, judge: str, flags: dict[str, Any], json_out: bool, quiet: bool) -> None:
+    from amaris_cli.errors import InputError, InputErrors
+    from amaris_cli.rollouts import discover_steps, parse_mapping
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.loop import StepReport, load_step, run_loop
+
+    run = RunDir(run_path)
+    run.require()
+    settings = run.settings()
+    mapping = parse_mapping(mapping_items)
+    lo, hi = parse_step_range(step_range)
+    discovered = discover_steps(source, mapping, settings.pipeline.instance_field)
+    selected = {s: v for s, v in discovered.items() if (lo is None or s >= lo) and (hi is None or s <= hi)}
+    if not selected:
+        raise InputError(source, f"no steps in range {step_range!r} (found {', '.join(map(str, discovered)) or 'none'})")
+    # Validate every step's input before the run is touched.
+    steps, errors = {}, []
+    for step, src in selected.items():
+        try:
+            steps[step] = load_step(src, step, mapping, settings.pipeline.instance_field)
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+        except InputError as exc:
+            errors.append(exc)
+    if errors:
+        raise InputErrors(errors)
+
+    table = Table(title=f"loop over {len(steps)} steps", title_justify="left")
+    for col in ("step", "rubric", "n", "reward", "fail", "strategy", "+", "-", "rej", "rescore", "tokens", "s"):
+        table.add_column(col, justify="right" if col != "strategy" else "left")
+    reports: list[StepReport] = []
+
+    def on_step(r: StepReport) -> None:
+        reports.append(r)
+        if not quiet and not json_out:
+            err.print(f"step {r.step}: rubric v{r.rubric_version}, {r.rollouts} rollouts, mean reward {fmt(r.mean_reward)}, "
+                      f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}, {r.rejected} rejected)"
+                      + (f", rescored {fmt(r.rescore_mean)}" if r.rescore_mean is not None else "")
+                      + f", {r.tokens} tokens, {r.wall_s:.2f}s")
+
+    def on_stage(stage: str, step: int) -> None:
+        if not quiet and not json_out and err.is_terminal:
+            err.print(f"[dim]step {step}: {stage}...[/]")
+
+    started = time.monotonic()
+    with open_session(run, flags, judge, announce=err.print) as session:
+        for step in steps:
+            if step not in selected or isinstance(selected[step], list):
+                continue
+            session.manifest.inputs[str(step)] = InputRecord(path=str(selected[step]), sha256=sha256_file(selected[step]))  # type: ignore[arg-type]
+        if source.is_file():
+            session.manifest.inputs["loop"] = InputRecord(path=str(source), sha256=sha256_file(source))
+        memory = open_memory(session)
+        session.execute(run_loop(session, steps, memory, lag=lag, rescore=rescore, on_error=on_error,
+                                 on_step=on_step, on_stage=on_stage))
+        usage = session.client.usage
+    wall = time.monotonic() - started
+    if json_out:
+        emit_json({"run": str(run_path), "wall_s": round(wall, 3), "usage": usage_json(usage), "steps": [
+            {"step": r.step, "rubric_version": r.rubric_version, "rollouts": r.rollouts, "mean_reward": r.mean_reward,
+             "failed": r.failed, "strategy": r.strategy, "added": r.added, "removed": r.removed, "rejected": r.rejected,
+             "rescore_mean_reward": r.rescore_mean, "tokens": r.tokens, "wall_s": r.wall_s} for r in reports]})
+        return
+    if quiet:
+        return
+    for r in reports:
+        table.add_row(str(r.step), f"v{r.rubric_version}", str(r.rollouts), fmt(r.mean_reward), str(r.failed),
+                      (r.strategy or "-")[:11], str(r.added), str(r.removed), str(r.rejected), fmt(r.rescore_mean),
+                      str(r.tokens), f"{r.wall_s:.2f}")
+    err.print(table)
+    err.print(usage_table(usage))
+    err.print(f"done in {wall:.1f}s; run directory: {run_path}")
+
+
+def run_memory_rebuild(run_path: Path, json_out: bool) -> None:
+    from amaris_cli.config import load_settings
+    from amaris_cli.memory.service import RunCatalog, rebuild
+
+    run = RunDir(run_path)
+    settings = load_settings(base=run.load_manifest().config)
+    with run.lock():
+        from amaris_cli.memory.embeddings import make_embedder
+        from amaris_cli.memory.store import MemoryStore
+
+        embedder = make_embedder(settings.memory)
+        meta = run.memory_path / "amaris-memory.json"
+        meta.unlink(missing_ok=True)  # a rebuild may change the embedder
+        store = MemoryStore(run, embedder)
+        added = rebuild(store, RunCatalog(run))
+        counts = store.counts()
+    if json_out:
+        emit_json({"indexed": added, "counts": counts})
+    else:
+        err.print(f"rebuilt {run.memory_path}: {added} entries ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+
+
+def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None, json_out: bool) -> None:
+    from amaris_cli.config import load_settings
+    from amaris_cli.memory.embeddings import make_embedder
+    from amaris_cli.memory.service import RunCatalog, dynamic_retrieval
+    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.records import step_numbers
+
+    run = RunDir(run_path)
+    settings = load_settings(base=run.load_manifest().config)
+    with run.lock():
+        store = MemoryStore(run, make_embedder(settings.memory))
+        limit = before_step if before_step is not None else (max(step_numbers(run), default=0) + 1)
+        hits = dynamic_retrieval(store, RunCatalog(run), [text], n, limit, set())
+    if json_out:
+        emit_json([h.model_dump(mode="json") for h in hits])
+        return
+    table = Table(title=f"memory hits for {text!r} (steps < {limit})", title_justify="left")
+    for col in ("distance", "step", "type", "id", "text"):
+        table.add_column(col, overflow="fold")
+    for h in hits:
+        table.add_row(f"{h.distance:.4f}", str(h.step), h.type, h.id, h.text[:300])
+    err.print(table)

@@ -22,8 +22,8 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 
 def usage_table(usage: dict[str, Any]) -> Table:
-    table = Table(title="LLM calls by agent", title_justify="left")
-    for col in ("agent", "requests", "replayed", "retries", "re-asks", "failures", "prompt tok", "completion tok"):
+    table = Table(title="LLM calls by agent (tokens from the endpoint's usage)", title_justify="left")
+    for col in ("agent", "req", "replay", "retry", "reask", "fail", "prompt", "compl"):
         table.add_column(col, justify="right" if col != "agent" else "left")
     for agent, u in sorted(usage.items()):
         table.add_row(agent, str(u.requests), str(u.replayed), str(u.retries), str(u.reasks), str(u.failures),

@@ -130,7 +130,7 @@ def analyze(messages: list[dict[str, Any]]) -> dict[str, Any]:
     user = _text(messages, "user")
     blocks = parse_blocks(user)
     output, reference = blocks.get("RESPONSE", ""), blocks.get("REFERENCE", "")
-    reward_match = re.search(r"Reward given by the rubric: ([0-9.]+|None)", user)
+    reward_match = re.search(r"Reward given by the rubric: ([0-9]+(?:\.[0-9]+)?|None)", user)
     reward = float(reward_match.group(1)) if reward_match and reward_match.group(1) != "None" else None
     found = d.patterns_in(output, reference)
     is_correct = d.correct(output, reference)
@@ -190,7 +190,7 @@ def summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
     user = _text(messages, "user")
     rows = _lines(parse_blocks(user).get("ANALYSES"))
     step = (re.search(r"Step (\d+)", user) or re.search(r"(\d+)", "0")).group(1)
-    mean = (re.search(r"mean reward ([0-9.]+|None)", user) or re.search("(n/a)", "n/a")).group(1)
+    mean = (re.search(r"mean reward ([0-9]+(?:\.[0-9]+)?|None|-)", user) or re.search("(n/a)", "n/a")).group(1)
     counts: dict[str, int] = {}
     wrong = misjudged = hacked = 0
     for row in rows:
@@ -207,7 +207,7 @@ def meta_summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
     user = _text(messages, "user")
     chunks = _lines(parse_blocks(user).get("CHUNKS"))
     step = re.search(r"Step (\d+)", user).group(1) if re.search(r"Step (\d+)", user) else "0"
-    mean = (re.search(r"mean reward ([0-9.]+|None)", user) or re.search("(n/a)", "n/a")).group(1)
+    mean = (re.search(r"mean reward ([0-9]+(?:\.[0-9]+)?|None|-)", user) or re.search("(n/a)", "n/a")).group(1)
     total = sum(int(c.get("n", 0)) for c in chunks)
     counts: dict[str, float] = {}
     wrong = hacked = 0.0

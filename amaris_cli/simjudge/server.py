@@ -201,7 +201,13 @@ class SimJudge:
             self._write(writer, 400, self._error("invalid_request_error", f"unsupported response_format {rf.get('type')!r}"))
             await writer.drain()
             return True
-        agent, answer = rules.answer(messages)
+        try:
+            agent, answer = rules.answer(messages)
+        except Exception as exc:  # noqa: BLE001 - a rule bug must answer 500, not drop the connection
+            self.stats["rule_errors"] += 1
+            self._write(writer, 500, self._error("server_error", f"sim-judge rule error: {type(exc).__name__}: {exc}"))
+            await writer.drain()
+            return True
         self.stats[f"agent:{agent}"] += 1
         if self.config.latency:
             await asyncio.sleep(self.config.latency)

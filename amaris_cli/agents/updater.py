@@ -1,0 +1,32 @@
+"""The updater: strategy, rationale, memory consultation and edits of the adaptive criteria."""
+
+from __future__ import annotations
+
+from amaris_cli.agents.common import AgentKit, compact_json, json_lines, rubric_json
+from amaris_cli.agents.summarizer import stats_json
+from amaris_cli.llm.client import Answer
+from amaris_cli.models import MemoryHit, RubricSet, StaticEntry, SummaryRecord, UpdateAnswer
+from amaris_cli.prompts import render
+
+
+def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: SummaryRecord,
+                     static: list[StaticEntry], dynamic: list[MemoryHit]) -> list[dict[str, str]]:
+    bounds = kit.settings.rubric
+    return render(
+        kit.template("updater"),
+        trusted={"training": kit.training(step), "rubric": rubric_json(rubric), "step": step,
+                 "min_weight": f"{bounds.min_weight:g}", "max_weight": f"{bounds.max_weight:g}",
+                 "max_adaptive": bounds.max_adaptive, "stats": stats_json(summary.stats)},
+        untrusted={
+            "summary": compact_json(summary.summary.model_dump(mode="json")),
+            "static_memory": json_lines([e.model_dump(mode="json") for e in static]),
+            "dynamic_memory": json_lines([h.model_dump(mode="json", exclude={"query"}) for h in dynamic]),
+        },
+        max_chars=max(kit.max_chars, 60000),
+    )
+
+
+async def propose_update(kit: AgentKit, rubric: RubricSet, step: int, summary: SummaryRecord,
+                         static: list[StaticEntry], dynamic: list[MemoryHit]) -> Answer[UpdateAnswer]:
+    messages = updater_messages(kit, rubric, step, summary, static, dynamic)
+    return await kit.client.ask("updater", messages, UpdateAnswer, step=step, context="update")

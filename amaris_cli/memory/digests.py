@@ -1,0 +1,77 @@
+"""The text of each memory entry: a compact digest of its record (the embedder reads ~200 words).
+
+Ids are predictable so static retrieval and rebuilds never search:
+  analysis:STEP:INSTANCE:ROLLOUT   summary:STEP:INSTANCE   update:STEP:INSTANCE
+with STEP zero-padded to 8 digits and INSTANCE "-" in global mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from amaris_cli.models import AnalysisRecord, SummaryRecord, UpdateRecord
+from amaris_cli.rundir import safe_instance_dir
+
+EntryType = Literal["analysis", "summary", "update"]
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    id: str
+    type: EntryType
+    step: int
+    instance_id: str | None
+    text: str
+
+
+def _inst(instance_id: str | None) -> str:
+    return "-" if instance_id is None else safe_instance_dir(instance_id)
+
+
+def analysis_id(step: int, instance_id: str | None, rollout_id: str) -> str:
+    return f"analysis:{step:08d}:{_inst(instance_id)}:{rollout_id}"
+
+
+def summary_id(step: int, instance_id: str | None) -> str:
+    return f"summary:{step:08d}:{_inst(instance_id)}"
+
+
+def update_id(step: int, instance_id: str | None) -> str:
+    return f"update:{step:08d}:{_inst(instance_id)}"
+
+
+def _clip(text: str, limit: int = 1200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def analysis_entry(record: AnalysisRecord) -> MemoryEntry | None:
+    a = record.analysis
+    if a is None:
+        return None
+    reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
+    hacking = "; ".join(f"{p.pattern} ({p.severity}): {p.evidence}" for p in a.reward_hacking.patterns) or "none"
+    text = (f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {a.overall_assessment} "
+            f"Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}")
+    return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id), "analysis", record.step,
+                       record.instance_id, _clip(text))
+
+
+def summary_entry(record: SummaryRecord) -> MemoryEntry:
+    s = record.summary
+    hacking = ", ".join(f"{p.pattern} {p.prevalence:.0%}" for p in s.reward_hacking.patterns) or "none"
+    text = f"Step {record.step} summary. {s.memory_entry} Hacking prevalence: {hacking}."
+    return MemoryEntry(summary_id(record.step, record.instance_id), "summary", record.step, record.instance_id, _clip(text))
+
+
+def update_entry(record: UpdateRecord) -> MemoryEntry:
+    changes = []
+    for m in record.applied:
+        what = m.text or ""
+        changes.append(f"{m.op} {m.kind or ''} {m.id or ''} {what} {'' if m.weight is None else f'w={m.weight:g}'}".strip())
+    rejected = "; ".join(f"{r.modification.op} {r.modification.id or r.modification.text or ''}: {r.reason}" for r in record.rejected)
+    text = (f"Step {record.step} rubric update ({record.strategy}), version {record.from_version} -> {record.to_version}. "
+            f"{record.rationale} Changes: {'; '.join(changes) or 'none'}."
+            + (f" Rejected: {rejected}." if rejected else ""))
+    return MemoryEntry(update_id(record.step, record.instance_id), "update", record.step, record.instance_id, _clip(text))

@@ -1,0 +1,100 @@
+"""Memory operations over a run: indexing a step's records, static and dynamic retrieval, rebuild."""
+
+from __future__ import annotations
+
+from amaris_cli.memory.digests import MemoryEntry, analysis_entry, summary_entry, update_entry
+from amaris_cli.memory.store import MemoryStore, to_hit
+from amaris_cli.models import MemoryHit, StaticEntry
+from amaris_cli.records import load_analyses, load_summary, load_update, step_numbers
+from amaris_cli.rundir import RunDir
+
+
+def instance_ids(run: RunDir, step: int) -> list[str | None]:
+    """None (global) plus every instance that has its own summary at this step."""
+    from amaris_cli.jsonio import read_json
+
+    found: list[str | None] = [None]
+    base = run.step_dir(step) / "instances"
+    if base.is_dir():
+        for path in sorted(base.glob("*/summary.json")):
+            found.append(read_json(path)["instance_id"])
+    return found
+
+
+class RunCatalog:
+    """Entries of a run, derived from its files (the source of truth)."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self._texts: dict[str, str] = {}
+
+    def step_entries(self, step: int, types: tuple[str, ...] = ("analysis", "summary", "update")) -> list[MemoryEntry]:
+        entries: list[MemoryEntry] = []
+        if "analysis" in types:
+            entries += [e for a in load_analyses(self.run, step) if (e := analysis_entry(a)) is not None]
+        for iid in instance_ids(self.run, step):
+            if "summary" in types and (s := load_summary(self.run, step, iid)) is not None:
+                entries.append(summary_entry(s))
+            if "update" in types and (u := load_update(self.run, step, iid)) is not None:
+                entries.append(update_entry(u))
+        for e in entries:
+            self._texts[e.id] = e.text
+        return entries
+
+    def text(self, entry_id: str, step: int) -> str:
+        if entry_id not in self._texts:
+            self.step_entries(step)
+        return self._texts.get(entry_id, "(entry no longer in the run's files)")
+
+
+def index_step(store: MemoryStore, catalog: RunCatalog, step: int,
+               types: tuple[str, ...] = ("analysis", "summary", "update")) -> int:
+    # One add per type, in file order, so a rebuild embeds exactly the same batches.
+    added = 0
+    for entry_type in types:
+        added += store.add(catalog.step_entries(step, (entry_type,)))
+    return added
+
+
+def sync_before(store: MemoryStore, catalog: RunCatalog, step: int) -> int:
+    """Index whatever earlier steps hold that the index lacks (cheap when nothing is missing)."""
+    return sum(index_step(store, catalog, s) for s in step_numbers(catalog.run) if s < step)
+
+
+def rebuild(store: MemoryStore, catalog: RunCatalog) -> int:
+    store.reset()
+    return sum(index_step(store, catalog, s) for s in step_numbers(catalog.run))
+
+
+def static_retrieval(run: RunDir, step: int, k: int, instance_id: str | None = None) -> list[StaticEntry]:
+    """Summaries and rubric updates of the K most recent earlier steps that have a summary."""
+    earlier = [s for s in step_numbers(run) if s < step and load_summary(run, s, instance_id) is not None]
+    entries: list[StaticEntry] = []
+    for s in earlier[-k:] if k > 0 else []:
+        summary = load_summary(run, s, instance_id)
+        assert summary is not None
+        e = summary_entry(summary)
+        entries.append(StaticEntry(id=e.id, type="summary", step=s, text=e.text))
+        update = load_update(run, s, instance_id)
+        if update is not None:
+            u = update_entry(update)
+            entries.append(StaticEntry(id=u.id, type="update", step=s, text=u.text))
+    return entries
+
+
+def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str], n: int, step: int,
+                      exclude: set[str], instance_id: str | None = None) -> list[MemoryHit]:
+    """n hits per query from steps < step, without the static entries and without duplicates."""
+    hits: list[MemoryHit] = []
+    seen = set(exclude)
+    for query, found in zip(queries, store.query(queries, n, step, instance_id or "", exclude), strict=True):
+        taken = 0
+        for id_, entry_type, entry_step, distance in found:
+            if id_ in seen:
+                continue
+            seen.add(id_)
+            hits.append(to_hit(id_, entry_type, entry_step, distance, query, catalog.text(id_, entry_step)))
+            taken += 1
+            if taken == n:
+                break
+    return hits

@@ -1,0 +1,111 @@
+"""`loop`: score -> analyze -> summarize -> update over many steps, resumable at any point.
+
+Timing modes:
+  lag L      step t is scored with the newest rubric version <= t - L (version v is produced by
+             the update of step v-1), as when the update of step t-1 still runs during step t.
+  rescore    after the update of step t, step t is scored again with R_{t+1} (rescores.jsonl).
+  update_every N   updates run after steps start+N-1, start+2N-1, ...; summaries every step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amaris_cli.errors import StageFailed
+from amaris_cli.memory.store import MemoryStore
+from amaris_cli.models import Rollout
+from amaris_cli.rollouts import read_rollouts
+from amaris_cli.session import Session
+from amaris_cli.stages.analyze import analyze_step
+from amaris_cli.stages.common import store_rollouts
+from amaris_cli.stages.score import score_step
+from amaris_cli.stages.summarize import summarize_step
+from amaris_cli.stages.update import UpdateOutcome, update_step
+
+
+@dataclass
+class StepReport:
+    step: int
+    rubric_version: int
+    rollouts: int
+    mean_reward: float | None
+    failed: int
+    strategy: str | None = None
+    added: int = 0
+    removed: int = 0
+    rejected: int = 0
+    rescore_mean: float | None = None
+    tokens: int = 0
+    wall_s: float = 0.0
+    update: UpdateOutcome | None = field(default=None, repr=False)
+
+
+def should_update(step: int, first_step: int, every: int) -> bool:
+    return (step - first_step + 1) % every == 0
+
+
+def load_step(source: Path | list[Rollout], step: int, mapping: dict[str, str], instance_field: str | None) -> list[Rollout]:
+    rollouts = source if isinstance(source, list) else read_rollouts(source, mapping, instance_field, default_step=step)
+    return [r.model_copy(update={"step": step}) for r in rollouts]
+
+
+async def run_loop(
+    session: Session,
+    steps: dict[int, list[Rollout]],
+    memory: MemoryStore | None,
+    *,
+    lag: int = 0,
+    rescore: bool = False,
+    on_error: str = "fail",
+    on_step: Callable[[StepReport], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> list[StepReport]:
+    settings = session.settings
+    first = min(steps)
+    reports: list[StepReport] = []
+    neutral = settings.pipeline.neutral_reward if on_error == "neutral" else None
+    for step, rollouts in steps.items():
+        started = time.monotonic()
+        tokens_before = _tokens(session)
+        store_rollouts(session.run, step, rollouts)
+        version = session.run.rubric_version_for(step, lag)
+        if on_stage:
+            on_stage("score", step)
+        scored, _ = await score_step(session, step, rollouts, lag=lag, neutral_reward=neutral)
+        report = StepReport(step=step, rubric_version=version if version is not None else -1, rollouts=len(rollouts),
+                            mean_reward=scored.mean_reward, failed=scored.failed)
+        if scored.failed and on_error == "fail":
+            raise StageFailed(f"step {step}: {scored.failed} rollouts could not be judged (written as failed); "
+                              "re-run the same command to retry them, or use --on-error skip|neutral")
+        if on_stage:
+            on_stage("analyze", step)
+        await analyze_step(session, step)
+        if on_stage:
+            on_stage("summarize", step)
+        await summarize_step(session, step, memory)
+        if should_update(step, first, settings.pipeline.update_every):
+            if on_stage:
+                on_stage("update", step)
+            outcome = await update_step(session, step, memory)
+            report.update = outcome
+            report.strategy = "/".join(sorted(set(outcome.strategies)))
+            report.added, report.removed, report.rejected = outcome.added, outcome.removed, outcome.rejected
+            if rescore:
+                if on_stage:
+                    on_stage("rescore", step)
+                again, _ = await score_step(session, step, rollouts, rubric_version=step + 1, output="rescores",
+                                            neutral_reward=neutral)
+                report.rescore_mean = again.mean_reward
+        report.tokens = _tokens(session) - tokens_before
+        report.wall_s = round(time.monotonic() - started, 3)
+        reports.append(report)
+        if on_step:
+            on_step(report)
+    return reports
+
+
+def _tokens(session: Session) -> int:
+    return sum(u.prompt_tokens + u.completion_tokens for u in session.client.usage.values())

@@ -1,0 +1,96 @@
+"""Stage 3: the step summary (per chunk, merged by the meta-summarizer when the step is large),
+per-criterion statistics, and indexing the step's analyses and summary in the memory."""
+
+from __future__ import annotations
+
+from amaris_cli.agents.summarizer import merge_chunks, summarize_chunk
+from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.jsonio import read_json, write_json_atomic
+from amaris_cli.memory.service import RunCatalog, index_step
+from amaris_cli.memory.store import MemoryStore
+from amaris_cli.models import AnalysisRecord, Rollout, ScoreRecord, SummaryAnswer, SummaryRecord
+from amaris_cli.records import analyses_path, chunk_path, load_analyses, load_scores, load_summary, stats_path, summary_path
+from amaris_cli.rollouts import instance_key
+from amaris_cli.rubrics import group_keys, step_stats
+from amaris_cli.session import Session
+from amaris_cli.stages.common import StageOutcome, load_rollouts
+from amaris_cli.stages.score import rubric_for
+
+
+def _groups(session: Session, rollouts: list[Rollout]) -> dict[str | None, list[Rollout]]:
+    if not session.settings.pipeline.per_instance:
+        return {None: rollouts}
+    groups: dict[str | None, list[Rollout]] = {}
+    for r in rollouts:
+        groups.setdefault(instance_key(r), []).append(r)
+    return groups
+
+
+async def _summarize_group(session: Session, step: int, instance_id: str | None, rollouts: list[Rollout],
+                           scores: dict[str, ScoreRecord], analyses: dict[str, AnalysisRecord]) -> SummaryRecord:
+    run, kit = session.run, session.kit
+    ids = [r.id for r in rollouts]
+    group_scores = [scores[i] for i in ids if i in scores]
+    if not group_scores:
+        raise InputError(run.step_dir(step), f"step {step} has no scores for {instance_id or 'the step'}")
+    version = group_scores[0].rubric_version
+    rubric = rubric_for(run, step, version=version, instance_id=instance_id)
+    stats = step_stats(step, rubric, group_scores, group_keys(rollouts))
+    write_json_atomic(stats_path(run, step, instance_id), stats.model_dump(mode="json"))
+    analyzed = [analyses[i] for i in ids if i in analyses and analyses[i].status == "analyzed"]
+    if not analyzed:
+        raise AmarisError(f"{analyses_path(run, step)}: no analyzed rollouts to summarize at step {step}")
+    size = session.settings.pipeline.chunk_size
+    chunks = [analyzed[i : i + size] for i in range(0, len(analyzed), size)]
+    if len(chunks) == 1:
+        answer = await summarize_chunk(kit, rubric, step, chunks[0], stats, "all rollouts")
+        if answer.value is None:
+            raise AmarisError(f"step {step}: the summarizer failed: {answer.error}")
+        summary: SummaryAnswer = answer.value
+    else:
+        parts: list[tuple[int, SummaryAnswer]] = []
+        for index, chunk in enumerate(chunks):
+            path = chunk_path(run, step, index, instance_id)
+            if path.exists():  # resume: a chunk summary already written is kept
+                stored = read_json(path)
+                if stored.get("n") == len(chunk):
+                    parts.append((len(chunk), SummaryAnswer.model_validate(stored["summary"])))
+                    continue
+            answer = await summarize_chunk(kit, rubric, step, chunk, stats, f"chunk {index + 1} of {len(chunks)}")
+            if answer.value is None:
+                raise AmarisError(f"step {step}: the summarizer failed on chunk {index + 1}: {answer.error}")
+            write_json_atomic(path, {"chunk": index, "n": len(chunk), "rollout_ids": [a.rollout_id for a in chunk],
+                                     "summary": answer.value.model_dump(mode="json")})
+            parts.append((len(chunk), answer.value))
+        merged = await merge_chunks(kit, rubric, step, parts, stats)
+        if merged.value is None:
+            raise AmarisError(f"step {step}: the meta-summarizer failed: {merged.error}")
+        summary = merged.value
+    record = SummaryRecord(step=step, instance_id=instance_id, n_rollouts=len(rollouts), n_analyzed=len(analyzed),
+                           chunks=len(chunks), stats=stats, summary=summary)
+    write_json_atomic(summary_path(run, step, instance_id), record.model_dump(mode="json"))
+    return record
+
+
+async def summarize_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False) -> StageOutcome:
+    run = session.run
+    rollouts = load_rollouts(run, step)
+    scores = {s.rollout_id: s for s in load_scores(run, step)}
+    analyses = {a.rollout_id: a for a in load_analyses(run, step)}
+    if not analyses:
+        raise InputError(analyses_path(run, step), f"step {step} has no analyses; run `amaris analyze` first")
+    groups = _groups(session, rollouts)
+    outcome = StageOutcome(stage="summarize", step=step, total=len(groups))
+    for instance_id, members in groups.items():
+        if not force and load_summary(run, step, instance_id) is not None:
+            outcome.reused += 1
+            continue
+        await _summarize_group(session, step, instance_id, members, scores, analyses)
+        outcome.done += 1
+    if memory is not None:
+        index_step(memory, RunCatalog(run), step, ("analysis", "summary"))
+    summary = load_summary(run, step, None) if None in groups else None
+    outcome.mean_reward = summary.stats.mean_reward if summary else None
+    session.manifest.mark(step, "summarize")
+    session.save_manifest()
+    return outcome.stop()
