@@ -227,9 +227,6 @@ def run_loop_command(source: Path, run_path: Path, step_range: str | None, mappi
     if errors:
         raise InputErrors(errors)
 
-    table = Table(title=f"loop over {len(steps)} steps", title_justify="left")
-    for col in ("step", "rubric", "n", "reward", "fail", "strategy", "+", "-", "rej", "rescore", "tokens", "s"):
-        table.add_column(col, justify="right" if col != "strategy" else "left")
     reports: list[StepReport] = []
 
     def on_step(r: StepReport) -> None:
@@ -265,12 +262,10 @@ def run_loop_command(source: Path, run_path: Path, step_range: str | None, mappi
         return
     if quiet:
         return
-    for r in reports:
-        table.add_row(str(r.step), f"v{r.rubric_version}", str(r.rollouts), fmt(r.mean_reward), str(r.failed),
-                      (r.strategy or "-")[:11], str(r.added), str(r.removed), str(r.rejected), fmt(r.rescore_mean),
-                      str(r.tokens), f"{r.wall_s:.2f}")
-    err.print(table)
-    err.print(usage_table(usage))
+    if usage:
+        err.print(usage_table(usage))
+    strategies = ", ".join(f"{r.step}:{r.strategy}" for r in reports if r.strategy)
+    err.print(f"{len(reports)} steps; updates {strategies or 'none'}")
     err.print(f"done in {wall:.1f}s; run directory: {run_path}")
 
 

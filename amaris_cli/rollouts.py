@@ -50,6 +50,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 MAPPABLE = tuple(ALIASES)
 _MISSING = object()
+_PENDING_ID = "\x00pending"  # replaced by a content hash once the whole file is read
 
 
 def parse_mapping(items: Sequence[str]) -> dict[str, str]:
@@ -220,7 +221,7 @@ class _LineReader:
         if metadata is not None and not isinstance(metadata, Mapping):
             raise bad("field 'metadata' must be an object")
         return Rollout(
-            id=rollout_id or "",
+            id=rollout_id or _PENDING_ID,
             input=input_value,
             output=output_value,
             supplemental_context=reference,
@@ -290,7 +291,7 @@ def read_rollouts(
         except InputError as exc:
             errors.append(exc)
             continue
-        if rollout.id:
+        if rollout.id != _PENDING_ID:
             if rollout.id in explicit_ids:
                 errors.append(InputError(path, f"duplicate id {rollout.id!r} (first on line {explicit_ids[rollout.id]})", line_no))
                 continue
@@ -301,7 +302,7 @@ def read_rollouts(
 
     seen: dict[str, int] = {}
     for index, rollout in enumerate(rollouts):
-        if not rollout.id:
+        if rollout.id == _PENDING_ID:
             base = content_id(rollout)
             count = seen.get(base, 0)
             seen[base] = count + 1

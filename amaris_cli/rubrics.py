@@ -110,11 +110,11 @@ def apply_modifications(
             if problem := weight_ok(weight):
                 reject(mod, problem)
                 continue
-            if len(adaptive) >= bounds.max_adaptive:
-                reject(mod, f"would exceed rubric.max_adaptive={bounds.max_adaptive} adaptive criteria")
-                continue
             if any(_norm_text(c.text) == _norm_text(mod.text) for c in [*rubric.anchors, *adaptive]):
                 reject(mod, "a criterion with the same text already exists")
+                continue
+            if len(adaptive) >= bounds.max_adaptive:
+                reject(mod, f"would exceed rubric.max_adaptive={bounds.max_adaptive} adaptive criteria")
                 continue
             new_id = mod.id or f"s{step}-{slugify(mod.text)}"
             if new_id in anchors or any(c.id == new_id for c in adaptive):

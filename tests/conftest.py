@@ -1,0 +1,121 @@
+"""Shared test tooling: a real sim-judge HTTP server on 127.0.0.1 and the real CLI.
+
+Nothing here mocks the openai SDK or HTTP: commands run in-process through typer's runner and
+talk to the sim-judge over loopback through the real SDK.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from amaris_cli.cli import app
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PLANTED_KEY = "sk-amaris-test-PLANTED-4f9c2e7d1b"  # a fake key that must never reach a file
+
+TEST_CONFIG = """
+[training]
+goal = "arithmetic word problems"
+total_steps = 6
+
+[rubric]
+max_adaptive = 6
+
+[[rubric.anchors]]
+id = "correct-answer"
+text = "The final answer is correct (it matches the reference answer)."
+weight = 2.0
+
+[[rubric.adaptive]]
+id = "shows-reasoning"
+text = "The response explains its reasoning step by step."
+weight = 1.0
+
+[pipeline]
+chunk_size = 8
+
+[llm]
+retry_base_delay = 0.01
+retry_max_delay = 0.05
+
+[agents.default]
+model = "judge-model"
+timeout = 5
+max_attempts = 4
+"""
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def sim_factory() -> Iterator[Callable[..., SimJudge]]:
+    started: list[SimJudge] = []
+
+    def make(**config: object) -> SimJudge:
+        judge = SimJudge(SimJudgeConfig(**config)).start_in_thread()  # type: ignore[arg-type]
+        judge.keep_requests = True
+        started.append(judge)
+        return judge
+
+    yield make
+    for judge in started:
+        judge.stop()
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimJudge]) -> SimJudge:
+    return sim_factory()
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "amaris.toml"
+    path.write_text(TEST_CONFIG)
+    return path
+
+
+def judge_env(judge: SimJudge, **extra: str) -> dict[str, str]:
+    env = {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": PLANTED_KEY}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    # A clean environment: no variable of the developer's machine may change a test.
+    for key in list(os.environ):
+        if key.startswith(("AMARIS_", "OPENAI_")):
+            monkeypatch.delenv(key)
+
+    def run(*args: str, env: dict[str, str] | None = None) -> Result:
+        runner = CliRunner()
+        result = runner.invoke(app, [str(a) for a in args], env=env or {}, catch_exceptions=False)
+        return Result(result.exit_code, result.stdout, result.stderr)
+
+    return run
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under a directory with its bytes (the lock file excepted)."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
