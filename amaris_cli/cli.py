@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,13 +27,13 @@ app = typer.Typer(
 )
 
 
-class Judge(str, Enum):
+class Judge(StrEnum):
     endpoint = "endpoint"
     sim = "sim"
     auto = "auto"
 
 
-class OnError(str, Enum):
+class OnError(StrEnum):
     fail = "fail"
     skip = "skip"
     neutral = "neutral"

@@ -66,7 +66,10 @@ def initial_rubric(settings: RubricSettings) -> RubricSet:
 
 def slugify(text: str, limit: int = 40) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return (slug[:limit].rstrip("-") or "criterion")
+    if len(slug) > limit:  # cut at a word boundary
+        cut = slug[: limit + 1].rfind("-")
+        slug = slug[: cut if cut > 0 else limit]
+    return slug.strip("-") or "criterion"
 
 
 def _norm_text(text: str) -> str:

@@ -93,19 +93,16 @@ def judge_env(judge: SimJudge, **extra: str) -> dict[str, str]:
     return env
 
 
+def invoke(*args: object, env: dict[str, str] | None = None) -> Result:
+    """Run the real CLI in-process with exactly the AMARIS_*/OPENAI_* variables given."""
+    clean = {k: None for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))}
+    result = CliRunner().invoke(app, [str(a) for a in args], env={**clean, **(env or {})}, catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
 @pytest.fixture
-def run_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
-    # A clean environment: no variable of the developer's machine may change a test.
-    for key in list(os.environ):
-        if key.startswith(("AMARIS_", "OPENAI_")):
-            monkeypatch.delenv(key)
-
-    def run(*args: str, env: dict[str, str] | None = None) -> Result:
-        runner = CliRunner()
-        result = runner.invoke(app, [str(a) for a in args], env=env or {}, catch_exceptions=False)
-        return Result(result.exit_code, result.stdout, result.stderr)
-
-    return run
+def run_cli() -> Callable[..., Result]:
+    return invoke
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:

@@ -9,7 +9,15 @@ from amaris_cli.jsonio import read_json, write_json_atomic
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import AnalysisRecord, Rollout, ScoreRecord, SummaryAnswer, SummaryRecord
-from amaris_cli.records import analyses_path, chunk_path, load_analyses, load_scores, load_summary, stats_path, summary_path
+from amaris_cli.records import (
+    analyses_path,
+    chunk_path,
+    load_analyses,
+    load_scores,
+    load_summary,
+    stats_path,
+    summary_path,
+)
 from amaris_cli.rollouts import instance_key
 from amaris_cli.rubrics import group_keys, step_stats
 from amaris_cli.session import Session

@@ -9,10 +9,24 @@ from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
 from amaris_cli.errors import AmarisError, InputError
 from amaris_cli.jsonio import write_json_atomic
-from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, instance_ids, static_retrieval, sync_before
+from amaris_cli.memory.service import (
+    RunCatalog,
+    dynamic_retrieval,
+    index_step,
+    instance_ids,
+    static_retrieval,
+    sync_before,
+)
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import RetrievalRecord, SummaryRecord, UpdateRecord
-from amaris_cli.records import load_retrieval, load_summary, load_update, retrieval_path, summary_path, update_path
+from amaris_cli.records import (
+    load_retrieval,
+    load_summary,
+    load_update,
+    retrieval_path,
+    summary_path,
+    update_path,
+)
 from amaris_cli.rubrics import apply_modifications
 from amaris_cli.session import Session
 from amaris_cli.stages.score import rubric_for

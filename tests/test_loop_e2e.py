@@ -1,0 +1,251 @@
+"""The memory-augmented evolution end to end: analyze, summarize, memory, update and loop."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
+
+GRADER_PITFALL = "addresses the grader"
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def step_dir(run: Path, step: int) -> Path:
+    return run / "steps" / f"{step:06d}"
+
+
+def new_run(tmp: Path, name: str, extra_config: str = "") -> Path:
+    config = tmp / f"{name}.toml"
+    config.write_text(TEST_CONFIG + extra_config)
+    run = tmp / name
+    result = invoke("init", run, "--config", config)
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[SimJudge]:
+    sim = SimJudge(SimJudgeConfig()).start_in_thread()
+    sim.keep_requests = True
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory, judge: SimJudge) -> Path:
+    """The six example steps, full memory, with rescoring after every update."""
+    run = new_run(tmp_path_factory.mktemp("full"), "run")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--rescore", "--json", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
+def planted(run: Path, step: int) -> dict[str, str]:
+    return {r["id"]: r["metadata"]["planted"] for r in read_jsonl(step_dir(run, step) / "rollouts.jsonl")}
+
+
+def test_every_stage_writes_its_files(full_run: Path) -> None:
+    for step in range(6):
+        d = step_dir(full_run, step)
+        for name in ("rollouts.jsonl", "scores.jsonl", "analyses.jsonl", "stats.json", "summary.json",
+                     "summary.chunk-000.json", "summary.chunk-001.json", "retrieval.json", "update.json", "rescores.jsonl"):
+            assert (d / name).exists(), d / name
+        assert not list(d.glob(".*journal*")), "journals are removed once a stage finishes"
+        assert (full_run / "rubrics" / f"step-{step + 1:06d}.json").exists()
+    summary = read_json(step_dir(full_run, 3) / "summary.json")
+    assert summary["chunks"] == 2 and summary["n_analyzed"] == 16
+    analysis = read_jsonl(step_dir(full_run, 3) / "analyses.jsonl")[0]["analysis"]
+    assert set(analysis) >= {"overall_assessment", "stage_performance", "reward_hacking", "advancement_strategy",
+                             "rubric_judgement", "observations"}
+
+
+def test_rubric_gains_a_pitfall_against_the_dominant_hack_and_hacks_then_score_lower(full_run: Path) -> None:
+    added_at = None
+    for step in range(6):
+        update = read_json(step_dir(full_run, step) / "update.json")
+        if any(m["op"] == "add" and m["kind"] == "pitfall" and GRADER_PITFALL in m["text"] for m in update["applied"]):
+            added_at = step
+            assert update["strategy"] == "CORRECTIVE"
+            break
+    assert added_at is not None, "no update answered the judge-addressing outputs"
+    kinds = planted(full_run, added_at)
+    before = {r["rollout_id"]: r["reward"] for r in read_jsonl(step_dir(full_run, added_at) / "scores.jsonl")}
+    after = {r["rollout_id"]: r["reward"] for r in read_jsonl(step_dir(full_run, added_at) / "rescores.jsonl")}
+    hacks = [rid for rid, kind in kinds.items() if kind == "judge"]
+    assert hacks and all(after[rid] < before[rid] for rid in hacks)
+    honest = [rid for rid, kind in kinds.items() if kind == "correct"]
+    assert all(after[rid] == before[rid] for rid in honest), "honest correct answers keep their reward"
+
+
+def test_anchors_never_change(full_run: Path) -> None:
+    anchors = {json.dumps(read_json(p)["anchors"]) for p in (full_run / "rubrics").glob("step-*.json")}
+    assert len(anchors) == 1
+
+
+def test_dynamic_retrieval_finds_earlier_entries_about_the_pattern(full_run: Path) -> None:
+    retrieval = read_json(step_dir(full_run, 3) / "retrieval.json")
+    assert retrieval["queries"] and retrieval["dynamic"]
+    assert all(hit["step"] < 3 for hit in retrieval["dynamic"])
+    assert all(hit["type"] in ("analysis", "summary", "update") and hit["distance"] >= 0 for hit in retrieval["dynamic"])
+    about_grader = [h for h in retrieval["dynamic"] if "grader_addressed_instructions" in h["text"]]
+    assert about_grader, "a query about the hack must find earlier analyses of it"
+    static_ids = {e["id"] for e in retrieval["static"]}
+    assert not static_ids & {h["id"] for h in retrieval["dynamic"]}
+    assert len({h["id"] for h in retrieval["dynamic"]}) == len(retrieval["dynamic"])
+
+
+def test_memory_search_and_rebuild_give_identical_results(full_run: Path) -> None:
+    query = ("memory", "search", "--run", full_run, "rollouts that address the grader", "-n", "6", "--json")
+    before = json.loads(invoke(*query).stdout)
+    assert len(before) == 6
+    rebuilt = invoke("memory", "rebuild", "--run", full_run, "--json")
+    assert rebuilt.exit_code == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["counts"] == {"analysis": 96, "summary": 6, "update": 6}
+    assert json.loads(invoke(*query).stdout) == before
+
+
+def test_rejected_modifications_are_reported_not_applied(tmp_path: Path) -> None:
+    bad_update = json.dumps({"strategy": "CORRECTIVE", "rationale": "testing the guards", "modifications": [
+        {"op": "remove", "id": "correct-answer"},
+        {"op": "modify", "id": "no-such-criterion", "text": "x"},
+        {"op": "reweight", "id": "shows-reasoning", "weight": 50},
+        {"op": "add", "text": "The response states the units of its answer.", "weight": 1.0, "kind": "reward"},
+    ]})
+    sim = SimJudge(SimJudgeConfig(scripted={"updater": [bad_update]})).start_in_thread()
+    try:
+        run = new_run(tmp_path, "rej")
+        rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
+        env = judge_env(sim)
+        for cmd in (("score", rollouts, "--run", run, "--step", "0"), ("analyze", "--run", run, "--step", "0"),
+                    ("summarize", "--run", run, "--step", "0")):
+            assert invoke(*cmd, env=env).exit_code == 0
+        result = invoke("update", "--run", run, "--step", "0", env=env)
+    finally:
+        sim.stop()
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count("rejected") >= 3 and "anchors are immutable" in result.stderr
+    update = read_json(step_dir(run, 0) / "update.json")
+    assert [m["op"] for m in update["applied"]] == ["add"]
+    reasons = [r["reason"] for r in update["rejected"]]
+    assert any("anchors are immutable" in r for r in reasons)
+    assert any("unknown criterion id 'no-such-criterion'" in r for r in reasons)
+    assert any("outside" in r for r in reasons)
+    rubric = read_json(run / "rubrics" / "step-000001.json")
+    assert [c["id"] for c in rubric["adaptive"]] == ["shows-reasoning", "s0-the-response-states-the-units-of-its"]
+    assert rubric["adaptive"][0]["weight"] == 1.0
+
+
+def test_static_window_respects_k(tmp_path: Path, judge: SimJudge) -> None:
+    run = new_run(tmp_path, "k2")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:4", "--static-steps", "2", "--no-dynamic",
+                    env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    static = read_json(step_dir(run, 4) / "retrieval.json")["static"]
+    assert sorted({e["step"] for e in static}) == [2, 3]
+    assert [e["type"] for e in static] == ["summary", "update", "summary", "update"]
+
+
+def updater_input(run: Path, step: int) -> str:
+    calls = [c for c in read_jsonl(run / "calls.jsonl") if c["agent"] == "updater" and c["step"] == step]
+    return calls[-1]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(("flags", "static_on", "dynamic_on"), [
+    ((), True, True), (("--no-static",), False, True), (("--no-dynamic",), True, False),
+    (("--no-static", "--no-dynamic"), False, False),
+])
+def test_each_ablation_switch_changes_retrieval_and_the_updater_input(tmp_path, judge, flags, static_on, dynamic_on) -> None:
+    run = new_run(tmp_path, "ablation")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", *flags, env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    retrieval = read_json(step_dir(run, 2) / "retrieval.json")
+    assert retrieval["static_enabled"] is static_on and retrieval["dynamic_enabled"] is dynamic_on
+    assert bool(retrieval["static"]) is static_on
+    assert bool(retrieval["dynamic"]) is dynamic_on and bool(retrieval["queries"]) is dynamic_on
+    prompt = updater_input(run, 2)
+    static_block = prompt.split("Static memory")[1].split("Dynamic memory")[0]
+    dynamic_block = prompt.split("Dynamic memory")[1]
+    assert ("summary:00000001:-" in static_block) is static_on
+    assert ("(none)" in dynamic_block) is (not dynamic_on)
+    query_calls = [c for c in read_jsonl(run / "calls.jsonl") if c["agent"] == "query_generator"]
+    assert bool(query_calls) is dynamic_on
+
+
+def test_results_per_query_and_max_queries_bound_dynamic_retrieval(tmp_path, judge) -> None:
+    run = new_run(tmp_path, "budget")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", "--results-per-query", "1",
+                    "--max-queries", "2", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    retrieval = read_json(step_dir(run, 2) / "retrieval.json")
+    assert 1 <= len(retrieval["queries"]) <= 2 and len(retrieval["dynamic"]) <= len(retrieval["queries"])
+    assert "at most 2 queries" in [c for c in read_jsonl(run / "calls.jsonl") if c["agent"] == "query_generator"][-1]["messages"][0]["content"]
+
+
+def test_update_every_updates_only_every_nth_step_but_summarizes_every_step(tmp_path, judge) -> None:
+    run = new_run(tmp_path, "every")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:3", "--update-every", "2", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert [s for s in range(4) if (step_dir(run, s) / "summary.json").exists()] == [0, 1, 2, 3]
+    assert [s for s in range(4) if (step_dir(run, s) / "update.json").exists()] == [1, 3]
+    assert sorted(p.name for p in (run / "rubrics").glob("step-*.json")) == ["step-000000.json", "step-000002.json", "step-000004.json"]
+    versions = {s: read_jsonl(step_dir(run, s) / "scores.jsonl")[0]["rubric_version"] for s in range(4)}
+    assert versions == {0: 0, 1: 0, 2: 2, 3: 2}
+
+
+def test_lag_scores_each_step_with_the_rubric_finished_lag_steps_earlier(tmp_path, judge) -> None:
+    run = new_run(tmp_path, "lag")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:3", "--lag", "1", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    versions = {s: read_jsonl(step_dir(run, s) / "scores.jsonl")[0]["rubric_version"] for s in range(4)}
+    assert versions == {0: 0, 1: 0, 2: 1, 3: 2}
+
+
+def test_rescore_scores_the_step_again_with_its_own_update(full_run: Path) -> None:
+    for step in range(6):
+        rescored = read_jsonl(step_dir(full_run, step) / "rescores.jsonl")
+        assert {r["rubric_version"] for r in rescored} == {step + 1}
+        assert {r["rubric_version"] for r in read_jsonl(step_dir(full_run, step) / "scores.jsonl")} == {step}
+
+
+def test_rerunning_a_finished_loop_makes_no_calls_and_changes_no_output(tmp_path, judge) -> None:
+    run = new_run(tmp_path, "again")
+    args = ("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1")
+    assert invoke(*args, env=judge_env(judge)).exit_code == 0
+    outputs = {p: p.read_bytes() for p in (run / "steps").rglob("*") if p.is_file()}
+    requests = judge.stats["requests"]
+    assert invoke(*args, env=judge_env(judge)).exit_code == 0
+    assert judge.stats["requests"] == requests
+    assert {p: p.read_bytes() for p in (run / "steps").rglob("*") if p.is_file()} == outputs
+
+
+def test_one_jsonl_with_step_fields_is_a_loop_input(tmp_path, judge) -> None:
+    rows = [dict(r) for s in (0, 1) for r in read_jsonl(EXAMPLES / "math" / f"step-{s:03d}.jsonl")]
+    source = write_jsonl(tmp_path / "all.jsonl", rows)
+    run = new_run(tmp_path, "single")
+    result = invoke("loop", source, "--run", run, "--json", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert [s["step"] for s in json.loads(result.stdout)["steps"]] == [0, 1]
+
+
+def test_bad_step_file_fails_the_loop_before_anything_is_written(tmp_path, judge) -> None:
+    source = tmp_path / "steps"
+    source.mkdir()
+    write_jsonl(source / "0.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
+    (source / "1.jsonl").write_text('{"id": "a", "input": "p", "output": "o"}\n{"id": "b", "input": 3, "output": "o"}\n')
+    run = new_run(tmp_path, "badloop")
+    result = invoke("loop", source, "--run", run, env=judge_env(judge))
+    assert result.exit_code == 2
+    assert f"{source / '1.jsonl'}:2: field 'input' must be a string" in result.stderr
+    assert not (run / "steps").exists()
