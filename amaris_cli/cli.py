@@ -104,6 +104,8 @@ def init(
     goal: Annotated[str | None, typer.Option("--goal", help="High-level training goal.")] = None,
     model_size: Annotated[str | None, typer.Option("--model-size", help="Policy model size, e.g. 7B.")] = None,
     total_steps: Annotated[int | None, typer.Option("--total-steps", min=1, help="Total training steps.")] = None,
+    per_instance: Annotated[bool, typer.Option("--per-instance", help="Keep rubrics, summaries and updates per input instance.")] = False,
+    instance_rubrics: Annotated[Path | None, typer.Option("--instance-rubrics", help="JSONL of predefined rubrics: {\"instance_id\", \"adaptive\": [...], \"anchors\": [...]?} per line.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Create a run directory: manifest (resolved config, no secrets) and the step-0 rubric."""
@@ -117,7 +119,9 @@ def init(
             flags["training"] = training
         if anchor:
             flags["rubric"] = {"anchors": parse_anchor_flags(anchor)}
-        rubric = init_run(Path(run), config, flags)
+        if per_instance:
+            flags["pipeline"] = {"per_instance": True}
+        rubric = init_run(Path(run), config, flags, instance_rubrics)
         if json_out:
             emit_json({"run": str(run), "rubric": rubric.model_dump(mode="json")})
         else:

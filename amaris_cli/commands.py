@@ -6,6 +6,7 @@ cli.py parses flags and hands them here; these functions call the stages and pri
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,7 +92,9 @@ def run_sim_judge(host: str, port: int, latency: float, fault_rate: float, fault
 
     async def serve() -> None:
         await judge.start(host, port)
-        err.print(f"amaris sim-judge (rule-based, not an LLM) listening: OPENAI_BASE_URL={judge.base_url}")
+        # One plain, unwrapped line: scripts read the URL from it.
+        print(f"amaris sim-judge (rule-based, not an LLM) listening: OPENAI_BASE_URL={judge.base_url}",
+              file=sys.stderr, flush=True)
         await judge.serve_forever()
 
     try:

@@ -33,7 +33,50 @@ def parse_anchor_flags(values: list[str]) -> list[dict[str, Any]]:
     return anchors
 
 
-def init_run(path: Path, config_file: Path | None, flags: dict[str, Any]) -> RubricSet:
+def read_instance_rubrics(path: Path, global_rubric: RubricSet) -> list[RubricSet]:
+    """Predefined rubrics per instance: JSONL lines {"instance_id", "adaptive": [...], "anchors": [...]?}.
+    An instance without its own anchors uses the run's anchors."""
+    import orjson
+    from pydantic import ValidationError
+
+    from amaris_cli.errors import InputError, InputErrors
+
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    rubrics: list[RubricSet] = []
+    errors: list[InputError] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = orjson.loads(raw)
+            if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str) or not row["instance_id"]:
+                raise ValueError("expected an object with a non-empty string instance_id")
+            iid = row["instance_id"]
+            if iid in seen:
+                raise ValueError(f"duplicate instance_id {iid!r} (first on line {seen[iid]})")
+            seen[iid] = number
+            rubrics.append(RubricSet(version=0, instance_id=iid, anchors=row.get("anchors", global_rubric.anchors),
+                                     adaptive=row.get("adaptive", [])))
+        except orjson.JSONDecodeError as exc:
+            errors.append(InputError(path, f"invalid JSON: {exc}", number))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            errors.append(InputError(path, f"{'.'.join(map(str, err['loc']))}: {err['msg']}", number))
+        except ValueError as exc:
+            errors.append(InputError(path, str(exc), number))
+    if errors:
+        raise InputErrors(errors)
+    if not rubrics:
+        raise InputError(path, "no instance rubrics in the file")
+    return rubrics
+
+
+def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
+             instance_rubrics: Path | None = None) -> RubricSet:
     run = RunDir(path)
     if run.exists():
         raise AmarisError(f"{path}: already an amaris run (run.json exists); choose another directory")
@@ -41,8 +84,13 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any]) -> Rub
         raise AmarisError(f"{path}: exists and is a file")
     settings = load_settings(config_file=config_file, flags=flags)
     rubric = initial_rubric(settings.rubric)  # validate before anything is written
+    per_instance = read_instance_rubrics(instance_rubrics, rubric) if instance_rubrics else []
+    if per_instance and not settings.pipeline.per_instance:
+        raise ConfigError("--instance-rubrics needs per-instance mode: pipeline.per_instance = true or --per-instance")
     with run.lock():
         run.save_rubric(rubric)
+        for instance_rubric in per_instance:
+            run.save_rubric(instance_rubric)
         stamp = now_iso()
         run.save_manifest(Manifest(created_at=stamp, updated_at=stamp, config=settings.model_dump(mode="json")))
     return rubric

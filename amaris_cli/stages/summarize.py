@@ -21,7 +21,7 @@ from amaris_cli.records import (
 from amaris_cli.rollouts import instance_key
 from amaris_cli.rubrics import group_keys, step_stats
 from amaris_cli.session import Session
-from amaris_cli.stages.common import StageOutcome, load_rollouts
+from amaris_cli.stages.common import StageOutcome, bounded_map, load_rollouts
 from amaris_cli.stages.score import rubric_for
 
 
@@ -89,12 +89,14 @@ async def summarize_step(session: Session, step: int, memory: MemoryStore | None
         raise InputError(analyses_path(run, step), f"step {step} has no analyses; run `amaris analyze` first")
     groups = _groups(session, rollouts)
     outcome = StageOutcome(stage="summarize", step=step, total=len(groups))
-    for instance_id, members in groups.items():
-        if not force and load_summary(run, step, instance_id) is not None:
-            outcome.reused += 1
-            continue
-        await _summarize_group(session, step, instance_id, members, scores, analyses)
-        outcome.done += 1
+    todo = [(iid, members) for iid, members in groups.items() if force or load_summary(run, step, iid) is None]
+    outcome.reused = len(groups) - len(todo)
+
+    async def one(item: tuple[str | None, list[Rollout]]) -> SummaryRecord:
+        return await _summarize_group(session, step, item[0], item[1], scores, analyses)
+
+    await bounded_map(todo, one, session.settings.agent("summarizer").concurrency)
+    outcome.done = len(todo)
     if memory is not None:
         index_step(memory, RunCatalog(run), step, ("analysis", "summary"))
     summary = load_summary(run, step, None) if None in groups else None

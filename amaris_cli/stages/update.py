@@ -29,6 +29,7 @@ from amaris_cli.records import (
 )
 from amaris_cli.rubrics import apply_modifications
 from amaris_cli.session import Session
+from amaris_cli.stages.common import bounded_map
 from amaris_cli.stages.score import rubric_for
 
 
@@ -89,15 +90,17 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
     catalog = RunCatalog(run)
     if memory is not None:
         sync_before(memory, catalog, step)
-    for iid in targets:
+    async def one(iid: str | None) -> tuple[UpdateRecord, RetrievalRecord | None]:
         existing = load_update(run, step, iid)
         if existing is not None and not force and run.rubric_path(step + 1, iid).exists():
-            record, retrieval = existing, load_retrieval(run, step, iid)
             outcome.reused += 1
-        else:
-            summary = load_summary(run, step, iid)
-            assert summary is not None
-            record, retrieval = await _update_one(session, step, summary, memory, catalog)
+            return existing, load_retrieval(run, step, iid)
+        summary = load_summary(run, step, iid)
+        assert summary is not None
+        return await _update_one(session, step, summary, memory, catalog)
+
+    results = await bounded_map(targets, one, session.settings.agent("updater").concurrency)
+    for record, retrieval in results:
         if retrieval is not None:
             outcome.queries += len(retrieval.queries)
             outcome.dynamic_hits += len(retrieval.dynamic)
