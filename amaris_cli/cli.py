@@ -278,6 +278,47 @@ def loop(
         run_loop_command(source, run, steps, map_ or [], lag, rescore, on_error.value, judge.value, flags, json_out, quiet)
 
 
+@app.command()
+def replay(
+    source: Annotated[Path, typer.Argument(help="The recorded run to re-execute.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="New run directory for the replay (re-run the same command to resume).")],
+    offline: Annotated[bool, typer.Option("--offline", help="Never call a model: a request the record lacks is an error.")] = False,
+    update_every: Annotated[int | None, typer.Option("--update-every", min=1, help="Override: update every N steps.")] = None,
+    lag: Annotated[int | None, typer.Option("--lag", min=0, help="Override the recorded lag.")] = None,
+    rescore: Annotated[bool | None, typer.Option("--rescore/--no-rescore", help="Override the recorded rescore mode.")] = None,
+    static: StaticOpt = None,
+    static_steps: StaticKOpt = None,
+    dynamic: DynamicOpt = None,
+    results_per_query: PerQueryOpt = None,
+    max_queries: MaxQueriesOpt = None,
+    judge: Annotated[Judge | None, typer.Option("--judge", help="Judge for requests the record lacks (default: as recorded).")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Re-execute a recorded run; requests the record holds are answered from its calls.jsonl (no model call, no cost)."""
+    with _errors():
+        from amaris_cli.commands import run_replay
+
+        flags = _merge(_agent_flags(model, base_url),
+                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
+                       {"pipeline": {"update_every": update_every}} if update_every else {})
+        run_replay(source, out, flags, judge.value if judge else None, lag, rescore, offline, json_out, quiet)
+
+
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories to put side by side.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Runs side by side: mean reward per step, rubric size, strategies, tokens, calls made vs reused."""
+    with _errors():
+        from amaris_cli.commands import run_compare
+
+        run_compare(runs, json_out)
+
+
 memory_app = typer.Typer(help="Maintain and query the evaluation memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 

@@ -206,8 +206,7 @@ def run_loop_command(source: Path, run_path: Path, step_range: str | None, mappi
                      rescore: bool, on_error: str, judge: str, flags: dict[str, Any], json_out: bool, quiet: bool) -> None:
     from amaris_cli.errors import InputError, InputErrors
     from amaris_cli.rollouts import discover_steps, parse_mapping
-    from amaris_cli.session import open_session
-    from amaris_cli.stages.loop import StepReport, load_step, run_loop
+    from amaris_cli.stages.loop import load_step
 
     run = RunDir(run_path)
     run.require()
@@ -229,6 +228,20 @@ def run_loop_command(source: Path, run_path: Path, step_range: str | None, mappi
             errors.append(exc)
     if errors:
         raise InputErrors(errors)
+    inputs = {str(step): InputRecord(path=str(src), sha256=sha256_file(src))
+              for step, src in selected.items() if isinstance(src, Path)}
+    if source.is_file():
+        inputs["loop"] = InputRecord(path=str(source), sha256=sha256_file(source))
+    execute_loop(run, steps, flags, judge, lag, rescore, on_error, json_out, quiet, inputs=inputs)
+
+
+def execute_loop(run: RunDir, steps: dict[int, Any], flags: dict[str, Any], judge: str, lag: int, rescore: bool,
+                 on_error: str, json_out: bool, quiet: bool, inputs: dict[str, InputRecord] | None = None,
+                 replay: Any = None) -> dict[str, Any]:
+    """Run the loop on validated steps, record how it ran, and print per-step lines and totals."""
+    from amaris_cli.rundir import LoopRecord
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.loop import StepReport, run_loop
 
     reports: list[StepReport] = []
 
@@ -245,31 +258,113 @@ def run_loop_command(source: Path, run_path: Path, step_range: str | None, mappi
             err.print(f"[dim]step {step}: {stage}...[/]")
 
     started = time.monotonic()
-    with open_session(run, flags, judge, announce=err.print) as session:
-        for step in steps:
-            if step not in selected or isinstance(selected[step], list):
-                continue
-            session.manifest.inputs[str(step)] = InputRecord(path=str(selected[step]), sha256=sha256_file(selected[step]))  # type: ignore[arg-type]
-        if source.is_file():
-            session.manifest.inputs["loop"] = InputRecord(path=str(source), sha256=sha256_file(source))
+    with open_session(run, flags, judge, announce=None if json_out else err.print, replay=replay) as session:
+        session.manifest.inputs.update(inputs or {})
+        session.manifest.loop = LoopRecord(lag=lag, rescore=rescore, on_error=on_error, flags=flags,
+                                           judge="sim" if session.sim_url else "endpoint")
+        session.save_manifest()
         memory = open_memory(session)
         session.execute(run_loop(session, steps, memory, lag=lag, rescore=rescore, on_error=on_error,
                                  on_step=on_step, on_stage=on_stage))
         usage = session.client.usage
     wall = time.monotonic() - started
+    made = sum(u.requests for u in usage.values())
+    reused = sum(u.replayed for u in usage.values())
+    result = {"run": str(run.path), "wall_s": round(wall, 3), "calls_made": made, "calls_reused": reused,
+              "usage": usage_json(usage), "steps": [
+                  {"step": r.step, "rubric_version": r.rubric_version, "rollouts": r.rollouts, "mean_reward": r.mean_reward,
+                   "failed": r.failed, "strategy": r.strategy, "added": r.added, "removed": r.removed,
+                   "rejected": r.rejected, "rescore_mean_reward": r.rescore_mean, "tokens": r.tokens,
+                   "wall_s": r.wall_s} for r in reports]}
     if json_out:
-        emit_json({"run": str(run_path), "wall_s": round(wall, 3), "usage": usage_json(usage), "steps": [
-            {"step": r.step, "rubric_version": r.rubric_version, "rollouts": r.rollouts, "mean_reward": r.mean_reward,
-             "failed": r.failed, "strategy": r.strategy, "added": r.added, "removed": r.removed, "rejected": r.rejected,
-             "rescore_mean_reward": r.rescore_mean, "tokens": r.tokens, "wall_s": r.wall_s} for r in reports]})
+        emit_json(result)
+    elif not quiet:
+        if usage:
+            err.print(usage_table(usage))
+        strategies = ", ".join(f"{r.step}:{r.strategy}" for r in reports if r.strategy)
+        err.print(f"{len(reports)} steps; updates {strategies or 'none'}")
+        if replay is not None:
+            err.print(f"model requests: {made} made, {reused} answered from the record")
+        err.print(f"done in {wall:.1f}s; run directory: {run.path}")
+    return result
+
+
+def run_replay(source: Path, out: Path, flags: dict[str, Any], judge: str | None, lag: int | None, rescore: bool | None,
+               offline: bool, json_out: bool, quiet: bool) -> None:
+    import shutil
+
+    from amaris_cli.config import deep_merge
+    from amaris_cli.errors import AmarisError
+    from amaris_cli.replay import OfflineMiss, ReplayCache
+    from amaris_cli.rundir import Manifest, now_iso
+    from amaris_cli.stages.common import load_rollouts
+
+    src = RunDir(source)
+    manifest = src.load_manifest()
+    recorded = manifest.loop
+    steps = {s: load_rollouts(src, s) for s in _steps_with_rollouts(src)}
+    if not steps:
+        raise AmarisError(f"{source}: the run holds no steps to replay")
+    dst = RunDir(out)
+    created = False
+    if dst.exists():
+        previous = dst.load_manifest()
+        if previous.replay_of != str(source):
+            raise AmarisError(f"{out}: already a run directory (not a replay of {source}); choose another --out")
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise AmarisError(f"{out}: exists and is not empty")
+        created = True
+        with dst.lock():
+            for rubric_file in sorted((src.path / "rubrics").rglob("step-000000.json")):
+                target = dst.path / rubric_file.relative_to(src.path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(rubric_file, target)
+            stamp = now_iso()
+            dst.save_manifest(Manifest(created_at=stamp, updated_at=stamp, config=manifest.config,
+                                       prompt_hashes=manifest.prompt_hashes, replay_of=str(source)))
+    merged = deep_merge(recorded.flags if recorded else {}, flags)
+    cache = ReplayCache(src.calls_path, offline=offline)
+    try:
+        execute_loop(dst, steps, merged, judge or (recorded.judge if recorded else "endpoint"),
+                     recorded.lag if lag is None and recorded else (lag or 0),
+                     recorded.rescore if rescore is None and recorded else bool(rescore),
+                     recorded.on_error if recorded else "fail", json_out, quiet, replay=cache)
+    except OfflineMiss:
+        if created:
+            shutil.rmtree(dst.path, ignore_errors=True)  # only copies of the record were there
+        raise
+
+
+def _steps_with_rollouts(run: RunDir) -> list[int]:
+    from amaris_cli.records import step_numbers
+
+    return [s for s in step_numbers(run) if (run.step_dir(s) / "rollouts.jsonl").exists()]
+
+
+def run_compare(paths: list[Path], json_out: bool) -> None:
+    from amaris_cli.compare import compare_runs
+
+    table = compare_runs([RunDir(p) for p in paths])
+    if json_out:
+        emit_json(table)
         return
-    if quiet:
-        return
-    if usage:
-        err.print(usage_table(usage))
-    strategies = ", ".join(f"{r.step}:{r.strategy}" for r in reports if r.strategy)
-    err.print(f"{len(reports)} steps; updates {strategies or 'none'}")
-    err.print(f"done in {wall:.1f}s; run directory: {run_path}")
+    steps = sorted({int(s) for run in table["runs"] for s in run["mean_reward"]})
+    per_step = Table(title="mean reward per step", title_justify="left")
+    per_step.add_column("step", justify="right")
+    for run in table["runs"]:
+        per_step.add_column(Path(run["run"]).name, justify="right")
+    for step in steps:
+        per_step.add_row(str(step), *[fmt(run["mean_reward"].get(str(step))) for run in table["runs"]])
+    err.print(per_step)
+    totals = Table(title="runs", title_justify="left")
+    for col in ("run", "steps", "rubric size", "strategies", "tokens", "calls made", "reused"):
+        totals.add_column(col, justify="left" if col in ("run", "strategies") else "right")
+    for run in table["runs"]:
+        strategies = " ".join(f"{k[:4]}:{v}" for k, v in sorted(run["strategies"].items()))
+        totals.add_row(Path(run["run"]).name, str(len(run["mean_reward"])), str(run["final_rubric_size"]),
+                       strategies, str(run["tokens"]), str(run["calls_made"]), str(run["calls_reused"]))
+    err.print(totals)
 
 
 def run_memory_rebuild(run_path: Path, json_out: bool) -> None:

@@ -36,6 +36,10 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+    # A process killed mid-write leaves its temporary file; one writer per run makes any other
+    # temporary sibling of this target stale.
+    for stale in path.parent.glob(f".{path.name}.tmp-*"):
+        stale.unlink(missing_ok=True)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -31,6 +31,17 @@ class InputRecord(BaseModel):
     sha256: str
 
 
+class LoopRecord(BaseModel):
+    """How `loop` (or `replay`) was last run on this directory: what a replay must repeat."""
+
+    model_config = ConfigDict(extra="forbid")
+    lag: int = 0
+    rescore: bool = False
+    on_error: str = "fail"
+    judge: str = "endpoint"
+    flags: dict[str, Any] = Field(default_factory=dict)
+
+
 class Manifest(BaseModel):
     """run.json. The only file besides calls.jsonl that may hold wall-clock times."""
 
@@ -43,6 +54,8 @@ class Manifest(BaseModel):
     prompt_hashes: dict[str, str] = Field(default_factory=dict)
     inputs: dict[str, InputRecord] = Field(default_factory=dict)
     steps: dict[str, list[str]] = Field(default_factory=dict)
+    loop: LoopRecord | None = None
+    replay_of: str | None = None
 
     def mark(self, step: int, stage: str) -> None:
         done = self.steps.setdefault(str(step), [])

@@ -223,7 +223,7 @@ class LLMClient:
             )
 
         if self.replay is not None:
-            cached = self.replay.lookup(rhash, name, step, context)
+            cached = self.replay.lookup(rhash, name, step, context, agent.model, messages, params)
             if cached is not None:
                 reply = _Reply(text=cached.response, usage=cached.usage)
                 usage.replayed += 1

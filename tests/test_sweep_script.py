@@ -1,0 +1,25 @@
+"""The shipped ablation sweep script runs end to end and reports calls made vs reused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, judge_env
+
+
+def test_ablation_sweep_script(tmp_path: Path, sim) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env.update(judge_env(sim), AMARIS=f"{sys.executable} -m amaris_cli", JUDGE="endpoint", OUT=str(tmp_path / "sweep"))
+    done = subprocess.run(["bash", "examples/ablation_sweep.sh", "--json"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    runs = {Path(r["run"]).name: r for r in json.loads(done.stdout)["runs"]}
+    assert set(runs) == {"full", "static-only", "dynamic-only", "no-memory"}
+    assert runs["full"]["calls_reused"] == 0
+    for name in ("static-only", "dynamic-only", "no-memory"):
+        assert runs[name]["calls_reused"] > runs[name]["calls_made"] > 0
+        assert runs[name]["mean_reward"]["0"] == runs["full"]["mean_reward"]["0"]
