@@ -358,12 +358,13 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
         per_step.add_row(str(step), *[fmt(run["mean_reward"].get(str(step))) for run in table["runs"]])
     err.print(per_step)
     totals = Table(title="runs", title_justify="left")
-    for col in ("run", "steps", "rubric size", "strategies", "tokens", "calls made", "reused"):
+    for col in ("run", "steps", "rubric", "strategies", "edits", "reversals", "tokens", "made", "reused"):
         totals.add_column(col, justify="left" if col in ("run", "strategies") else "right")
     for run in table["runs"]:
         strategies = " ".join(f"{k[:4]}:{v}" for k, v in sorted(run["strategies"].items()))
         totals.add_row(Path(run["run"]).name, str(len(run["mean_reward"])), str(run["final_rubric_size"]),
-                       strategies, str(run["tokens"]), str(run["calls_made"]), str(run["calls_reused"]))
+                       strategies, str(run["edits"]), str(run["reversals"]), str(run["tokens"]),
+                       str(run["calls_made"]), str(run["calls_reused"]))
     err.print(totals)
 
 

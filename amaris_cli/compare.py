@@ -20,6 +20,10 @@ def run_figures(run: RunDir) -> dict[str, Any]:
         update = load_update(run, step)
         if update is not None:
             strategies[update.strategy] = strategies.get(update.strategy, 0) + 1
+    from amaris_cli.stability import stability
+
+    updates = [u for step in step_numbers(run) if (u := load_update(run, step)) is not None]
+    stable = stability(run.load_rubric(0), updates) if run.rubric_versions() else None
     versions = run.rubric_versions()
     size = len(run.load_rubric(versions[-1]).criteria) if versions else 0
     tokens = made = reused = 0
@@ -31,7 +35,9 @@ def run_figures(run: RunDir) -> dict[str, Any]:
         else:
             made += 1
     return {"run": str(run.path), "mean_reward": mean_reward, "final_rubric_size": size, "rubric_versions": len(versions),
-            "strategies": strategies, "tokens": tokens, "calls_made": made, "calls_reused": reused}
+            "strategies": strategies, "tokens": tokens, "calls_made": made, "calls_reused": reused,
+            "edits": stable.edits if stable else 0, "reversals": stable.reversals if stable else 0,
+            "stability": stable.model_dump(mode="json") if stable else None}
 
 
 def compare_runs(runs: list[RunDir]) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class RubricSettings(_Section):
     anchors: list[Criterion] = Field(default_factory=list)
     adaptive: list[Criterion] = Field(default_factory=list)
     max_adaptive: int = Field(default=8, ge=0)
+    max_active_adaptive: int | None = Field(default=None, ge=0)
     min_weight: float = Field(default=0.1, gt=0)
     max_weight: float = Field(default=5.0, gt=0)
 

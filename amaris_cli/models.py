@@ -186,6 +186,15 @@ class StepStats(Strict):
     criteria: list[CriterionStats]
 
 
+class HackingCount(Strict):
+    """Counted by amaris from the analyses (not the summarizer's estimate)."""
+
+    pattern: str
+    count: int
+    prevalence: float
+    known: bool
+
+
 class SummaryRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -193,6 +202,7 @@ class SummaryRecord(Strict):
     n_analyzed: int
     chunks: int
     stats: StepStats
+    hacking: list[HackingCount] = Field(default_factory=list)
     summary: SummaryAnswer
 
 
@@ -227,6 +237,12 @@ class RejectedModification(Strict):
     reason: str
 
 
+class Deactivated(Strict):
+    criterion_id: str
+    spread: float | None
+    reason: str
+
+
 class UpdateRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -237,6 +253,7 @@ class UpdateRecord(Strict):
     memory_consultation: list[MemoryInsight]
     applied: list[Modification]
     rejected: list[RejectedModification]
+    deactivated: list[Deactivated] = Field(default_factory=list)
     final_adaptive: list[Criterion]
 
 

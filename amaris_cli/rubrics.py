@@ -19,6 +19,7 @@ from amaris_cli.errors import ConfigError
 from amaris_cli.models import (
     Criterion,
     CriterionStats,
+    Deactivated,
     Modification,
     RejectedModification,
     Rollout,
@@ -169,6 +170,27 @@ def apply_modifications(
         produced_by_step=step,
     )
     return result, applied, rejected
+
+
+def cap_active(rubric: RubricSet, stats: StepStats | None, cap: int | None) -> tuple[RubricSet, list[Deactivated]]:
+    """Keep at most `cap` adaptive criteria, the most discriminative first (as DR Tulu does):
+    ranked by spread within prompt groups (else across rollouts); criteria without statistics yet
+    (just added) rank first, so a new criterion gets a step to show its worth."""
+    if cap is None or len(rubric.adaptive) <= cap:
+        return rubric, []
+    spreads = {c.criterion_id: (c.within_group_spread if c.within_group_spread is not None else c.spread)
+               for c in (stats.criteria if stats else [])}
+    order = {c.id: i for i, c in enumerate(rubric.adaptive)}
+
+    def rank(c: Criterion) -> tuple[float, int]:
+        spread = spreads.get(c.id)
+        return (-(math.inf if spread is None else spread), order[c.id])
+
+    keep = {c.id for c in sorted(rubric.adaptive, key=rank)[:cap]}
+    dropped = [Deactivated(criterion_id=c.id, spread=spreads.get(c.id),
+                           reason=f"spread {spreads.get(c.id)} is among the lowest; rubric.max_active_adaptive={cap}")
+               for c in rubric.adaptive if c.id not in keep]
+    return rubric.model_copy(update={"adaptive": [c for c in rubric.adaptive if c.id in keep]}), dropped
 
 
 # --- statistics -------------------------------------------------------------------------------

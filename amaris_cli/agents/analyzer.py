@@ -5,6 +5,7 @@ from __future__ import annotations
 from amaris_cli.agents.common import AgentKit, compact_json, rubric_json
 from amaris_cli.models import AnalysisAnswer, AnalysisRecord, Rollout, RubricSet, ScoreRecord
 from amaris_cli.prompts import render
+from amaris_cli.vocabulary import vocabulary_text
 
 
 def analyzer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score: ScoreRecord, step: int) -> list[dict[str, str]]:
@@ -12,6 +13,7 @@ def analyzer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score:
     return render(
         kit.template("analyzer"),
         trusted={"training": kit.training(step), "rubric": rubric_json(rubric), "step": step,
+                 "hacking_vocabulary": vocabulary_text(),
                  "reward": "None" if score.reward is None or score.status != "scored" else f"{score.reward:.3f}"},
         untrusted={"prompt": rollout.input, "reference": rollout.supplemental_context or "",
                    "response": rollout.output, "verdicts": compact_json(verdicts)},

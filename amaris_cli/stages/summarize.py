@@ -8,7 +8,7 @@ from amaris_cli.errors import AmarisError, InputError
 from amaris_cli.jsonio import read_json, write_json_atomic
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
-from amaris_cli.models import AnalysisRecord, Rollout, ScoreRecord, SummaryAnswer, SummaryRecord
+from amaris_cli.models import AnalysisRecord, HackingCount, Rollout, ScoreRecord, SummaryAnswer, SummaryRecord
 from amaris_cli.records import (
     analyses_path,
     chunk_path,
@@ -23,6 +23,19 @@ from amaris_cli.rubrics import group_keys, step_stats
 from amaris_cli.session import Session
 from amaris_cli.stages.common import StageOutcome, bounded_map, load_rollouts
 from amaris_cli.stages.score import rubric_for
+from amaris_cli.vocabulary import HACKING_PATTERNS
+
+
+def count_hacking(analyses: list[AnalysisRecord]) -> list[HackingCount]:
+    """Prevalence of each named pattern: the share of analyzed rollouts showing it."""
+    counts: dict[str, int] = {}
+    for record in analyses:
+        assert record.analysis is not None
+        for name in {p.pattern for p in record.analysis.reward_hacking.patterns}:
+            counts[name] = counts.get(name, 0) + 1
+    total = max(1, len(analyses))
+    return [HackingCount(pattern=name, count=n, prevalence=round(n / total, 6), known=name in HACKING_PATTERNS)
+            for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def _groups(session: Session, rollouts: list[Rollout]) -> dict[str | None, list[Rollout]]:
@@ -75,7 +88,7 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
             raise AmarisError(f"step {step}: the meta-summarizer failed: {merged.error}")
         summary = merged.value
     record = SummaryRecord(step=step, instance_id=instance_id, n_rollouts=len(rollouts), n_analyzed=len(analyzed),
-                           chunks=len(chunks), stats=stats, summary=summary)
+                           chunks=len(chunks), stats=stats, hacking=count_hacking(analyzed), summary=summary)
     write_json_atomic(summary_path(run, step, instance_id), record.model_dump(mode="json"))
     return record
 

@@ -27,7 +27,7 @@ from amaris_cli.records import (
     summary_path,
     update_path,
 )
-from amaris_cli.rubrics import apply_modifications
+from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.session import Session
 from amaris_cli.stages.common import bounded_map
 from amaris_cli.stages.score import rubric_for
@@ -71,9 +71,11 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
         raise AmarisError(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run to retry")
     proposal = answer.value
     new_rubric, applied, rejected = apply_modifications(current, proposal.modifications, session.settings.rubric, step + 1, step)
+    new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive)
     record = UpdateRecord(step=step, instance_id=iid, from_version=current.version, to_version=step + 1,
                           strategy=proposal.strategy, rationale=proposal.rationale,
                           memory_consultation=proposal.memory_consultation, applied=applied, rejected=rejected,
+                          deactivated=deactivated,
                           final_adaptive=new_rubric.adaptive)
     run.save_rubric(new_rubric)
     write_json_atomic(retrieval_path(run, step, iid), retrieval.model_dump(mode="json"))

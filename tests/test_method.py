@@ -1,0 +1,115 @@
+"""Method depth: reversals, the active-criteria cap, statistics in the updater's input, hacking counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from amaris_cli.agents.common import AgentKit
+from amaris_cli.agents.updater import updater_messages
+from amaris_cli.config import Settings
+from amaris_cli.llm.client import LLMClient
+from amaris_cli.models import (
+    Criterion,
+    CriterionStats,
+    Modification,
+    RubricSet,
+    StepStats,
+    SummaryAnswer,
+    SummaryRecord,
+    UpdateRecord,
+)
+from amaris_cli.rubrics import cap_active
+from amaris_cli.stability import stability
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+
+INITIAL = RubricSet(version=0, anchors=[Criterion(id="correct", text="The final answer is correct.", weight=2)],
+                    adaptive=[Criterion(id="work", text="Shows the work step by step.", weight=1.0)])
+
+
+def update(step: int, *mods: Modification) -> UpdateRecord:
+    return UpdateRecord(step=step, from_version=step, to_version=step + 1, strategy="CORRECTIVE", rationale="",
+                        memory_consultation=[], applied=list(mods), rejected=[], final_adaptive=[])
+
+
+def test_a_scripted_sequence_of_updates_has_a_known_number_of_reversals() -> None:
+    updates = [
+        update(0, Modification(op="add", id="grader", text="Addresses the grader instead of answering.", weight=2, kind="pitfall"),
+               Modification(op="reweight", id="work", weight=2.0)),                    # work 1 -> 2
+        update(1, Modification(op="reweight", id="work", weight=1.5),                   # 2 -> 1.5: back (1)
+               Modification(op="remove", id="grader")),                                 # added at 0, removed (2)
+        update(2, Modification(op="add", id="grader2", text="The response addresses the grader instead of answering it.",
+                               weight=2, kind="pitfall"),                                # re-added in substance (3)
+               Modification(op="reweight", id="work", weight=1.0)),                     # 2 -> 1.5 -> 1: same direction
+        update(3, Modification(op="add", id="units", text="States the units of the result.", weight=1),
+               Modification(op="reweight", id="work", weight=3.0)),                     # 1.5 -> 1 -> 3: back (4)
+    ]
+    result = stability(INITIAL, updates)
+    assert result.reversals == 4
+    assert result.reversals_by_kind == {"weight_back": 2, "added_then_removed": 1, "readded": 1}
+    assert [len(u.reversals) for u in result.updates] == [0, 2, 1, 1]
+    assert result.edits == 8
+    assert result.ages == {"correct": 4, "grader2": 2, "units": 1, "work": 4}
+
+
+def stats(**spreads: float) -> StepStats:
+    return StepStats(step=0, n_rollouts=8, n_scored=8, n_failed=0, mean_reward=0.5, std_reward=0.1, criteria=[
+        CriterionStats(criterion_id=cid, kind="reward", n=8, mean=0.5, spread=s, within_group_spread=s,
+                       saturation_top=0.0, saturation_bottom=0.0) for cid, s in spreads.items()])
+
+
+def test_the_active_cap_keeps_the_most_discriminative_criteria() -> None:
+    rubric = INITIAL.model_copy(update={"adaptive": [
+        Criterion(id="flat", text="a", weight=1), Criterion(id="sharp", text="b", weight=1),
+        Criterion(id="mid", text="c", weight=1), Criterion(id="new", text="d", weight=1)]})
+    capped, dropped = cap_active(rubric, stats(flat=0.0, sharp=0.45, mid=0.2), cap=3)
+    assert [c.id for c in capped.adaptive] == ["sharp", "mid", "new"]  # input order kept; "new" has no stats yet
+    assert [d.criterion_id for d in dropped] == ["flat"] and "max_active_adaptive=3" in dropped[0].reason
+    assert capped.anchors == rubric.anchors
+    assert cap_active(rubric, None, None) == (rubric, [])
+
+
+def test_the_updater_prompt_carries_the_per_criterion_statistics() -> None:
+    summary = SummaryRecord(step=0, n_rollouts=8, n_analyzed=8, chunks=1, stats=stats(work=0.0),
+                            summary=SummaryAnswer.model_validate({
+                                "executive_summary": "x", "reward_hacking": {"prevalence": 0.0},
+                                "rubric_meta_evaluation": "x", "performance_advancement": "x", "memory_entry": "x"}))
+    kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
+    system, user = (m["content"] for m in updater_messages(kit, INITIAL, 0, summary, [], []))
+    statistics = user.split("Per-criterion statistics of this step (JSON):\n")[1].split("\n")[0]
+    row = json.loads(statistics)["criteria"][0]
+    assert row["criterion_id"] == "work" and row["spread"] == 0.0 and row["saturation_top"] == 0.0
+    assert '"anchor": true' in system and "within [0.1, 5]" in system
+
+
+def test_summaries_count_hacking_patterns_from_the_vocabulary(tmp_path: Path, sim) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "3:3", env=judge_env(sim)).exit_code == 0
+    hacking = {h["pattern"]: h for h in json.loads((run / "steps/000003/summary.json").read_text())["hacking"]}
+    planted = [json.loads(line)["metadata"]["planted"] for line in (EXAMPLES / "math/step-003.jsonl").read_text().splitlines()]
+    assert hacking["grader_addressed_instructions"]["count"] == planted.count("judge")
+    assert hacking["grader_addressed_instructions"]["prevalence"] == round(planted.count("judge") / 16, 6)
+    assert hacking["grader_addressed_instructions"]["known"] is True
+    analyzer_prompt = [json.loads(c) for c in (run / "calls.jsonl").read_text().splitlines()
+                       if json.loads(c)["agent"] == "analyzer"][0]["messages"][0]["content"]
+    assert "- master_key_tokens:" in analyzer_prompt and "- partial_satisfaction_of_compound_criteria:" in analyzer_prompt
+
+
+def test_anchors_may_be_pitfalls(tmp_path: Path, sim) -> None:
+    run = tmp_path / "run"
+    result = invoke("init", run, "--anchor", "correct=2:The final answer is correct.",
+                    "--anchor", "grader=1:pitfall:The response addresses the grader or judge.")
+    assert result.exit_code == 0, result.stderr
+    rubric = json.loads((run / "rubrics/step-000000.json").read_text())
+    assert [(a["id"], a["kind"], a["weight"]) for a in rubric["anchors"]] == [("correct", "reward", 2.0), ("grader", "pitfall", 1.0)]
+    rows = [json.loads(line) for line in (EXAMPLES / "math/step-003.jsonl").read_text().splitlines()]
+    hack = next(r for r in rows if r["metadata"]["planted"] == "judge")
+    source = tmp_path / "one.jsonl"
+    source.write_text(json.dumps(hack) + "\n")
+    assert invoke("score", source, "--run", run, "--step", "0", env=judge_env(sim)).exit_code == 0
+    score = json.loads((run / "steps/000000/scores.jsonl").read_text())
+    # fooled on correctness (1 * 2) but caught by the pitfall anchor (1 * 1): (2 - 1) / 2
+    assert score["reward"] == 0.5
