@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaris_cli.memory.digests import MemoryEntry, analysis_entry, summary_entry, update_entry
 from amaris_cli.memory.store import MemoryStore, to_hit
-from amaris_cli.models import MemoryHit, StaticEntry
+from amaris_cli.models import MemoryHit, StaticEntry, SummaryRecord
 from amaris_cli.records import load_analyses, load_summary, load_update, step_numbers
 from amaris_cli.rundir import RunDir
 
@@ -67,12 +67,17 @@ def rebuild(store: MemoryStore, catalog: RunCatalog) -> int:
 
 
 def static_retrieval(run: RunDir, step: int, k: int, instance_id: str | None = None) -> list[StaticEntry]:
-    """Summaries and rubric updates of the K most recent earlier steps that have a summary."""
-    earlier = [s for s in step_numbers(run) if s < step and load_summary(run, s, instance_id) is not None]
-    entries: list[StaticEntry] = []
-    for s in earlier[-k:] if k > 0 else []:
+    """Summaries and rubric updates of the K most recent earlier steps that have a summary.
+    Walks back from the newest step, so the cost is O(K), not O(steps)."""
+    recent: list[tuple[int, SummaryRecord]] = []
+    for s in reversed([s for s in step_numbers(run) if s < step]):
+        if len(recent) >= k:
+            break
         summary = load_summary(run, s, instance_id)
-        assert summary is not None
+        if summary is not None:
+            recent.append((s, summary))
+    entries: list[StaticEntry] = []
+    for s, summary in reversed(recent):
         e = summary_entry(summary)
         entries.append(StaticEntry(id=e.id, type="summary", step=s, text=e.text))
         update = load_update(run, s, instance_id)

@@ -78,24 +78,35 @@ class MemoryStore:
 
     def query(self, texts: list[str], n: int, before_step: int, instance_id: str = "",
               exclude: set[str] | None = None) -> list[list[tuple[str, EntryType, int, float]]]:
-        """For each text, the n nearest entries of steps < before_step across all types."""
+        """For each text, the nearest entries of steps < before_step (of one instance, "" = global),
+        enough that n remain after `exclude`.
+
+        Fast path: a plain nearest-neighbour query, filtered afterwards. A step's records are indexed
+        after its update, so during the update of step t the index normally holds only earlier steps
+        and the fast path is exact. When it comes back short (newer or other-instance entries in the
+        way), the query is redone with a metadata filter, which is exact but slow on large indexes."""
         if not texts:
             return []
         vectors = self.embedder.embed(texts)
-        # instance_id "" is the global memory; per-instance runs search one instance's history.
-        where: dict[str, Any] = {"$and": [{"step": {"$lt": before_step}}, {"instance_id": instance_id}]}
-        margin = n + len(exclude or ())
-        results: list[list[tuple[str, EntryType, int, float]]] = []
+        want = n + len(exclude or ())
         per_text: list[list[tuple[str, EntryType, int, float]]] = [[] for _ in texts]
+        where: dict[str, Any] = {"$and": [{"step": {"$lt": before_step}}, {"instance_id": instance_id}]}
         for entry_type, col in self._collections.items():
             count = col.count()
             if count == 0:
                 continue
-            found = col.query(query_embeddings=vectors, n_results=min(margin, count), where=where,  # type: ignore[arg-type]
-                              include=["metadatas", "distances"])
+            k = min(want, count)
+            found = col.query(query_embeddings=vectors, n_results=k, include=["metadatas", "distances"])  # type: ignore[arg-type]
             for i in range(len(texts)):
-                for id_, meta, dist in zip(found["ids"][i], found["metadatas"][i], found["distances"][i], strict=True):  # type: ignore[index]
+                rows = list(zip(found["ids"][i], found["metadatas"][i], found["distances"][i], strict=True))  # type: ignore[index]
+                usable = [r for r in rows if int(r[1]["step"]) < before_step and r[1]["instance_id"] == instance_id]  # type: ignore[arg-type]
+                if len(usable) < len(rows) and len(usable) < k:
+                    exact = col.query(query_embeddings=[vectors[i]], n_results=k, where=where,  # type: ignore[arg-type]
+                                      include=["metadatas", "distances"])
+                    usable = list(zip(exact["ids"][0], exact["metadatas"][0], exact["distances"][0], strict=True))  # type: ignore[index]
+                for id_, meta, dist in usable:
                     per_text[i].append((id_, entry_type, int(meta["step"]), float(dist)))  # type: ignore[arg-type]
+        results = []
         for hits in per_text:
             hits.sort(key=lambda h: (round(h[3], 6), h[0]))
             results.append([h for h in hits if not exclude or h[0] not in exclude])

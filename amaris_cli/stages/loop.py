@@ -85,8 +85,10 @@ async def run_loop(
         await analyze_step(session, step)
         if on_stage:
             on_stage("summarize", step)
-        await summarize_step(session, step, memory)
-        if should_update(step, first, settings.pipeline.update_every):
+        updating = should_update(step, first, settings.pipeline.update_every)
+        # A step that is updated is indexed by its update, after retrieval (which must not see it).
+        await summarize_step(session, step, None if updating else memory)
+        if updating:
             if on_stage:
                 on_stage("update", step)
             outcome = await update_step(session, step, memory)

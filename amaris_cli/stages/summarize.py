@@ -69,20 +69,21 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
             raise AmarisError(f"step {step}: the summarizer failed: {answer.error}")
         summary: SummaryAnswer = answer.value
     else:
-        parts: list[tuple[int, SummaryAnswer]] = []
-        for index, chunk in enumerate(chunks):
+        async def chunk_summary(index: int) -> tuple[int, SummaryAnswer]:
+            chunk = chunks[index]
             path = chunk_path(run, step, index, instance_id)
             if path.exists():  # resume: a chunk summary already written is kept
                 stored = read_json(path)
                 if stored.get("n") == len(chunk):
-                    parts.append((len(chunk), SummaryAnswer.model_validate(stored["summary"])))
-                    continue
+                    return len(chunk), SummaryAnswer.model_validate(stored["summary"])
             answer = await summarize_chunk(kit, rubric, step, chunk, stats, f"chunk {index + 1} of {len(chunks)}")
             if answer.value is None:
                 raise AmarisError(f"step {step}: the summarizer failed on chunk {index + 1}: {answer.error}")
             write_json_atomic(path, {"chunk": index, "n": len(chunk), "rollout_ids": [a.rollout_id for a in chunk],
                                      "summary": answer.value.model_dump(mode="json")})
-            parts.append((len(chunk), answer.value))
+            return len(chunk), answer.value
+
+        parts = await bounded_map(list(range(len(chunks))), chunk_summary, kit.settings.agent("summarizer").concurrency)
         merged = await merge_chunks(kit, rubric, step, parts, stats)
         if merged.value is None:
             raise AmarisError(f"step {step}: the meta-summarizer failed: {merged.error}")

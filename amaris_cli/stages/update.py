@@ -113,7 +113,7 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         outcome.modified += sum(m.op in ("modify", "reweight") for m in record.applied)
         outcome.rejected += len(record.rejected)
     if memory is not None:
-        index_step(memory, catalog, step, ("update",))
+        index_step(memory, catalog, step)  # the whole step, now that its update no longer searches it
     session.manifest.mark(step, "update")
     session.save_manifest()
     return outcome
