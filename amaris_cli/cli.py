@@ -23,7 +23,7 @@ app = typer.Typer(
     "diagnostic in a persistent memory, and let an LLM evolve the rubric from recent and retrieved history.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
 )
 
 

@@ -9,12 +9,14 @@ Timing modes:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from amaris_cli.errors import StageFailed
+from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import Rollout
 from amaris_cli.rollouts import read_rollouts
@@ -67,6 +69,16 @@ async def run_loop(
     first = min(steps)
     reports: list[StepReport] = []
     neutral = settings.pipeline.neutral_reward if on_error == "neutral" else None
+    # Indexing a step (embedding its records) runs in a thread while the next step is scored and
+    # analyzed, which is mostly waiting on the judge; it is awaited before the memory is used again.
+    pending: asyncio.Task[int] | None = None
+
+    async def settle() -> None:
+        nonlocal pending
+        if pending is not None:
+            await pending
+            pending = None
+
     for step, rollouts in steps.items():
         started = time.monotonic()
         tokens_before = _tokens(session)
@@ -86,12 +98,15 @@ async def run_loop(
         if on_stage:
             on_stage("summarize", step)
         updating = should_update(step, first, settings.pipeline.update_every)
-        # A step that is updated is indexed by its update, after retrieval (which must not see it).
+        await settle()
+        # A step that is updated is indexed after its update, whose retrieval must not see it.
         await summarize_step(session, step, None if updating else memory)
         if updating:
             if on_stage:
                 on_stage("update", step)
-            outcome = await update_step(session, step, memory)
+            outcome = await update_step(session, step, memory, index=False)
+            if memory is not None:
+                pending = asyncio.create_task(asyncio.to_thread(index_step, memory, RunCatalog(session.run), step))
             report.update = outcome
             report.strategy = "/".join(sorted(set(outcome.strategies)))
             report.added, report.removed, report.rejected = outcome.added, outcome.removed, outcome.rejected
@@ -106,6 +121,7 @@ async def run_loop(
         reports.append(report)
         if on_step:
             on_step(report)
+    await settle()
     return reports
 
 

@@ -83,7 +83,9 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     return record, retrieval
 
 
-async def update_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False) -> UpdateOutcome:
+async def update_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False,
+                      index: bool = True) -> UpdateOutcome:
+    """`index=False` leaves indexing the step to the caller (the loop does it in the background)."""
     run = session.run
     targets = [iid for iid in instance_ids(run, step) if load_summary(run, step, iid) is not None]
     if not targets:
@@ -112,7 +114,7 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         outcome.removed += sum(m.op == "remove" for m in record.applied)
         outcome.modified += sum(m.op in ("modify", "reweight") for m in record.applied)
         outcome.rejected += len(record.rejected)
-    if memory is not None:
+    if memory is not None and index:
         index_step(memory, catalog, step)  # the whole step, now that its update no longer searches it
     session.manifest.mark(step, "update")
     session.save_manifest()

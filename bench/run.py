@@ -1,0 +1,399 @@
+"""amaris benchmarks: figures and ratios measured side by side in one run.
+
+    python bench/run.py            # the full sizes of bench/README.md
+    python bench/run.py --quick    # small sizes, for a smoke run
+
+The sim-judge runs as a separate process on 127.0.0.1 (`amaris sim-judge`), so its CPU is not
+counted as amaris's. All traffic stays on loopback. Cases:
+
+  1 throughput  `score` of N rollouts vs a minimal raw AsyncOpenAI + semaphore loop, same requests
+  2 start-up    `amaris --help`, `amaris score --help`; which heavy modules a bare import loads
+  3 memory      static + dynamic retrieval on a large index; disk per step; embedding work per step
+  4 overhead    a full loop step at a realistic judge latency: amaris CPU time / wall time; lag 1
+  5 tokens      prompt and completion tokens per rollout and agent; growth with rubric size and budget
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from amaris_cli.config import Settings  # noqa: E402
+from amaris_cli.models import Rollout  # noqa: E402
+from amaris_cli.rollouts import read_rollouts  # noqa: E402
+
+EXAMPLES = ROOT / "examples" / "math"
+RESULTS: list[tuple[str, str, str]] = []
+
+
+def record(case: str, figure: str, value: str) -> None:
+    RESULTS.append((case, figure, value))
+    print(f"  {figure}: {value}", flush=True)
+
+
+@contextmanager
+def sim_judge(latency: float) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", "sim-judge", "--port", "0", "--latency", str(latency)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        match = re.search(r"OPENAI_BASE_URL=(\S+)", proc.stderr.readline())
+        assert match, "sim-judge did not start"
+        yield match.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def example_rollouts(n: int) -> list[Rollout]:
+    base = [r for p in sorted(EXAMPLES.glob("*.jsonl")) for r in read_rollouts(p)]
+    return [base[i % len(base)].model_copy(update={"id": f"b{i:06d}", "step": 0,
+                                                   "input": f"{base[i % len(base)].input} (#{i})"}) for i in range(n)]
+
+
+def new_run(tmp: Path, name: str, url: str, concurrency: int) -> Path:
+    from amaris_cli.runinit import init_run
+
+    run = tmp / name
+    flags = {
+        "rubric": {"anchors": [{"id": "correct", "text": "The final answer is correct.", "weight": 2}],
+                   "adaptive": [{"id": "work", "text": "The response explains its reasoning step by step.", "weight": 1}]},
+        "agents": {"default": {"base_url": url, "model": "sim", "concurrency": concurrency, "timeout": 60}},
+        "llm": {"concurrency": concurrency},
+    }
+    init_run(run, None, flags)
+    return run
+
+
+# --- 1 throughput ---------------------------------------------------------------------------------
+
+
+def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
+    from amaris_cli.rundir import RunDir
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.common import store_rollouts
+    from amaris_cli.stages.score import score_step
+
+    rd = RunDir(run)
+    with open_session(rd, environ={}) as session:
+        store_rollouts(rd, 0, rollouts)
+        started, cpu0 = time.perf_counter(), time.process_time()
+        outcome, _ = session.execute(score_step(session, 0, rollouts))
+        wall = time.perf_counter() - started
+        if cpu is not None:
+            cpu.append(time.process_time() - cpu0)
+    assert outcome.failed == 0, outcome.errors[:3]
+    return wall
+
+
+def raw_loop(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
+    from openai import AsyncOpenAI
+
+    async def main() -> float:
+        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(messages: list[dict[str, str]]) -> None:
+            async with limit:
+                await client.chat.completions.create(model="sim", messages=messages,  # type: ignore[arg-type]
+                                                     temperature=0.0, max_tokens=2048,
+                                                     response_format={"type": "json_object"})
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(m) for m in requests))
+        wall = time.perf_counter() - started
+        await client.close()
+        return wall
+
+    return asyncio.run(main())
+
+
+def bench_throughput(tmp: Path, n: int, concurrency: int, latency: float, reps: int) -> None:
+    from amaris_cli.agents.common import AgentKit
+    from amaris_cli.agents.scorer import scorer_messages
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.rundir import RunDir
+
+    print(f"[1] throughput: {n} rollouts, judge latency {latency * 1000:.0f} ms, concurrency {concurrency}")
+    rollouts = example_rollouts(n)
+    with sim_judge(latency) as url:
+        probe = new_run(tmp, f"probe-{latency}", url, concurrency)
+        rubric = RunDir(probe).load_rubric(0)
+        kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
+        requests = [scorer_messages(kit, rubric, r, 0) for r in rollouts]
+        raw, ours, cpu = [], [], []
+        for rep in range(reps):  # interleaved, so drift on a shared machine hits both alike
+            raw.append(raw_loop(url, requests, concurrency))
+            ours.append(amaris_score(new_run(tmp, f"t-{latency}-{rep}", url, concurrency), rollouts, cpu))
+    best_raw, best_ours = min(raw), min(ours)
+    record("throughput", f"raw loop, latency {latency * 1000:.0f} ms", f"{best_raw:.2f} s ({n / best_raw:.0f} calls/s)")
+    record("throughput", f"amaris score, latency {latency * 1000:.0f} ms", f"{best_ours:.2f} s ({n / best_ours:.0f} calls/s)")
+    record("throughput", f"ratio amaris/raw, latency {latency * 1000:.0f} ms (target <= 1.10)", f"{best_ours / best_raw:.3f}")
+    record("throughput", f"amaris client CPU per call, latency {latency * 1000:.0f} ms (SDK + render + parse + log)",
+           f"{min(cpu) / n * 1000:.2f} ms")
+
+
+# --- 2 start-up -----------------------------------------------------------------------------------
+
+
+def bench_startup(reps: int) -> None:
+    print("[2] start-up")
+    exe = Path(sys.executable).parent / "amaris"
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "amaris_cli"]
+    for args in (["--help"], ["score", "--help"]):
+        times = []
+        for _ in range(reps):
+            started = time.perf_counter()
+            subprocess.run([*command, *args], capture_output=True, check=True)
+            times.append(time.perf_counter() - started)
+        record("start-up", f"amaris {' '.join(args)} (target < 0.25 s)", f"min {min(times):.3f} s, median {statistics.median(times):.3f} s")
+    probe = subprocess.run([sys.executable, "-c", "import sys, amaris_cli.cli; "
+                            "print([m for m in ('openai', 'chromadb', 'onnxruntime', 'httpx') if m in sys.modules])"],
+                           capture_output=True, text=True, check=True)
+    record("start-up", "heavy modules loaded by the CLI module", probe.stdout.strip())
+
+
+# --- 3 memory at scale ----------------------------------------------------------------------------
+
+
+def bench_memory(tmp: Path, steps: int, analyses: int) -> None:
+    import numpy as np
+
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.jsonio import write_json_atomic
+    from amaris_cli.memory.embeddings import make_embedder
+    from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, static_retrieval
+    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.rundir import RunDir
+
+    print(f"[3] memory: {steps} steps of summaries and updates, {analyses} analyses")
+    run = RunDir(tmp / "memory-run")
+    embedder = make_embedder(MemorySettings())
+    # Summaries on disk for static retrieval (the files are the source of truth).
+    demo = json.loads((tmp / "demo" / "steps" / "000003" / "summary.json").read_text())
+    update = json.loads((tmp / "demo" / "steps" / "000003" / "update.json").read_text())
+    for s in range(steps):
+        write_json_atomic(run.step_dir(s) / "summary.json", {**demo, "step": s})
+        write_json_atomic(run.step_dir(s) / "update.json", {**update, "step": s, "from_version": s, "to_version": s + 1})
+    store = MemoryStore(run, embedder)
+    rng = np.random.default_rng(0)
+
+    def vectors(k: int) -> list[list[float]]:
+        v = rng.standard_normal((k, 384)).astype(np.float32)
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).tolist()
+
+    per_step = max(1, analyses // steps)
+    started = time.perf_counter()
+    batch_ids: list[str] = []
+    batch_meta: list[dict[str, object]] = []
+    for s in range(steps):
+        for j in range(per_step):
+            batch_ids.append(f"analysis:{s:08d}:-:r{j}")
+            batch_meta.append({"step": s, "type": "analysis", "instance_id": ""})
+        if len(batch_ids) >= 4000 or s == steps - 1:
+            store._collections["analysis"].add(ids=batch_ids, embeddings=vectors(len(batch_ids)), metadatas=batch_meta)  # type: ignore[arg-type]
+            batch_ids, batch_meta = [], []
+    for kind in ("summary", "update"):
+        ids = [f"{kind}:{s:08d}:-" for s in range(steps)]
+        store._collections[kind].add(ids=ids, embeddings=vectors(steps),  # type: ignore[arg-type]
+                                     metadatas=[{"step": s, "type": kind, "instance_id": ""} for s in range(steps)])
+    build = time.perf_counter() - started
+    record("memory", "index build (random vectors)", f"{build:.1f} s for {steps * per_step + 2 * steps} records")
+    size = sum(p.stat().st_size for p in run.memory_path.rglob("*") if p.is_file())
+    record("memory", "index on disk", f"{size / 1e6:.0f} MB, {size / steps / 1e3:.0f} kB per step")
+
+    queries = ["rollouts that address the grader to get full marks", "verbose answers padded with filler",
+               "criteria that were removed after saturating"]
+    catalog = RunCatalog(run)
+    static_retrieval(run, steps, 5)
+    dynamic_retrieval(store, catalog, queries, 3, steps, set())  # warm the first query
+    s_times, d_times = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        static = static_retrieval(run, steps, 5)
+        t1 = time.perf_counter()
+        hits = dynamic_retrieval(store, catalog, queries, 3, steps, {e.id for e in static})
+        t2 = time.perf_counter()
+        s_times.append(t1 - t0)
+        d_times.append(t2 - t1)
+    record("memory", "static retrieval, K=5", f"{statistics.median(s_times) * 1000:.1f} ms ({len(static)} entries)")
+    record("memory", "dynamic retrieval, 3 queries x 3 hits (incl. embedding the queries)",
+           f"{statistics.median(d_times) * 1000:.1f} ms ({len(hits)} hits)")
+    record("memory", "static + dynamic for one update (target < 100 ms)",
+           f"{(statistics.median(s_times) + statistics.median(d_times)) * 1000:.1f} ms")
+
+    # Embedding work of one real step (16 analyses + summary + update of the demo run).
+    demo_catalog = RunCatalog(RunDir(tmp / "demo"))
+    texts = [e.text for e in demo_catalog.step_entries(3)]
+    t0 = time.perf_counter()
+    embedder.embed(texts)
+    spent = time.perf_counter() - t0
+    record("memory", "embedding work per step (16 analyses + summary + update)",
+           f"{spent * 1000:.0f} ms for {len(texts)} texts ({len(texts) / spent:.0f} texts/s)")
+
+
+# --- 4 step overhead --------------------------------------------------------------------------------
+
+
+def loop_steady(tmp: Path, name: str, url: str, lag: int, steps: int = 4) -> tuple[float, float, list[float]]:
+    """CPU and wall time of loop steps 1..steps-1 (step 0 pays one-off imports and connections),
+    and the time each step's scoring took."""
+    from amaris_cli.commands import open_memory
+    from amaris_cli.rundir import RunDir
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.loop import run_loop
+
+    run = RunDir(new_run(tmp, name, url, 32))
+    inputs = {s: [r.model_copy(update={"step": s}) for r in read_rollouts(EXAMPLES / f"step-{s:03d}.jsonl")]
+              for s in range(steps)}
+    marks: dict[str, tuple[float, float]] = {}
+    with open_session(run, environ={}) as session:
+        memory = open_memory(session)
+        memory.embedder.embed(["warm up"])
+
+        def on_stage(stage: str, step: int) -> None:
+            marks[f"{step}:{stage}"] = (time.perf_counter(), time.process_time())
+
+        def on_step(report: object) -> None:
+            marks[f"{report.step}:end"] = (time.perf_counter(), time.process_time())  # type: ignore[attr-defined]
+
+        session.execute(run_loop(session, inputs, memory, lag=lag, on_stage=on_stage, on_step=on_step))
+    wall = marks[f"{steps - 1}:end"][0] - marks["1:score"][0]
+    cpu = marks[f"{steps - 1}:end"][1] - marks["1:score"][1]
+    scoring = [marks[f"{s}:analyze"][0] - marks[f"{s}:score"][0] for s in range(1, steps)]
+    return cpu / (steps - 1), wall / (steps - 1), scoring
+
+
+def bench_overhead(tmp: Path, latency: float) -> None:
+    # Every stage of a step is one wave of concurrent requests, so the judge alone would take
+    # waves x latency: score, analyze, summarize (one chunk of 16), query generation, update.
+    waves = 5
+    print(f"[4] step overhead: loop steps of 16 rollouts after a warm-up step, judge latency {latency:.1f} s, "
+          f"{waves} waves per step")
+    with sim_judge(latency) as url:
+        cpu, per_step, _ = loop_steady(tmp, "overhead", url, 0)
+        judge = waves * latency
+        extra = per_step - judge
+        record("overhead", "loop wall per step", f"{per_step:.2f} s (judge critical path {judge:.2f} s)")
+        record("overhead", f"wall time per step not spent waiting on the judge, latency {latency:g} s (target < 2%)",
+               f"{extra:.3f} s = {extra / per_step * 100:.1f}%")
+        record("overhead", "same overhead at a 3 s judge latency (projected from the measured seconds)",
+               f"{extra / (extra + waves * 3.0) * 100:.1f}%")
+        record("overhead", "amaris CPU per step (much of it overlapped with judge waits)", f"{cpu:.3f} s")
+        _, _, lagged = loop_steady(tmp, "lag1", url, 1)
+        alone = amaris_score(new_run(tmp, "alone", url, 32), [r.model_copy(update={"step": 0}) for r in read_rollouts(EXAMPLES / "step-001.jsonl")])
+        record("overhead", "lag 1: critical path (scoring a step inside the loop) vs scoring alone",
+               f"{statistics.median(lagged):.3f} s vs {alone:.3f} s (ratio {statistics.median(lagged) / alone:.2f})")
+
+
+# --- 5 tokens -------------------------------------------------------------------------------------
+
+
+def bench_tokens(tmp: Path) -> None:
+    from amaris_cli.agents.common import AgentKit
+    from amaris_cli.agents.scorer import scorer_messages
+    from amaris_cli.agents.updater import updater_messages
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.models import Criterion, MemoryHit, RubricSet, StaticEntry, SummaryRecord
+    from amaris_cli.records import load_summary
+    from amaris_cli.rundir import RunDir
+
+    print("[5] tokens (from the sim-judge's usage: characters / 4)")
+    calls = [json.loads(line) for line in (tmp / "demo" / "calls.jsonl").read_text().splitlines()]
+    rollouts = 16 * 6
+    for agent in ("scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater"):
+        mine = [c for c in calls if c["agent"] == agent]
+        prompt = sum(c["usage"]["prompt_tokens"] for c in mine)
+        completion = sum(c["usage"]["completion_tokens"] for c in mine)
+        record("tokens", f"{agent}: per rollout (prompt + completion)", f"{prompt / rollouts:.0f} + {completion / rollouts:.0f}")
+    scorer_systems = {c["messages"][0]["content"] for c in calls if c["agent"] == "scorer" and c["step"] == 0}
+    record("tokens", "scorer system message identical across a step's requests (prefix caching)",
+           "yes" if len(scorer_systems) == 1 else f"no ({len(scorer_systems)} variants)")
+    sample = next(c for c in calls if c["agent"] == "scorer")
+    stable = len(sample["messages"][0]["content"])
+    record("tokens", "scorer prompt share in the stable prefix",
+           f"{stable / (stable + len(sample['messages'][1]['content'])) * 100:.0f}%")
+
+    kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
+    demo = RunDir(tmp / "demo")
+    summary: SummaryRecord = load_summary(demo, 3)  # type: ignore[assignment]
+    rollout = read_rollouts(EXAMPLES / "step-003.jsonl")[0]
+    anchors = [Criterion(id="correct", text="The final answer is correct (it matches the reference).", weight=2)]
+    for size in (2, 8, 16):
+        adaptive = [Criterion(id=f"c{i}", text=f"The response satisfies requirement number {i} of the task precisely.",
+                              weight=1) for i in range(size - 1)]
+        rubric = RubricSet(version=0, anchors=anchors, adaptive=adaptive)
+        scorer = sum(len(m["content"]) for m in scorer_messages(kit, rubric, rollout, 3)) // 4
+        updater = sum(len(m["content"]) for m in updater_messages(kit, rubric, 3, summary, [], [])) // 4
+        record("tokens", f"rubric of {size} criteria: scorer / updater prompt", f"{scorer} / {updater}")
+    rubric = RubricSet(version=0, anchors=anchors, adaptive=[])
+    text = summary.summary.memory_entry
+    for k, per_query in ((0, 0), (5, 1), (5, 3), (5, 10)):
+        static = [StaticEntry(id=f"summary:{s:08d}:-", type="summary", step=s, text=text) for s in range(k)]
+        hits = [MemoryHit(id=f"analysis:{i:08d}:-:r", type="analysis", step=i, distance=0.3, query="q", text=text)
+                for i in range(3 * per_query)]
+        updater = sum(len(m["content"]) for m in updater_messages(kit, rubric, 3, summary, static, hits)) // 4
+        record("tokens", f"updater prompt, static K={k}, 3 queries x {per_query} hits", f"{updater}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--only", help="comma-separated case numbers, e.g. 1,3")
+    args = parser.parse_args()
+    only = set((args.only or "1,2,3,4,5").split(","))
+    for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
+        del os.environ[key]
+    tmp = Path(tempfile.mkdtemp(prefix="amaris-bench-"))
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; scratch {tmp}")
+    try:
+        if only & {"3", "5"}:  # a real demo run provides realistic texts and calls
+            with sim_judge(0.0) as url:
+                from amaris_cli.commands import execute_loop
+                from amaris_cli.rundir import RunDir
+
+                demo = new_run(tmp, "demo", url, 32)
+                steps = {s: [r.model_copy(update={"step": s}) for r in read_rollouts(EXAMPLES / f"step-{s:03d}.jsonl")]
+                         for s in range(6)}
+                execute_loop(RunDir(demo), steps, {}, "endpoint", 0, False, "fail", False, True)
+        if "1" in only:
+            n = 256 if args.quick else 2048
+            for latency in (0.1, 0.0):
+                bench_throughput(tmp, n, 128, latency, 1 if args.quick else 2)
+        if "2" in only:
+            bench_startup(3 if args.quick else 7)
+        if "3" in only:
+            bench_memory(tmp, 100 if args.quick else 1000, 10_000 if args.quick else 100_000)
+        if "4" in only:
+            bench_overhead(tmp, 0.2 if args.quick else 1.0)
+        if "5" in only:
+            bench_tokens(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of the bench process: {peak:.0f} MB")
+    print("\n| case | figure | value |\n|---|---|---|")
+    for case, figure, value in RESULTS:
+        print(f"| {case} | {figure} | {value} |")
+
+
+if __name__ == "__main__":
+    random.seed(0)
+    main()
