@@ -71,7 +71,10 @@ def _errors() -> Any:
     try:
         yield
     except AmarisError as exc:
-        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        from rich.text import Text
+
+        # The message is plain text: brackets in it (e.g. [[rubric.anchors]]) are not markup.
+        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: re-run the same command to continue where it stopped")

@@ -39,6 +39,7 @@ class AgentOverrides(_Section):
     service_tier: str | None = None
     concurrency: int | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1, le=20)
+    max_reasks: int | None = Field(default=None, ge=0, le=5)
     response_format: ResponseFormat | None = None
 
 
@@ -55,6 +56,7 @@ class AgentSettings(_Section):
     service_tier: str | None = None
     concurrency: int = 32
     max_attempts: int = 5
+    max_reasks: int = 2
     response_format: ResponseFormat = "json_object"
 
 
@@ -149,6 +151,7 @@ _AGENT_ENV_KEYS = {
     "SERVICE_TIER": "service_tier",
     "CONCURRENCY": "concurrency",
     "MAX_ATTEMPTS": "max_attempts",
+    "MAX_REASKS": "max_reasks",
     "RESPONSE_FORMAT": "response_format",
 }
 

@@ -23,11 +23,18 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 def usage_table(usage: dict[str, Any]) -> Table:
     table = Table(title="LLM calls by agent (tokens from the endpoint's usage)", title_justify="left")
-    for col in ("agent", "req", "replay", "retry", "reask", "fail", "prompt", "compl"):
+    for col in ("agent", "req", "replay", "retry", "reask", "fail", "faults", "prompt", "compl"):
         table.add_column(col, justify="right" if col != "agent" else "left")
     for agent, u in sorted(usage.items()):
         table.add_row(agent, str(u.requests), str(u.replayed), str(u.retries), str(u.reasks), str(u.failures),
-                      str(u.prompt_tokens), str(u.completion_tokens))
+                      str(sum(u.faults.values())), str(u.prompt_tokens), str(u.completion_tokens))
+    faults: dict[str, int] = {}
+    for u in usage.values():
+        for kind, n in u.faults.items():
+            faults[kind] = faults.get(kind, 0) + n
+    if faults:
+        table.caption = "faults seen: " + ", ".join(f"{k} {n}" for k, n in sorted(faults.items()))
+        table.caption_justify = "left"
     return table
 
 

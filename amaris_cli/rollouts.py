@@ -99,12 +99,18 @@ def _render_messages(messages: list[Any]) -> str:
     return "\n\n".join(parts)
 
 
+class _BadContent(ValueError):
+    pass
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content)
-    return "" if content is None else str(content)
+    if content is None:
+        return ""
+    if isinstance(content, list) and all(isinstance(p, Mapping) and isinstance(p.get("text", ""), str) for p in content):
+        return "".join(p.get("text", "") for p in content)  # OpenAI content parts
+    raise _BadContent(f"message content must be a string or a list of text parts, got {type(content).__name__}")
 
 
 def _is_message_list(value: Any) -> bool:
@@ -137,6 +143,12 @@ class _LineReader:
         return "", _MISSING
 
     def rollout(self, record: Any, line: int, file_step: int | None) -> Rollout:
+        try:
+            return self._rollout(record, line, file_step)
+        except _BadContent as exc:
+            raise InputError(self.path, str(exc), line) from None
+
+    def _rollout(self, record: Any, line: int, file_step: int | None) -> Rollout:
         def bad(reason: str) -> InputError:
             return InputError(self.path, reason, line)
 
@@ -270,6 +282,7 @@ def read_rollouts(
     errors: list[InputError] = []
     rollouts: list[Rollout] = []
     explicit_ids: dict[str, int] = {}
+    last_step: tuple[int, int] | None = None  # (step, line)
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -291,6 +304,12 @@ def read_rollouts(
         except InputError as exc:
             errors.append(exc)
             continue
+        if rollout.step is not None:
+            if last_step is not None and rollout.step < last_step[0]:
+                errors.append(InputError(path, f"step {rollout.step} comes after step {last_step[0]} (line {last_step[1]}); "
+                                         "lines must be in step order", line_no))
+                continue
+            last_step = (rollout.step, line_no)
         if rollout.id != _PENDING_ID:
             if rollout.id in explicit_ids:
                 errors.append(InputError(path, f"duplicate id {rollout.id!r} (first on line {explicit_ids[rollout.id]})", line_no))

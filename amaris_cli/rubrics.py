@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Sequence
 from statistics import fmean, pstdev
 
+from pydantic import ValidationError
+
 from amaris_cli.config import RubricSettings
 from amaris_cli.errors import ConfigError
 from amaris_cli.models import (
@@ -44,25 +46,24 @@ def compute_reward(rubric: RubricSet, verdicts: Iterable[Verdict]) -> float:
     return round(min(1.0, max(0.0, (gained - lost) / possible)), REWARD_DECIMALS)
 
 
-def initial_rubric(settings: RubricSettings) -> RubricSet:
+def initial_rubric(settings: RubricSettings, source: str = "config") -> RubricSet:
     if not settings.anchors:
-        raise ConfigError(
-            "no anchor criteria: give [[rubric.anchors]] in the config or --anchor 'TEXT' flags"
-        )
+        raise ConfigError(f"{source}: no anchor criteria: give [[rubric.anchors]] tables or --anchor 'TEXT' flags")
     if len(settings.adaptive) > settings.max_adaptive:
         raise ConfigError(
-            f"{len(settings.adaptive)} initial adaptive criteria exceed rubric.max_adaptive={settings.max_adaptive}"
+            f"{source}: {len(settings.adaptive)} initial adaptive criteria exceed rubric.max_adaptive={settings.max_adaptive}"
         )
     for c in settings.adaptive:
         if not settings.min_weight <= c.weight <= settings.max_weight:
             raise ConfigError(
-                f"adaptive criterion {c.id!r}: weight {c.weight} outside "
+                f"{source}: adaptive criterion {c.id!r}: weight {c.weight} outside "
                 f"[{settings.min_weight}, {settings.max_weight}]"
             )
     try:
         return RubricSet(version=0, anchors=settings.anchors, adaptive=settings.adaptive)
-    except ValueError as exc:
-        raise ConfigError(f"rubric: {exc}") from None
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{source}: rubric: {reason}") from None
 
 
 def slugify(text: str, limit: int = 40) -> str:

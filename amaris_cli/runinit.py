@@ -83,7 +83,8 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
     if path.exists() and path.is_file():
         raise AmarisError(f"{path}: exists and is a file")
     settings = load_settings(config_file=config_file, flags=flags)
-    rubric = initial_rubric(settings.rubric)  # validate before anything is written
+    source = str(config_file) if config_file else "--anchor flags"
+    rubric = initial_rubric(settings.rubric, source)  # validate before anything is written
     per_instance = read_instance_rubrics(instance_rubrics, rubric) if instance_rubrics else []
     if per_instance and not settings.pipeline.per_instance:
         raise ConfigError("--instance-rubrics needs per-instance mode: pipeline.per_instance = true or --per-instance")

@@ -105,8 +105,11 @@ def test_step_directory_and_single_file_inputs(tmp_path: Path) -> None:
     write_jsonl(d / "3.jsonl", [{"input": "p", "output": "o"}])
     write_jsonl(d / "step-001.jsonl", [{"input": "p", "output": "o"}])
     assert list(discover_steps(d)) == [1, 3]
-    one = write_jsonl(tmp_path / "all.jsonl", [{"input": "p", "output": "o", "step": 2}, {"input": "q", "output": "o", "global_step": 0}])
+    one = write_jsonl(tmp_path / "all.jsonl", [{"input": "q", "output": "o", "global_step": 0}, {"input": "p", "output": "o", "step": 2}])
     assert list(discover_steps(one)) == [0, 2]
+    backwards = write_jsonl(tmp_path / "back.jsonl", [{"input": "p", "output": "o", "step": 2}, {"input": "q", "output": "o", "step": 1}])
+    with pytest.raises(InputErrors, match=r"back.jsonl:2: step 1 comes after step 2 \(line 1\)"):
+        discover_steps(backwards)
     no_step = write_jsonl(tmp_path / "nostep.jsonl", [{"input": "p", "output": "o"}])
     with pytest.raises(InputError, match="no step field"):
         discover_steps(no_step)

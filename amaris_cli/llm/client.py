@@ -277,7 +277,7 @@ class LLMClient:
         context: str = "",
         check: Callable[[T], None] | None = None,
         parse: Callable[[dict[str, Any]], T] | None = None,
-        reasks: int = 1,
+        reasks: int | None = None,
     ) -> Answer[T]:
         """Ask `agent`; return the validated answer or the reason there is none.
 
@@ -287,6 +287,8 @@ class LLMClient:
         usage = self.usage.setdefault(agent, AgentUsage())
         answer: Answer[T] = Answer(value=None, error=None)
         convo = list(messages)
+        if reasks is None:
+            reasks = self.settings.agent(agent).max_reasks
         for round_ in range(reasks + 1):
             try:
                 reply = await self._request(agent, step, context, convo, schema)
@@ -310,7 +312,7 @@ class LLMClient:
                     usage.reasks += 1
                     convo = [
                         *messages,
-                        {"role": "assistant", "content": reply.text},
+                        {"role": "assistant", "content": reply.text[:4000]},
                         {"role": "user", "content": f"Your answer could not be used: {problem}\n"
                          "Reply again with only the corrected JSON object."},
                     ]
