@@ -322,6 +322,48 @@ def compare(
         run_compare(runs, json_out)
 
 
+class RewardFormat(StrEnum):
+    jsonl = "jsonl"
+    list = "list"
+
+
+@app.command()
+def rewards(
+    run: RunOpt,
+    step: StepOpt,
+    format_: Annotated[RewardFormat, typer.Option("--format", help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
+    rescored: Annotated[bool, typer.Option("--rescored", help="Rewards from rescores.jsonl (the step's own update's rubric).")] = False,
+    failed_as: Annotated[float | None, typer.Option("--failed-as", help="Reward for rollouts that could not be judged (default null).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")] = None,
+) -> None:
+    """Write a step's rewards in shapes trainers consume."""
+    with _errors():
+        from amaris_cli.export import rewards as export_rewards
+        from amaris_cli.jsonio import write_bytes_atomic
+        from amaris_cli.rundir import RunDir
+
+        rd = RunDir(run)
+        rd.require()
+        data = export_rewards(rd, step, format_.value, rescored, failed_as)
+        if output is None:
+            sys.stdout.write(data.decode())
+        else:
+            write_bytes_atomic(output, data)
+
+
+@app.command()
+def inspect(
+    run: Annotated[Path, typer.Argument(help="Run directory.")],
+    step: Annotated[int | None, typer.Option("--step", "-s", help="Drill into one step: criteria statistics, update, retrieval.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """What a run holds: rewards per step, failures, updates, rubric evolution, hacking patterns, memory, tokens and cost."""
+    with _errors():
+        from amaris_cli.commands import run_inspect
+
+        run_inspect(run, step, json_out)
+
+
 memory_app = typer.Typer(help="Maintain and query the evaluation memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 

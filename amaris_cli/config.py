@@ -96,6 +96,7 @@ class MemorySettings(_Section):
 
 class PipelineSettings(_Section):
     chunk_size: int = Field(default=32, ge=1)
+    merge_fan_in: int = Field(default=16, ge=2)
     update_every: int = Field(default=1, ge=1)
     on_error: Literal["fail", "skip", "neutral"] = "fail"
     neutral_reward: float = Field(default=0.5, ge=0, le=1)
@@ -110,6 +111,13 @@ class LLMSettings(_Section):
     retry_max_delay: float = Field(default=30.0, ge=0)
 
 
+class Price(_Section):
+    """US dollars per million tokens."""
+
+    prompt: float = Field(ge=0)
+    completion: float = Field(ge=0)
+
+
 class Settings(_Section):
     """Everything a run needs, as saved in run.json (no secrets)."""
 
@@ -119,6 +127,7 @@ class Settings(_Section):
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)
+    prices: dict[str, Price] = Field(default_factory=dict)
     prompts_dir: str | None = None
 
     @model_validator(mode="after")

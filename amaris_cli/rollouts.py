@@ -7,7 +7,8 @@ Field resolution, first match wins (an explicit `--map field=source` beats all o
 
   id      id, uid, example_id, request_id, extra_info.index; else a stable content hash
   input   input, prompt, query, question, or the messages before the last assistant turn
-  output  output, response, completion, solution_str, or the last assistant message
+  output  output, response, completion, solution_str, or the last assistant message of a chat list
+          (messages, messages_and_choices, conversation)
   reference (supplemental_context)
           supplemental_context, reference, ground_truth, gts, reward_model.ground_truth,
           label, labels, answer, solution, target
@@ -49,6 +50,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "instance_id": ("instance_id",),
 }
 MAPPABLE = tuple(ALIASES)
+CHAT_KEYS = ("messages", "messages_and_choices", "conversation")  # OpenPipe ART writes messages_and_choices
 _MISSING = object()
 _PENDING_ID = "\x00pending"  # replaced by a content hash once the whole file is read
 
@@ -157,7 +159,7 @@ class _LineReader:
 
         in_src, input_value = self.first(record, "input")
         out_src, output_value = self.first(record, "output")
-        messages = record.get("messages", _MISSING) if "messages" in record else _MISSING
+        messages = next((record[k] for k in CHAT_KEYS if k in record), _MISSING)
         if _is_message_list(input_value) and output_value is _MISSING:
             messages, input_value = input_value, _MISSING  # a full chat stored under "prompt"
         if output_value is _MISSING and messages is not _MISSING:

@@ -84,10 +84,22 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
             return len(chunk), answer.value
 
         parts = await bounded_map(list(range(len(chunks))), chunk_summary, kit.settings.agent("summarizer").concurrency)
-        merged = await merge_chunks(kit, rubric, step, parts, stats)
-        if merged.value is None:
-            raise AmarisError(f"step {step}: the meta-summarizer failed: {merged.error}")
-        summary = merged.value
+        # Merge at most merge_fan_in summaries per call, level by level, so a prompt stays bounded
+        # however large the step (10,000 rollouts in chunks of 32: 313 -> 20 -> 2 -> 1).
+        fan_in = session.settings.pipeline.merge_fan_in
+        while len(parts) > 1:
+            groups = [parts[i : i + fan_in] for i in range(0, len(parts), fan_in)]
+
+            async def merge(group: list[tuple[int, SummaryAnswer]]) -> tuple[int, SummaryAnswer]:
+                if len(group) == 1:
+                    return group[0]
+                merged = await merge_chunks(kit, rubric, step, group, stats)
+                if merged.value is None:
+                    raise AmarisError(f"step {step}: the meta-summarizer failed: {merged.error}")
+                return sum(n for n, _ in group), merged.value
+
+            parts = await bounded_map(groups, merge, kit.settings.agent("meta_summarizer").concurrency)
+        summary = parts[0][1]
     record = SummaryRecord(step=step, instance_id=instance_id, n_rollouts=len(rollouts), n_analyzed=len(analyzed),
                            chunks=len(chunks), stats=stats, hacking=count_hacking(analyzed), summary=summary)
     write_json_atomic(summary_path(run, step, instance_id), record.model_dump(mode="json"))

@@ -1,0 +1,60 @@
+"""Trainer logs in (verl, TRL GRPO, OpenRLHF, OpenPipe ART), rewards out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+
+TRAINERS = EXAMPLES / "trainers"
+CANONICAL = [json.loads(line) for line in (EXAMPLES / "math" / "step-002.jsonl").read_text().splitlines()][:6]
+
+
+def new_run(tmp: Path) -> Path:
+    config = tmp / "c.toml"
+    config.write_text(TEST_CONFIG)
+    assert invoke("init", tmp / "run", "--config", config).exit_code == 0
+    return tmp / "run"
+
+
+@pytest.mark.parametrize(("file", "extra"), [
+    ("verl/2.jsonl", []), ("trl_grpo.jsonl", []), ("openrlhf.jsonl", []),
+    ("art.jsonl", ["--map", "supplemental_context=metadata.reference"]),
+])
+def test_each_trainer_log_scores_like_the_canonical_file(tmp_path: Path, sim, file: str, extra: list[str]) -> None:
+    run = new_run(tmp_path)
+    result = invoke("score", TRAINERS / file, "--run", run, "--step", "2", *extra, env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    stored = [json.loads(line) for line in (run / "steps/000002/rollouts.jsonl").read_text().splitlines()]
+    assert [r["output"] for r in stored] == [r["output"] for r in CANONICAL]
+    assert [r["supplemental_context"] for r in stored] == [r["supplemental_context"] for r in CANONICAL]
+    assert all(r["input"].endswith(c["input"]) for r, c in zip(stored, CANONICAL, strict=True))
+    listed = json.loads(invoke("rewards", "--run", run, "--step", "2", "--format", "list").stdout)
+    assert len(listed) == 6 and all(isinstance(x, float) for x in listed)
+
+
+def test_verl_step_directory_is_a_loop_input(tmp_path: Path, sim) -> None:
+    run = new_run(tmp_path)
+    result = invoke("loop", TRAINERS / "verl", "--run", run, "--json", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    assert [s["step"] for s in json.loads(result.stdout)["steps"]] == [2]
+
+
+def test_rewards_keyed_by_id_and_in_input_order_with_failures_as_null(tmp_path: Path, sim_factory) -> None:
+    run = new_run(tmp_path)
+    judge = sim_factory(agent_faults={"scorer": "wrong_shape"})
+    rows = [{"id": f"r{i}", "input": "What is 2+2?", "output": "4", "answer": "4"} for i in range(3)]
+    source = tmp_path / "r.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert invoke("score", source, "--run", run, "--step", "0", "--on-error", "skip", env=judge_env(judge)).exit_code == 0
+    lines = [json.loads(line) for line in invoke("rewards", "--run", run, "--step", "0").stdout.splitlines()]
+    assert lines == [{"id": f"r{i}", "reward": None, "status": "failed"} for i in range(3)]
+    assert json.loads(invoke("rewards", "--run", run, "--step", "0", "--format", "list", "--failed-as", "0").stdout) == [0.0] * 3
+    out = tmp_path / "rewards.json"
+    assert invoke("rewards", "--run", run, "--step", "0", "--format", "list", "-o", out).exit_code == 0
+    assert json.loads(out.read_text()) == [None, None, None]
+    missing = invoke("rewards", "--run", run, "--step", "9")
+    assert missing.exit_code == 2 and "step 9 has no scores.jsonl" in missing.stderr
