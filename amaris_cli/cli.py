@@ -167,6 +167,11 @@ StaticKOpt = Annotated[int | None, typer.Option("--static-steps", min=0, help="K
 DynamicOpt = Annotated[bool | None, typer.Option("--dynamic/--no-dynamic", help="Dynamic retrieval: LLM-written queries over the memory.")]
 PerQueryOpt = Annotated[int | None, typer.Option("--results-per-query", min=1, help="Memory hits per query (default 3).")]
 MaxQueriesOpt = Annotated[int | None, typer.Option("--max-queries", min=1, help="Maximum queries (default: adaptive, up to 8).")]
+MemoryUrlOpt = Annotated[str | None, typer.Option("--memory-url", help="Use a shared Chroma server (http://HOST:PORT, `chroma run`) instead of the run's embedded memory.")]
+
+
+def _memory_flags(url: str | None) -> dict[str, Any]:
+    return {"memory": {"url": url}} if url else {}
 
 
 def _retrieval_flags(static: bool | None, static_steps: int | None, dynamic: bool | None, per_query: int | None,
@@ -207,6 +212,7 @@ def summarize(
     run: RunOpt,
     step: StepOpt,
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")] = None,
+    memory_url: MemoryUrlOpt = None,
     force: ForceOpt = False,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
@@ -218,7 +224,8 @@ def summarize(
     with _errors():
         from amaris_cli.commands import run_summarize
 
-        flags = _merge(_agent_flags(model, base_url), {"pipeline": {"chunk_size": chunk_size}} if chunk_size else {})
+        flags = _merge(_agent_flags(model, base_url), {"pipeline": {"chunk_size": chunk_size}} if chunk_size else {},
+                       _memory_flags(memory_url))
         run_summarize(run, step, judge.value, flags, force, json_out, quiet)
 
 
@@ -231,6 +238,7 @@ def update(
     dynamic: DynamicOpt = None,
     results_per_query: PerQueryOpt = None,
     max_queries: MaxQueriesOpt = None,
+    memory_url: MemoryUrlOpt = None,
     force: ForceOpt = False,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
@@ -243,7 +251,8 @@ def update(
         from amaris_cli.commands import run_update
 
         flags = _merge(_agent_flags(model, base_url),
-                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries))
+                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
+                       _memory_flags(memory_url))
         run_update(run, step, judge.value, flags, force, json_out, quiet)
 
 
@@ -262,6 +271,7 @@ def loop(
     results_per_query: PerQueryOpt = None,
     max_queries: MaxQueriesOpt = None,
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")] = None,
+    memory_url: MemoryUrlOpt = None,
     on_error: Annotated[OnError, typer.Option("--on-error", help="What a rollout that cannot be judged does: fail stops the loop after writing the step; skip and neutral go on.")] = OnError.fail,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Scorer requests in flight.")] = None,
     judge: JudgeOpt = Judge.endpoint,
@@ -277,7 +287,7 @@ def loop(
         pipeline = {k: v for k, v in (("update_every", update_every), ("chunk_size", chunk_size)) if v is not None}
         flags = _merge(_agent_flags(model, base_url, concurrency),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       {"pipeline": pipeline} if pipeline else {})
+                       {"pipeline": pipeline} if pipeline else {}, _memory_flags(memory_url))
         run_loop_command(source, run, steps, map_ or [], lag, rescore, on_error.value, judge.value, flags, json_out, quiet)
 
 
@@ -294,6 +304,7 @@ def replay(
     dynamic: DynamicOpt = None,
     results_per_query: PerQueryOpt = None,
     max_queries: MaxQueriesOpt = None,
+    memory_url: MemoryUrlOpt = None,
     judge: Annotated[Judge | None, typer.Option("--judge", help="Judge for requests the record lacks (default: as recorded).")] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -306,7 +317,8 @@ def replay(
 
         flags = _merge(_agent_flags(model, base_url),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       {"pipeline": {"update_every": update_every}} if update_every else {})
+                       {"pipeline": {"update_every": update_every}} if update_every else {},
+                       _memory_flags(memory_url))
         run_replay(source, out, flags, judge.value if judge else None, lag, rescore, offline, json_out, quiet)
 
 
@@ -369,12 +381,12 @@ app.add_typer(memory_app, name="memory")
 
 
 @memory_app.command("rebuild")
-def memory_rebuild(run: RunOpt, json_out: JsonOpt = False) -> None:
+def memory_rebuild(run: RunOpt, memory_url: MemoryUrlOpt = None, json_out: JsonOpt = False) -> None:
     """Re-create the vector index from the run's files (the source of truth)."""
     with _errors():
         from amaris_cli.commands import run_memory_rebuild
 
-        run_memory_rebuild(run, json_out)
+        run_memory_rebuild(run, json_out, _memory_flags(memory_url))
 
 
 @memory_app.command("search")
@@ -383,13 +395,14 @@ def memory_search(
     text: Annotated[str, typer.Argument(help="What to look for.")],
     n: Annotated[int, typer.Option("-n", min=1, help="Number of hits.")] = 5,
     before_step: Annotated[int | None, typer.Option("--before-step", help="Only entries of steps < this (as an update of that step sees them).")] = None,
+    memory_url: MemoryUrlOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show what dynamic retrieval would return for a query."""
     with _errors():
         from amaris_cli.commands import run_memory_search
 
-        run_memory_search(run, text, n, before_step, json_out)
+        run_memory_search(run, text, n, before_step, json_out, _memory_flags(memory_url))
 
 
 # --- sim-judge ----------------------------------------------------------------------------------

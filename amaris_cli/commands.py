@@ -110,7 +110,8 @@ def open_memory(session: Any) -> Any:
     from amaris_cli.memory.embeddings import make_embedder
     from amaris_cli.memory.store import MemoryStore
 
-    return MemoryStore(session.run, make_embedder(session.settings.memory))
+    memory = session.settings.memory
+    return MemoryStore(session.run, make_embedder(memory), memory.url, memory.namespace)
 
 
 def run_analyze(run_path: Path, step: int, judge: str, flags: dict[str, Any], json_out: bool, quiet: bool) -> None:
@@ -368,12 +369,12 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
     err.print(totals)
 
 
-def run_memory_rebuild(run_path: Path, json_out: bool) -> None:
+def run_memory_rebuild(run_path: Path, json_out: bool, flags: dict[str, Any] | None = None) -> None:
     from amaris_cli.config import load_settings
     from amaris_cli.memory.service import RunCatalog, rebuild
 
     run = RunDir(run_path)
-    settings = load_settings(base=run.load_manifest().config)
+    settings = load_settings(base=run.load_manifest().config, flags=flags)
     with run.lock():
         from amaris_cli.memory.embeddings import make_embedder
         from amaris_cli.memory.store import MemoryStore
@@ -381,7 +382,7 @@ def run_memory_rebuild(run_path: Path, json_out: bool) -> None:
         embedder = make_embedder(settings.memory)
         meta = run.memory_path / "amaris-memory.json"
         meta.unlink(missing_ok=True)  # a rebuild may change the embedder
-        store = MemoryStore(run, embedder)
+        store = MemoryStore(run, embedder, settings.memory.url, settings.memory.namespace)
         added = rebuild(store, RunCatalog(run))
         counts = store.counts()
     if json_out:
@@ -390,7 +391,8 @@ def run_memory_rebuild(run_path: Path, json_out: bool) -> None:
         err.print(f"rebuilt {run.memory_path}: {added} entries ({', '.join(f'{k} {v}' for k, v in counts.items())})")
 
 
-def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None, json_out: bool) -> None:
+def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None, json_out: bool,
+                      flags: dict[str, Any] | None = None) -> None:
     from amaris_cli.config import load_settings
     from amaris_cli.memory.embeddings import make_embedder
     from amaris_cli.memory.service import RunCatalog, dynamic_retrieval
@@ -398,9 +400,9 @@ def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None
     from amaris_cli.records import step_numbers
 
     run = RunDir(run_path)
-    settings = load_settings(base=run.load_manifest().config)
+    settings = load_settings(base=run.load_manifest().config, flags=flags)
     with run.lock():
-        store = MemoryStore(run, make_embedder(settings.memory))
+        store = MemoryStore(run, make_embedder(settings.memory), settings.memory.url, settings.memory.namespace)
         limit = before_step if before_step is not None else (max(step_numbers(run), default=0) + 1)
         hits = dynamic_retrieval(store, RunCatalog(run), [text], n, limit, set())
     if json_out:

@@ -92,6 +92,8 @@ class MemorySettings(_Section):
     embedding_model: str = "text-embedding-3-small"
     embedding_base_url: str | None = None
     embedding_api_key_env: str = "OPENAI_API_KEY"
+    url: str | None = None
+    namespace: str = Field(default="amaris", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,60}$")
 
 
 class PipelineSettings(_Section):
@@ -184,6 +186,8 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     layer: dict[str, Any] = {"agents": agents} if agents else {}
     if environ.get("AMARIS_CONCURRENCY"):
         layer["llm"] = {"concurrency": environ["AMARIS_CONCURRENCY"]}
+    if environ.get("AMARIS_MEMORY_URL"):
+        layer["memory"] = {"url": environ["AMARIS_MEMORY_URL"]}
     return layer
 
 

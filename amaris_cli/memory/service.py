@@ -91,14 +91,17 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
                       exclude: set[str], instance_id: str | None = None) -> list[MemoryHit]:
     """n hits per query from steps < step, without the static entries and without duplicates."""
     hits: list[MemoryHit] = []
-    seen = set(exclude)
-    for query, found in zip(queries, store.query(queries, n, step, instance_id or "", exclude), strict=True):
+    seen = {store.key(e) for e in exclude}
+    keyed_exclude = {store.key(e) for e in exclude}
+    for query, found in zip(queries, store.query(queries, n, step, instance_id or "", keyed_exclude), strict=True):
         taken = 0
-        for id_, entry_type, entry_step, distance in found:
-            if id_ in seen:
+        for key, entry_type, entry_step, distance, document in found:
+            if key in seen:
                 continue
-            seen.add(id_)
-            hits.append(to_hit(id_, entry_type, entry_step, distance, query, catalog.text(id_, entry_step)))
+            seen.add(key)
+            own = store.own(key)
+            text = catalog.text(own, entry_step) if own is not None else (document or "")
+            hits.append(to_hit(own or key, entry_type, entry_step, distance, query, text))
             taken += 1
             if taken == n:
                 break

@@ -1,14 +1,22 @@
 """The memory index on ChromaDB: one collection per record type, vectors and metadata only.
 
-One writer per store: the run lock guarantees it for the embedded PersistentClient (two
-processes writing one path silently lose vectors). Dynamic retrieval filters on `step < t`, so
-entries of the current or later steps are never returned.
+Embedded (default): a PersistentClient under RUN/memory. One writer per store: the run lock
+guarantees it (two processes writing one path silently lose vectors).
+
+Shared (`memory.url`, a `chroma run` server): several jobs or a sweep share one memory. Ids are
+prefixed with a key of the run that wrote them, the digest text is stored as the document (a hit
+from another job cannot be read from this run's files), and a rebuild deletes only this run's
+entries. Embeddings are computed client-side in both modes.
+
+Dynamic retrieval filters on `step < t`, so entries of the current or later steps are never returned.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import urlparse
 
 from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_json, write_json_atomic
@@ -22,12 +30,14 @@ PAGE = 1000
 
 
 class MemoryStore:
-    def __init__(self, run: RunDir, embedder: Embedder) -> None:
+    def __init__(self, run: RunDir, embedder: Embedder, url: str | None = None, namespace: str = "amaris") -> None:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
         self.run = run
         self.embedder = embedder
+        self.shared = url is not None
+        self.run_key = run_key(run) if self.shared else ""
         path = run.memory_path
         path.mkdir(parents=True, exist_ok=True)
         meta_path = path / "amaris-memory.json"
@@ -40,18 +50,43 @@ class MemoryStore:
                 )
         else:
             write_json_atomic(meta_path, {"embedder": embedder.name})
-        self._client = chromadb.PersistentClient(path=str(path), settings=ChromaSettings(anonymized_telemetry=False))
-        self._collections = {
-            t: self._client.get_or_create_collection(name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
-            for t, name in COLLECTIONS.items()
-        }
+        settings = ChromaSettings(anonymized_telemetry=False)
+        if url is not None:
+            parsed = urlparse(url)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise AmarisError(f"memory url {url!r}: expected http://HOST:PORT")
+            try:
+                self._client = chromadb.HttpClient(host=parsed.hostname, port=parsed.port or 8000,
+                                                   ssl=parsed.scheme == "https", settings=settings)
+            except Exception as exc:  # noqa: BLE001 - connection refused, wrong server
+                raise AmarisError(f"memory url {url}: cannot reach a Chroma server ({exc})") from None
+        else:
+            self._client = chromadb.PersistentClient(path=str(path), settings=settings)
+        self._names = {t: f"{namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
+        self._collections = self._open()
+
+    def _open(self) -> dict[EntryType, Any]:
+        return {t: self._client.get_or_create_collection(name, embedding_function=None,
+                                                         configuration={"hnsw": {"space": "cosine"}})
+                for t, name in self._names.items()}
+
+    def key(self, entry_id: str) -> str:
+        return f"{self.run_key}|{entry_id}" if self.shared else entry_id
+
+    def own(self, key: str) -> str | None:
+        """The entry id of a key this run wrote, or None for another job's entry."""
+        if not self.shared:
+            return key
+        prefix, _, entry_id = key.partition("|")
+        return entry_id if prefix == self.run_key else None
 
     def existing(self, ids: Sequence[str], entry_type: EntryType) -> set[str]:
         found: set[str] = set()
         col = self._collections[entry_type]
-        for start in range(0, len(ids), PAGE):
-            found.update(col.get(ids=list(ids[start : start + PAGE]), include=[])["ids"])
-        return found
+        keys = [self.key(i) for i in ids]
+        for start in range(0, len(keys), PAGE):
+            found.update(col.get(ids=keys[start : start + PAGE], include=[])["ids"])
+        return {self.own(k) or k for k in found}
 
     def add(self, entries: Iterable[MemoryEntry]) -> int:
         """Index entries not yet indexed; returns how many were added."""
@@ -66,9 +101,11 @@ class MemoryStore:
                 batch = todo[start : start + 256]
                 vectors = self.embedder.embed([e.text for e in batch])
                 self._collections[entry_type].add(
-                    ids=[e.id for e in batch],
+                    ids=[self.key(e.id) for e in batch],
                     embeddings=vectors,  # type: ignore[arg-type]
-                    metadatas=[{"step": e.step, "type": e.type, "instance_id": e.instance_id or ""} for e in batch],
+                    metadatas=[{"step": e.step, "type": e.type, "instance_id": e.instance_id or "", "run": self.run_key}
+                               for e in batch],
+                    documents=[e.text for e in batch] if self.shared else None,
                 )
                 added += len(batch)
         return added
@@ -77,7 +114,7 @@ class MemoryStore:
         return {t: col.count() for t, col in self._collections.items()}
 
     def query(self, texts: list[str], n: int, before_step: int, instance_id: str = "",
-              exclude: set[str] | None = None) -> list[list[tuple[str, EntryType, int, float]]]:
+              exclude: set[str] | None = None) -> list[list[tuple[str, EntryType, int, float, str | None]]]:
         """For each text, the nearest entries of steps < before_step (of one instance, "" = global),
         enough that n remain after `exclude`.
 
@@ -89,23 +126,24 @@ class MemoryStore:
             return []
         vectors = self.embedder.embed(texts)
         want = n + len(exclude or ())
-        per_text: list[list[tuple[str, EntryType, int, float]]] = [[] for _ in texts]
+        per_text: list[list[tuple[str, EntryType, int, float, str | None]]] = [[] for _ in texts]
+        include = ["metadatas", "distances", "documents"] if self.shared else ["metadatas", "distances"]
         where: dict[str, Any] = {"$and": [{"step": {"$lt": before_step}}, {"instance_id": instance_id}]}
         for entry_type, col in self._collections.items():
             count = col.count()
             if count == 0:
                 continue
             k = min(want, count)
-            found = col.query(query_embeddings=vectors, n_results=k, include=["metadatas", "distances"])  # type: ignore[arg-type]
+            found = col.query(query_embeddings=vectors, n_results=k, include=include)  # type: ignore[arg-type]
             for i in range(len(texts)):
-                rows = list(zip(found["ids"][i], found["metadatas"][i], found["distances"][i], strict=True))  # type: ignore[index]
-                usable = [r for r in rows if int(r[1]["step"]) < before_step and r[1]["instance_id"] == instance_id]  # type: ignore[arg-type]
+                rows = _rows(found, i)
+                usable = [r for r in rows if int(r[1]["step"]) < before_step and r[1]["instance_id"] == instance_id]
                 if len(usable) < len(rows) and len(usable) < k:
                     exact = col.query(query_embeddings=[vectors[i]], n_results=k, where=where,  # type: ignore[arg-type]
-                                      include=["metadatas", "distances"])
-                    usable = list(zip(exact["ids"][0], exact["metadatas"][0], exact["distances"][0], strict=True))  # type: ignore[index]
-                for id_, meta, dist in usable:
-                    per_text[i].append((id_, entry_type, int(meta["step"]), float(dist)))  # type: ignore[arg-type]
+                                      include=include)  # type: ignore[arg-type]
+                    usable = _rows(exact, 0)
+                for key, meta, dist, doc in usable:
+                    per_text[i].append((key, entry_type, int(meta["step"]), float(dist), doc))
         results = []
         for hits in per_text:
             hits.sort(key=lambda h: (round(h[3], 6), h[0]))
@@ -113,16 +151,30 @@ class MemoryStore:
         return results
 
     def reset(self) -> None:
-        for name in COLLECTIONS.values():
+        """Forget this run's entries (on a shared server, only this run's)."""
+        if self.shared:
+            for col in self._collections.values():
+                col.delete(where={"run": self.run_key})
+            return
+        for name in self._names.values():
             try:
                 self._client.delete_collection(name)
             except Exception:  # noqa: BLE001 - absent collection
                 pass
-        self._collections = {
-            t: self._client.get_or_create_collection(name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
-            for t, name in COLLECTIONS.items()
-        }
+        self._collections = self._open()
 
 
-def to_hit(id_: str, entry_type: EntryType, step: int, distance: float, query: str, text: str) -> MemoryHit:
+def _rows(found: Any, i: int) -> list[tuple[str, dict[str, Any], float, str | None]]:
+    docs = found.get("documents") or None
+    return [(found["ids"][i][j], found["metadatas"][i][j], found["distances"][i][j], docs[i][j] if docs else None)
+            for j in range(len(found["ids"][i]))]
+
+
+def run_key(run: RunDir) -> str:
+    """A short stable name for the run that wrote an entry into a shared memory."""
+    digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:8]
+    return f"{run.path.resolve().name[:40]}-{digest}"
+
+
+def to_hit(id_: str, entry_type: EntryType, step: int, distance: float, query: str, text: str) -> MemoryHit:  # noqa: PLR0913
     return MemoryHit(id=id_, type=entry_type, step=step, distance=round(distance, 6), query=query, text=text)

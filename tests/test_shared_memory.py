@@ -1,0 +1,83 @@
+"""Two runs share one memory on a real `chroma run` server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+
+CHROMA = Path(sys.executable).parent / "chroma"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[str]:
+    if not CHROMA.exists():
+        pytest.skip(f"the chroma server binary is not installed next to {sys.executable}")
+    port = free_port()
+    proc = subprocess.Popen([str(CHROMA), "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).read()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("chroma server did not start") from None
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_two_runs_share_one_memory_and_rebuild_touches_only_its_own(tmp_path: Path, sim, chroma_server: str) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    first, second = tmp_path / "job-a", tmp_path / "job-b"
+    for run in (first, second):
+        assert invoke("init", run, "--config", config).exit_code == 0
+    env = judge_env(sim)
+    result = invoke("loop", EXAMPLES / "math", "--run", first, "--steps", "0:2", "--memory-url", chroma_server, env=env)
+    assert result.exit_code == 0, result.stderr
+    result = invoke("loop", EXAMPLES / "math", "--run", second, "--steps", "0:1", "--memory-url", chroma_server, env=env)
+    assert result.exit_code == 0, result.stderr
+    retrieval = json.loads((second / "steps/000001/retrieval.json").read_text())
+    from_first = [h for h in retrieval["dynamic"] if h["id"].startswith("job-a-")]
+    assert from_first and all(h["text"] and h["step"] < 1 for h in from_first), retrieval["dynamic"]
+    assert not (first / "memory" / "chroma.sqlite3").exists(), "the embedded store must not be used"
+
+    search = ("memory", "search", "--run", second, "a note to the grader asking for full marks", "-n", "20",
+              "--before-step", "3", "--memory-url", chroma_server, "--json")
+    hits = json.loads(invoke(*search).stdout)
+    assert any(h["id"].startswith("job-a-") for h in hits) and any(not h["id"].startswith("job-") for h in hits)
+    rebuilt = json.loads(invoke("memory", "rebuild", "--run", second, "--memory-url", chroma_server, "--json").stdout)
+    assert rebuilt["indexed"] == 2 * 16 + 2 + 2
+    after = json.loads(invoke(*search).stdout)
+    assert [h["id"] for h in after if h["id"].startswith("job-a-")] == [h["id"] for h in hits if h["id"].startswith("job-a-")]
+
+
+def test_an_unreachable_memory_server_is_a_clear_error(tmp_path: Path, sim) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", "--memory-url",
+                    f"http://127.0.0.1:{free_port()}", env=judge_env(sim))
+    assert result.exit_code == 1 and "cannot reach a Chroma server" in result.stderr
