@@ -33,6 +33,15 @@ class Judge(StrEnum):
     auto = "auto"
 
 
+class GroupBy(StrEnum):
+    none = "none"
+    input = "input"
+
+
+GroupByOpt = Annotated[GroupBy | None, typer.Option(
+    "--group-by", help="input: judge the rollouts that share a prompt in one call (RULER-style, identical outputs once); none: one call per rollout.")]
+
+
 class OnError(StrEnum):
     fail = "fail"
     skip = "skip"
@@ -145,6 +154,7 @@ def score(
     on_error: Annotated[OnError, typer.Option("--on-error", help="fail: exit non-zero if any rollout could not be judged; skip: exit 0, leave them failed; neutral: exit 0 and give them the config's neutral_reward (status stays failed).")] = OnError.fail,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Scorer requests in flight.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace rollouts already stored for this step.")] = False,
+    group_by: GroupByOpt = None,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -155,8 +165,10 @@ def score(
     with _errors():
         from amaris_cli.commands import run_score
 
+        flags = _merge(_agent_flags(model, base_url, concurrency),
+                       {"pipeline": {"group_by": group_by.value}} if group_by else {})
         run_score(rollouts, run, step, map_ or [], rubric_version, lag, on_error.value, concurrency, force,
-                  judge.value, _agent_flags(model, base_url, concurrency), json_out, quiet)
+                  judge.value, flags, json_out, quiet)
 
 
 # --- analyze / summarize / update / loop ---------------------------------------------------------
@@ -272,6 +284,7 @@ def loop(
     max_queries: MaxQueriesOpt = None,
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")] = None,
     memory_url: MemoryUrlOpt = None,
+    group_by: GroupByOpt = None,
     on_error: Annotated[OnError, typer.Option("--on-error", help="What a rollout that cannot be judged does: fail stops the loop after writing the step; skip and neutral go on.")] = OnError.fail,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Scorer requests in flight.")] = None,
     judge: JudgeOpt = Judge.endpoint,
@@ -284,7 +297,8 @@ def loop(
     with _errors():
         from amaris_cli.commands import run_loop_command
 
-        pipeline = {k: v for k, v in (("update_every", update_every), ("chunk_size", chunk_size)) if v is not None}
+        pipeline = {k: v for k, v in (("update_every", update_every), ("chunk_size", chunk_size),
+                                      ("group_by", group_by.value if group_by else None)) if v is not None}
         flags = _merge(_agent_flags(model, base_url, concurrency),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
                        {"pipeline": pipeline} if pipeline else {}, _memory_flags(memory_url))

@@ -105,6 +105,8 @@ class PipelineSettings(_Section):
     max_text_chars: int = Field(default=12000, ge=200)
     per_instance: bool = False
     instance_field: str | None = None
+    group_by: Literal["none", "input"] = "none"
+    group_size: int = Field(default=16, ge=2, le=64)
 
 
 class LLMSettings(_Section):

@@ -84,14 +84,22 @@ def block_tag(untrusted: list[str]) -> str:
         salt += 1
 
 
-def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str], max_chars: int) -> list[dict[str, str]]:
-    """Messages for one request. `untrusted` values become tagged blocks named by their key."""
+def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str], max_chars: int,
+           block_lists: dict[str, tuple[str, list[str]]] | None = None) -> list[dict[str, str]]:
+    """Messages for one request. `untrusted` values become tagged blocks named by their key;
+    `block_lists` maps a placeholder to (LABEL, texts): numbered blocks LABEL_1, LABEL_2, ..."""
     texts = {name: truncate(value, max_chars) for name, value in untrusted.items()}
-    tag = block_tag(list(texts.values()))
+    lists = {name: (label, [truncate(v, max_chars) for v in values]) for name, (label, values) in (block_lists or {}).items()}
+    tag = block_tag([*texts.values(), *(v for _, values in lists.values() for v in values)])
     values: dict[str, str] = {k: str(v) for k, v in trusted.items()}
+
+    def block(label: str, text: str) -> str:
+        return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
+
     for name, text in texts.items():
-        label = name.upper()
-        values[name] = f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
+        values[name] = block(name.upper(), text)
+    for name, (label, items) in lists.items():
+        values[name] = "\n\n".join(block(f"{label}_{i}", text) for i, text in enumerate(items, start=1))
     values["tag"] = tag
 
     def fill(part: str) -> str:
@@ -108,7 +116,7 @@ def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str
     return [{"role": "system", "content": fill(template.system)}, {"role": "user", "content": fill(template.user)}]
 
 
-BLOCK_PATTERN = re.compile(r"<<<BEGIN ([A-Z_]+) ([0-9a-f]{16})>>>\n(.*?)\n<<<END \1 \2>>>", re.S)
+BLOCK_PATTERN = re.compile(r"<<<BEGIN ([A-Z0-9_]+) ([0-9a-f]{16})>>>\n(.*?)\n<<<END \1 \2>>>", re.S)
 
 
 def parse_blocks(text: str) -> dict[str, str]:

@@ -35,7 +35,7 @@ class AgentKit:
         return self._templates[agent]
 
     def prompt_hashes(self) -> dict[str, str]:
-        return {a: self.template(a).sha256 for a in AGENTS}
+        return {a: self.template(a).sha256 for a in (*AGENTS, "group_scorer")}
 
     @property
     def max_chars(self) -> int:

@@ -123,6 +123,23 @@ def score(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"verdicts": verdicts}
 
 
+def group_score(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    system, user = _text(messages, "system"), _text(messages, "user")
+    rubric = _json_after(system, "The rubric (JSON)") or []
+    blocks = parse_blocks(user)
+    reference = blocks.get("REFERENCE", "")
+    numbered = sorted((int(name.rsplit("_", 1)[1]), text) for name, text in blocks.items()
+                      if re.fullmatch(r"RESPONSE_\d+", name))
+    responses = []
+    for number, output in numbered:
+        verdicts = []
+        for c in rubric:
+            value, reason = criterion_verdict(c.get("text", ""), c.get("kind", "reward"), output, reference)
+            verdicts.append({"criterion_id": c["id"], "score": value, "reason": reason})
+        responses.append({"response": number, "verdicts": verdicts})
+    return {"responses": responses}
+
+
 # --- analyzer -------------------------------------------------------------------------------
 
 
@@ -289,6 +306,7 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 HANDLERS = {
     "scorer": score,
+    "group_scorer": group_score,
     "analyzer": analyze,
     "summarizer": summarize,
     "meta_summarizer": meta_summarize,

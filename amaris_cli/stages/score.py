@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from statistics import fmean
 
+from amaris_cli.agents.group_scorer import score_group
 from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.errors import AmarisError
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
@@ -17,6 +18,14 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stages.common import StageOutcome, bounded_map
 from amaris_cli.stages.journal import StageJournal
+
+
+def group_rollouts(rollouts: list[Rollout], size: int) -> list[list[Rollout]]:
+    """Rollouts sharing a prompt (instance), in input order, at most `size` per group call."""
+    groups: dict[str, list[Rollout]] = {}
+    for r in rollouts:
+        groups.setdefault(instance_key(r), []).append(r)
+    return [members[i : i + size] for members in groups.values() for i in range(0, len(members), size)]
 
 
 def rubric_for(run: RunDir, step: int, lag: int = 0, instance_id: str | None = None,
@@ -72,21 +81,33 @@ async def score_step(
     outcome.reused = len(done)
     todo = [r for r in rollouts if r.id not in done]
 
-    with journal.open() as sink:
-        def finished(record: ScoreRecord) -> None:
-            sink.append(record.model_dump(mode="json"))
-            if on_done:
-                on_done(record)
+    def policy(record: ScoreRecord) -> ScoreRecord:
+        if record.status == "failed" and neutral_reward is not None:
+            return record.model_copy(update={"reward": neutral_reward})  # policy `neutral`; status stays failed
+        return record
 
-        async def one(rollout: Rollout) -> ScoreRecord:
-            record = await score_rollout(session.kit, rubric_of(rollout), rollout, step)
-            if record.status == "failed" and neutral_reward is not None:
-                record = record.model_copy(update={"reward": neutral_reward})  # policy `neutral`; status stays failed
-            return record
+    with journal.open() as sink:
+        def finished(records: list[ScoreRecord]) -> None:
+            for record in records:
+                sink.append(record.model_dump(mode="json"))
+                if on_done:
+                    on_done(record)
+
+        async def one(rollout: Rollout) -> list[ScoreRecord]:
+            return [policy(await score_rollout(session.kit, rubric_of(rollout), rollout, step))]
+
+        async def group(members: list[Rollout]) -> list[ScoreRecord]:
+            key = instance_key(members[0])
+            return [policy(r) for r in await score_group(session.kit, rubric_of(members[0]), members, step, key)]
 
         limit = settings.agent("scorer").concurrency
-        for record in await bounded_map(todo, one, limit, finished):
-            done[record.rollout_id] = record
+        if settings.pipeline.group_by == "input":
+            results = await bounded_map(group_rollouts(todo, settings.pipeline.group_size), group, limit, finished)
+        else:
+            results = await bounded_map(todo, one, limit, finished)
+        for records in results:
+            for record in records:
+                done[record.rollout_id] = record
     records = [done[r.id] for r in rollouts]
     journal.finish(records)
 
