@@ -390,6 +390,20 @@ def inspect(
         run_inspect(run, step, json_out)
 
 
+@app.command()
+def report(
+    run: Annotated[Path, typer.Argument(help="Run directory.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write (default RUN/report.html); PNG plots go next to it.")] = None,
+) -> None:
+    """A self-contained HTML report with plots (reward, criteria pass rates, rubric size, hacking) and PNG exports."""
+    with _errors():
+        from amaris_cli.report import write_report
+        from amaris_cli.rundir import RunDir
+
+        for path in write_report(RunDir(run), out or run / "report.html"):
+            typer.echo(str(path))
+
+
 memory_app = typer.Typer(help="Maintain and query the evaluation memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 
