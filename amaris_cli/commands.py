@@ -254,9 +254,22 @@ def execute_loop(run: RunDir, steps: dict[int, Any], flags: dict[str, Any], judg
                       + (f", rescored {fmt(r.rescore_mean)}" if r.rescore_mean is not None else "")
                       + f", {r.tokens} tokens, {r.wall_s:.2f}s")
 
+    bar = None if quiet or json_out or not err.is_terminal else Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True)
+    current: list[Any] = []
+
     def on_stage(stage: str, step: int) -> None:
-        if not quiet and not json_out and err.is_terminal:
-            err.print(f"[dim]step {step}: {stage}...[/]")
+        if bar is None:
+            return
+        for task in current:
+            bar.remove_task(task)
+        current.clear()
+        per_rollout = stage in ("score", "analyze", "rescore")
+        current.append(bar.add_task(f"step {step}: {stage}", total=len(steps[step]) if per_rollout else None))
+
+    def on_record(_: object) -> None:
+        if bar is not None and current:
+            bar.advance(current[0])
 
     started = time.monotonic()
     with open_session(run, flags, judge, announce=None if json_out else err.print, replay=replay) as session:
@@ -265,8 +278,14 @@ def execute_loop(run: RunDir, steps: dict[int, Any], flags: dict[str, Any], judg
                                            judge="sim" if session.sim_url else "endpoint")
         session.save_manifest()
         memory = open_memory(session)
-        session.execute(run_loop(session, steps, memory, lag=lag, rescore=rescore, on_error=on_error,
-                                 on_step=on_step, on_stage=on_stage))
+        if bar is not None:
+            bar.start()
+        try:
+            session.execute(run_loop(session, steps, memory, lag=lag, rescore=rescore, on_error=on_error,
+                                     on_step=on_step, on_stage=on_stage, on_record=on_record))
+        finally:
+            if bar is not None:
+                bar.stop()
         usage = session.client.usage
     wall = time.monotonic() - started
     made = sum(u.requests for u in usage.values())

@@ -64,7 +64,10 @@ async def run_loop(
     on_error: str = "fail",
     on_step: Callable[[StepReport], None] | None = None,
     on_stage: Callable[[str, int], None] | None = None,
+    on_record: Callable[[object], None] | None = None,
 ) -> list[StepReport]:
+    """`on_stage(stage, step)` is called as each stage starts, `on_record` as each rollout of a
+    per-rollout stage (score, analyze, rescore) finishes: enough for a progress bar."""
     settings = session.settings
     first = min(steps)
     reports: list[StepReport] = []
@@ -86,7 +89,7 @@ async def run_loop(
         version = session.run.rubric_version_for(step, lag)
         if on_stage:
             on_stage("score", step)
-        scored, _ = await score_step(session, step, rollouts, lag=lag, neutral_reward=neutral)
+        scored, _ = await score_step(session, step, rollouts, lag=lag, neutral_reward=neutral, on_done=on_record)
         report = StepReport(step=step, rubric_version=version if version is not None else -1, rollouts=len(rollouts),
                             mean_reward=scored.mean_reward, failed=scored.failed)
         if scored.failed and on_error == "fail":
@@ -94,7 +97,7 @@ async def run_loop(
                               "re-run the same command to retry them, or use --on-error skip|neutral")
         if on_stage:
             on_stage("analyze", step)
-        await analyze_step(session, step)
+        await analyze_step(session, step, on_done=on_record)
         if on_stage:
             on_stage("summarize", step)
         updating = should_update(step, first, settings.pipeline.update_every)
@@ -114,7 +117,7 @@ async def run_loop(
                 if on_stage:
                     on_stage("rescore", step)
                 again, _ = await score_step(session, step, rollouts, rubric_version=step + 1, output="rescores",
-                                            neutral_reward=neutral)
+                                            neutral_reward=neutral, on_done=on_record)
                 report.rescore_mean = again.mean_reward
         report.tokens = _tokens(session) - tokens_before
         report.wall_s = round(time.monotonic() - started, 3)
