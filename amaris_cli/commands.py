@@ -272,7 +272,7 @@ def execute_loop(run: RunDir, steps: dict[int, Any], flags: dict[str, Any], judg
             bar.advance(current[0])
 
     started = time.monotonic()
-    with open_session(run, flags, judge, announce=None if json_out else err.print, replay=replay) as session:
+    with open_session(run, flags, judge, announce=err.print, replay=replay) as session:
         session.manifest.inputs.update(inputs or {})
         session.manifest.loop = LoopRecord(lag=lag, rescore=rescore, on_error=on_error, flags=flags,
                                            judge="sim" if session.sim_url else "endpoint")

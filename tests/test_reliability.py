@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from amaris_cli.agents.common import AgentKit
-from amaris_cli.agents.summarizer import summarize_chunk  # noqa: F401 - the summarizer renders analyses
 from amaris_cli.agents.updater import updater_messages
 from amaris_cli.config import Settings
 from amaris_cli.llm.client import LLMClient
