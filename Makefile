@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/amaris loop examples/math --run runs/demo --judge auto
 
 test: $(STAMP)
-	$(BIN)/ruff check amaris_cli tests examples
+	$(BIN)/ruff check amaris_cli tests examples bench
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

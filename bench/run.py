@@ -357,6 +357,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--only", help="comma-separated case numbers, e.g. 1,3")
+    parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
     args = parser.parse_args()
     only = set((args.only or "1,2,3,4,5").split(","))
     for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
@@ -382,7 +383,7 @@ def main() -> None:
         if "3" in only:
             bench_memory(tmp, 100 if args.quick else 1000, 10_000 if args.quick else 100_000)
         if "4" in only:
-            bench_overhead(tmp, 0.2 if args.quick else 1.0)
+            bench_overhead(tmp, args.latency if args.latency is not None else 0.2 if args.quick else 1.0)
         if "5" in only:
             bench_tokens(tmp)
     finally:
