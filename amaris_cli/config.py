@@ -41,6 +41,7 @@ class AgentOverrides(_Section):
     max_attempts: int | None = Field(default=None, ge=1, le=20)
     max_reasks: int | None = Field(default=None, ge=0, le=5)
     response_format: ResponseFormat | None = None
+    token_limit_param: Literal["max_tokens", "max_completion_tokens"] | None = None
 
 
 class AgentSettings(_Section):
@@ -58,6 +59,8 @@ class AgentSettings(_Section):
     max_attempts: int = 5
     max_reasks: int = 2
     response_format: ResponseFormat = "json_object"
+    # OpenAI's reasoning models accept only max_completion_tokens; most other servers only max_tokens.
+    token_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
 
 
 class TrainingSettings(_Section):
@@ -166,6 +169,7 @@ _AGENT_ENV_KEYS = {
     "MAX_ATTEMPTS": "max_attempts",
     "MAX_REASKS": "max_reasks",
     "RESPONSE_FORMAT": "response_format",
+    "TOKEN_LIMIT_PARAM": "token_limit_param",
 }
 
 

@@ -65,3 +65,14 @@ def test_rubric_criteria_validated(tmp_path: Path) -> None:
     text = '[[rubric.anchors]]\nid = "a"\ntext = "x"\nweight = -1\n'
     with pytest.raises(ConfigError, match=r"rubric.anchors.0.weight"):
         load_settings(config_file=write(tmp_path, text), environ={})
+
+
+def test_token_limit_param_changes_the_request_field(tmp_path: Path) -> None:
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.models import QueriesAnswer
+
+    settings = load_settings(config_file=write(tmp_path, '[agents.updater]\ntoken_limit_param = "max_completion_tokens"\n'), environ={})
+    client = LLMClient(settings, environ={})
+    assert "max_tokens" in client.params_for(settings.agent("scorer"), "scorer", QueriesAnswer)
+    params = client.params_for(settings.agent("updater"), "updater", QueriesAnswer)
+    assert params["max_completion_tokens"] == 2048 and "max_tokens" not in params

@@ -136,7 +136,7 @@ class LLMClient:
         self._clients.clear()
 
     def params_for(self, agent: AgentSettings, name: str, schema: type[BaseModel]) -> dict[str, Any]:
-        params: dict[str, Any] = {"temperature": agent.temperature, "max_tokens": agent.max_tokens}
+        params: dict[str, Any] = {"temperature": agent.temperature, agent.token_limit_param: agent.max_tokens}
         if agent.response_format == "json_object":
             params["response_format"] = {"type": "json_object"}
         elif agent.response_format == "json_schema":
@@ -180,7 +180,9 @@ class LLMClient:
             if status == 404:
                 raise _Fatal(f"HTTP 404: model {agent.model!r} or endpoint {agent.base_url or 'default'} not found: {detail}") from None
             hint = ""
-            if status == 400 and "response_format" in params:
+            if status == 400 and "max_tokens" in detail and "max_completion_tokens" in detail:
+                hint = " (set token_limit_param = \"max_completion_tokens\" for this agent)"
+            elif status == 400 and "response_format" in params:
                 hint = " (if the endpoint rejects response_format, set response_format = \"json_object\" or \"text\")"
             raise _Fatal(f"HTTP {status}: {detail}{hint}") from None
         except openai.APIResponseValidationError as exc:
