@@ -176,5 +176,5 @@ def run_key(run: RunDir) -> str:
     return f"{run.path.resolve().name[:40]}-{digest}"
 
 
-def to_hit(id_: str, entry_type: EntryType, step: int, distance: float, query: str, text: str) -> MemoryHit:  # noqa: PLR0913
+def to_hit(id_: str, entry_type: EntryType, step: int, distance: float, query: str, text: str) -> MemoryHit:
     return MemoryHit(id=id_, type=entry_type, step=step, distance=round(distance, 6), query=query, text=text)

@@ -16,7 +16,6 @@ from amaris_cli.rundir import RunDir
 
 A = TypeVar("A")
 B = TypeVar("B")
-Progress = Callable[[int], None]
 
 
 async def bounded_map(items: Sequence[A], fn: Callable[[A], Awaitable[B]], limit: int,
