@@ -86,7 +86,7 @@ def _errors() -> Any:
         err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]: re-run the same command to continue where it stopped")
+        err.print("[yellow]interrupted[/]: re-run the same command to continue where it stopped", markup=True)
         raise typer.Exit(130) from None
 
 
@@ -137,7 +137,7 @@ def init(
         if json_out:
             emit_json({"run": str(run), "rubric": rubric.model_dump(mode="json")})
         else:
-            err.print(f"initialized [bold]{run}[/]: {len(rubric.anchors)} anchor and {len(rubric.adaptive)} adaptive criteria")
+            err.print(f"initialized {run}: {len(rubric.anchors)} anchor and {len(rubric.adaptive)} adaptive criteria")
 
 
 # --- score --------------------------------------------------------------------------------------

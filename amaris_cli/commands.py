@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -72,7 +73,7 @@ def run_score(rollouts_file: Path, run_path: Path, step: int, mapping_items: lis
         err.print(usage_table(usage))
         err.print(f"wrote {run.step_dir(step) / 'scores.jsonl'}")
     for line in outcome.errors[:10]:
-        err.print(f"[red]failed[/] {line}")
+        err.print(f"[red]failed[/] {escape(line)}", markup=True)
     if outcome.failed and on_error == "fail":
         raise StageFailed(f"{outcome.failed} of {outcome.total} rollouts could not be judged (written as failed); "
                           "re-run the same command to retry them, or use --on-error skip|neutral")
@@ -149,7 +150,7 @@ def _report_stage(outcome: Any, usage: dict[str, Any], json_out: bool, quiet: bo
                    "output": str(path), "usage": usage_json(usage)})
         return
     for line in outcome.errors[:10]:
-        err.print(f"[red]failed[/] {line}")
+        err.print(f"[red]failed[/] {escape(line)}", markup=True)
     if not quiet:
         err.print(f"{outcome.stage} step {outcome.step}: {outcome.done} done, {outcome.reused} reused, "
                   f"{outcome.failed} failed in {outcome.wall_s:.2f}s; wrote {path}")
@@ -181,9 +182,9 @@ def run_update(run_path: Path, step: int, judge: str, flags: dict[str, Any], for
               f"{outcome.queries} queries, {outcome.dynamic_hits} dynamic hits")
     if record is not None:
         for m in record.applied:
-            err.print(f"  [green]{m.op}[/] {m.id}: {m.text or ''} {'' if m.weight is None else f'(w={m.weight:g})'}")
+            err.print(f"  [green]{m.op}[/] {escape(str(m.id))}: {escape(m.text or '')} {'' if m.weight is None else f'(w={m.weight:g})'}", markup=True)
         for r in record.rejected:
-            err.print(f"  [red]rejected[/] {r.modification.op} {r.modification.id or r.modification.text}: {r.reason}")
+            err.print(f"  [red]rejected[/] {r.modification.op} {escape(str(r.modification.id or r.modification.text))}: {escape(r.reason)}", markup=True)
     err.print(f"wrote {run.rubric_path(step + 1)}")
 
 
@@ -490,9 +491,9 @@ def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
         if detail["summary"]:
             err.print(f"summary: {detail['summary']}")
         for m in detail["applied"]:
-            err.print(f"  [green]{m['op']}[/] {m.get('id', '')}: {m.get('text', '')} {m.get('reason', '')}", markup=True)
+            err.print(f"  [green]{m['op']}[/] {escape(m.get('id', ''))}: {escape(m.get('text', ''))} {escape(m.get('reason', ''))}", markup=True)
         for r in detail["rejected"]:
-            err.print(f"  [red]rejected[/] {r['modification']['op']} {r['modification'].get('id') or ''}: {r['reason']}")
+            err.print(f"  [red]rejected[/] {r['modification']['op']} {escape(r['modification'].get('id') or '')}: {escape(r['reason'])}", markup=True)
         if detail["retrieval"]:
             ret = detail["retrieval"]
             err.print(f"retrieval: {len(ret['static'])} static entries, {len(ret['queries'])} queries, {len(ret['dynamic'])} hits")

@@ -68,3 +68,8 @@ def test_a_huge_line_is_refused_without_reading_it_as_json(scored_run: Path, tmp
     path.write_text('{"id": "a", "input": "p", "output": "o"}\n' + huge + "\n")
     with pytest.raises(InputErrors, match=rf"huge.jsonl:2: line is {len(huge)} bytes, over the 1000-byte limit"):
         read_rollouts(path, max_line_bytes=1000)
+
+
+def test_brackets_in_messages_are_printed_literally(tmp_path: Path) -> None:
+    result = invoke("init", tmp_path / "new", "--config", CORPUS / "config_no_anchors.toml")
+    assert "[[rubric.anchors]]" in result.stderr  # not swallowed as console markup
