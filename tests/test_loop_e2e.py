@@ -249,3 +249,13 @@ def test_bad_step_file_fails_the_loop_before_anything_is_written(tmp_path, judge
     assert result.exit_code == 2
     assert f"{source / '1.jsonl'}:2: field 'input' must be a string" in result.stderr
     assert not (run / "steps").exists()
+
+
+def test_an_update_does_not_reread_the_files_of_steps_already_indexed(tmp_path, judge) -> None:
+    run = new_run(tmp_path, "marks")
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", env=judge_env(judge)).exit_code == 0
+    marks = read_json(run / "memory" / "indexed-steps.json")
+    assert marks == {str(s): ["analysis", "summary", "update"] for s in range(3)}
+    (step_dir(run, 0) / "analyses.jsonl").write_text("not json\n")  # would fail if read again
+    result = invoke("update", "--run", run, "--step", "2", "--force", "--no-dynamic", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr

@@ -51,14 +51,35 @@ def index_step(store: MemoryStore, catalog: RunCatalog, step: int,
                types: tuple[str, ...] = ("analysis", "summary", "update")) -> int:
     # One add per type, in file order, so a rebuild embeds exactly the same batches.
     added = 0
+    present = []
     for entry_type in types:
-        added += store.add(catalog.step_entries(step, (entry_type,)))
+        entries = catalog.step_entries(step, (entry_type,))
+        added += store.add(entries)
+        if entries:  # only what existed is marked: records written later are still picked up
+            present.append(entry_type)
+    store.mark_indexed(step, present)
     return added
 
 
+def _expected_types(run: RunDir, step: int) -> set[str]:
+    base = run.step_dir(step)
+    types = {"analysis", "summary"}
+    if (base / "update.json").exists() or any((base / "instances").glob("*/update.json")):
+        types.add("update")
+    return types
+
+
 def sync_before(store: MemoryStore, catalog: RunCatalog, step: int) -> int:
-    """Index whatever earlier steps hold that the index lacks (cheap when nothing is missing)."""
-    return sum(index_step(store, catalog, s) for s in step_numbers(catalog.run) if s < step)
+    """Index whatever earlier steps hold that the index lacks. Steps already marked as indexed
+    are not read again, so the cost does not grow with the length of the run."""
+    added = 0
+    for s in step_numbers(catalog.run):
+        if s >= step:
+            break
+        missing = _expected_types(catalog.run, s) - store.indexed_types(s)
+        if missing:
+            added += index_step(store, catalog, s, tuple(t for t in ("analysis", "summary", "update") if t in missing))
+    return added
 
 
 def rebuild(store: MemoryStore, catalog: RunCatalog) -> int:

@@ -64,6 +64,20 @@ class MemoryStore:
             self._client = chromadb.PersistentClient(path=str(path), settings=settings)
         self._names = {t: f"{namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
         self._collections = self._open()
+        self._marks_path = path / "indexed-steps.json"
+        self._marks: dict[str, list[str]] = read_json(self._marks_path) if self._marks_path.exists() else {}
+
+    # Which record types of each step are fully indexed: lets a sync skip steps without reading
+    # their files. Written after the entries are added, so a crash in between only means a
+    # harmless re-check (adding skips ids that are present).
+    def indexed_types(self, step: int) -> set[str]:
+        return set(self._marks.get(str(step), ()))
+
+    def mark_indexed(self, step: int, types: Iterable[str]) -> None:
+        merged = sorted(self.indexed_types(step) | set(types))
+        if merged != self._marks.get(str(step)):
+            self._marks[str(step)] = merged
+            write_json_atomic(self._marks_path, self._marks)
 
     def _open(self) -> dict[EntryType, Any]:
         return {t: self._client.get_or_create_collection(name, embedding_function=None,
@@ -152,6 +166,8 @@ class MemoryStore:
 
     def reset(self) -> None:
         """Forget this run's entries (on a shared server, only this run's)."""
+        self._marks = {}
+        self._marks_path.unlink(missing_ok=True)
         if self.shared:
             for col in self._collections.values():
                 col.delete(where={"run": self.run_key})
