@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from amaris_cli.agents.analyzer import analyze_rollout
 from amaris_cli.errors import InputError
-from amaris_cli.models import AnalysisRecord, Rollout
+from amaris_cli.models import AnalysisRecord, Rollout, RubricSet
 from amaris_cli.records import analyses_path, load_scores, scores_path
 from amaris_cli.session import Session
 from amaris_cli.stages.common import StageOutcome, bounded_map, load_rollouts
@@ -31,10 +31,14 @@ async def analyze_step(session: Session, step: int, on_done: Callable[[AnalysisR
     outcome.reused = len(done)
     todo = [r for r in rollouts if r.id not in done]
 
+    rubrics: dict[tuple[int, str | None], RubricSet] = {}
+
     async def one(rollout: Rollout) -> AnalysisRecord:
         score = scores[rollout.id]
-        rubric = rubric_for(run, step, version=score.rubric_version, instance_id=score.instance_id)
-        return await analyze_rollout(session.kit, rubric, rollout, score, step)
+        key = (score.rubric_version, score.instance_id)
+        if key not in rubrics:  # one read per rubric version, not per rollout
+            rubrics[key] = rubric_for(run, step, version=score.rubric_version, instance_id=score.instance_id)
+        return await analyze_rollout(session.kit, rubrics[key], rollout, score, step)
 
     with journal.open() as sink:
         def finished(record: AnalysisRecord) -> None:
