@@ -22,13 +22,21 @@ from amaris_cli.errors import StageFailed
 from amaris_cli.rundir import InputRecord, RunDir, sha256_file
 
 
+def new_progress(quiet: bool) -> Progress | None:
+    """A progress display on stderr, or None when quiet or when stderr is not a terminal."""
+    if quiet or not err.is_terminal:
+        return None
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True)
+
+
 @contextmanager
 def progress_bar(label: str, total: int, quiet: bool) -> Iterator[Any]:
-    if quiet or not err.is_terminal:
+    bar = new_progress(quiet)
+    if bar is None:
         yield lambda *_: None
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+    with bar:
         task = bar.add_task(label, total=total)
         yield lambda *_: bar.advance(task)
 
@@ -53,7 +61,7 @@ def run_score(rollouts_file: Path, run_path: Path, step: int, mapping_items: lis
         session.manifest.inputs[str(step)] = InputRecord(path=str(rollouts_file), sha256=sha256_file(rollouts_file))
         neutral = session.settings.pipeline.neutral_reward if on_error == "neutral" else None
         with progress_bar(f"scoring step {step}", len(rollouts), quiet) as advance:
-            outcome, records = session.execute(
+            outcome, _ = session.execute(
                 score_step(session, step, rollouts, lag=lag, rubric_version=rubric_version,
                            neutral_reward=neutral, on_done=advance))
         usage = session.client.usage
@@ -108,11 +116,9 @@ def run_sim_judge(host: str, port: int, latency: float, fault_rate: float, fault
 
 
 def open_memory(session: Any) -> Any:
-    from amaris_cli.memory.embeddings import make_embedder
     from amaris_cli.memory.store import MemoryStore
 
-    memory = session.settings.memory
-    return MemoryStore(session.run, make_embedder(memory), memory.url, memory.namespace)
+    return MemoryStore.open(session.run, session.settings.memory)
 
 
 def run_analyze(run_path: Path, step: int, judge: str, flags: dict[str, Any], json_out: bool, quiet: bool) -> None:
@@ -255,8 +261,7 @@ def execute_loop(run: RunDir, steps: dict[int, Any], flags: dict[str, Any], judg
                       + (f", rescored {fmt(r.rescore_mean)}" if r.rescore_mean is not None else "")
                       + f", {r.tokens} tokens, {r.wall_s:.2f}s")
 
-    bar = None if quiet or json_out or not err.is_terminal else Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True)
+    bar = new_progress(quiet or json_out)
     current: list[Any] = []
 
     def on_stage(stage: str, step: int) -> None:
@@ -396,13 +401,9 @@ def run_memory_rebuild(run_path: Path, json_out: bool, flags: dict[str, Any] | N
     run = RunDir(run_path)
     settings = load_settings(base=run.load_manifest().config, flags=flags)
     with run.lock():
-        from amaris_cli.memory.embeddings import make_embedder
         from amaris_cli.memory.store import MemoryStore
 
-        embedder = make_embedder(settings.memory)
-        meta = run.memory_path / "amaris-memory.json"
-        meta.unlink(missing_ok=True)  # a rebuild may change the embedder
-        store = MemoryStore(run, embedder, settings.memory.url, settings.memory.namespace)
+        store = MemoryStore.open(run, settings.memory, rebuilding=True)
         added = rebuild(store, RunCatalog(run))
         counts = store.counts()
     if json_out:
@@ -414,7 +415,6 @@ def run_memory_rebuild(run_path: Path, json_out: bool, flags: dict[str, Any] | N
 def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None, json_out: bool,
                       flags: dict[str, Any] | None = None) -> None:
     from amaris_cli.config import load_settings
-    from amaris_cli.memory.embeddings import make_embedder
     from amaris_cli.memory.service import RunCatalog, dynamic_retrieval
     from amaris_cli.memory.store import MemoryStore
     from amaris_cli.records import step_numbers
@@ -422,7 +422,7 @@ def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None
     run = RunDir(run_path)
     settings = load_settings(base=run.load_manifest().config, flags=flags)
     with run.lock():
-        store = MemoryStore(run, make_embedder(settings.memory), settings.memory.url, settings.memory.namespace)
+        store = MemoryStore.open(run, settings.memory)
         limit = before_step if before_step is not None else (max(step_numbers(run), default=0) + 1)
         hits = dynamic_retrieval(store, RunCatalog(run), [text], n, limit, set())
     if json_out:

@@ -50,6 +50,12 @@ def load_summary(run: RunDir, step: int, instance_id: str | None = None) -> Summ
     return SummaryRecord.model_validate(read_json(path)) if path.exists() else None
 
 
+def load_summaries(run: RunDir, step: int) -> list[SummaryRecord]:
+    """The step's global summary and every instance's (per-instance mode), each read once."""
+    paths = [summary_path(run, step), *sorted((run.step_dir(step) / "instances").glob("*/summary.json"))]
+    return [SummaryRecord.model_validate(read_json(p)) for p in paths if p.exists()]
+
+
 def load_update(run: RunDir, step: int, instance_id: str | None = None) -> UpdateRecord | None:
     path = update_path(run, step, instance_id)
     return UpdateRecord.model_validate(read_json(path)) if path.exists() else None

@@ -257,6 +257,15 @@ def instance_key(rollout: Rollout) -> str:
     return "i-" + hashlib.sha256(rollout.input.encode()).hexdigest()[:12]
 
 
+def group_by_instance(rollouts: Sequence[Rollout]) -> dict[str, list[Rollout]]:
+    """Rollouts that share a prompt (instance), in input order: the groups of group scoring,
+    per-instance mode and within-group statistics."""
+    groups: dict[str, list[Rollout]] = {}
+    for r in rollouts:
+        groups.setdefault(instance_key(r), []).append(r)
+    return groups
+
+
 def read_rollouts(
     path: Path,
     mapping: Mapping[str, str] | None = None,

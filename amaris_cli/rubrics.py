@@ -24,7 +24,6 @@ from amaris_cli.models import (
     Deactivated,
     Modification,
     RejectedModification,
-    Rollout,
     RubricSet,
     ScoreRecord,
     StepStats,
@@ -241,8 +240,3 @@ def step_stats(
         criteria=criteria,
     )
 
-
-def group_keys(rollouts: Sequence[Rollout]) -> dict[str, str]:
-    from amaris_cli.rollouts import instance_key
-
-    return {r.id: instance_key(r) for r in rollouts}

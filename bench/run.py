@@ -178,21 +178,20 @@ def bench_memory(tmp: Path, steps: int, analyses: int) -> None:
 
     from amaris_cli.config import MemorySettings
     from amaris_cli.jsonio import write_json_atomic
-    from amaris_cli.memory.embeddings import make_embedder
     from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, static_retrieval
     from amaris_cli.memory.store import MemoryStore
     from amaris_cli.rundir import RunDir
 
     print(f"[3] memory: {steps} steps of summaries and updates, {analyses} analyses")
     run = RunDir(tmp / "memory-run")
-    embedder = make_embedder(MemorySettings())
     # Summaries on disk for static retrieval (the files are the source of truth).
     demo = json.loads((tmp / "demo" / "steps" / "000003" / "summary.json").read_text())
     update = json.loads((tmp / "demo" / "steps" / "000003" / "update.json").read_text())
     for s in range(steps):
         write_json_atomic(run.step_dir(s) / "summary.json", {**demo, "step": s})
         write_json_atomic(run.step_dir(s) / "update.json", {**update, "step": s, "from_version": s, "to_version": s + 1})
-    store = MemoryStore(run, embedder)
+    store = MemoryStore.open(run, MemorySettings())
+    embedder = store.embedder
     rng = np.random.default_rng(0)
 
     def vectors(k: int) -> list[list[float]]:

@@ -105,10 +105,13 @@ class LLMClient:
         self.call_log = call_log or CallLog(None)
         self.environ = os.environ if environ is None else environ
         self.replay = replay
+        # Resolved once: every request of an agent uses the same settings and parameters.
+        self._agents = {a: settings.agent(a) for a in AGENTS}
+        self._params: dict[tuple[str, type[BaseModel]], dict[str, Any]] = {}
         self._global = asyncio.Semaphore(settings.llm.concurrency)
-        self._agent_limits = {a: asyncio.Semaphore(settings.agent(a).concurrency) for a in AGENTS}
+        self._agent_limits = {a: asyncio.Semaphore(s.concurrency) for a, s in self._agents.items()}
         self._clients: dict[tuple[str | None, str], Any] = {}
-        self._secrets = {v for a in AGENTS if (v := self.environ.get(settings.agent(a).api_key_env))}
+        self._secrets = {v for s in self._agents.values() if (v := self.environ.get(s.api_key_env))}
         self.usage: dict[str, AgentUsage] = {}
 
     # --- plumbing -----------------------------------------------------------------------
@@ -208,8 +211,10 @@ class LLMClient:
     async def _request(
         self, name: str, step: int | None, context: str, messages: list[dict[str, Any]], schema: type[BaseModel]
     ) -> _Reply:
-        agent = self.settings.agent(name)
-        params = self.params_for(agent, name, schema)
+        agent = self._agents[name]
+        if (name, schema) not in self._params:
+            self._params[name, schema] = self.params_for(agent, name, schema)
+        params = self._params[name, schema]
         rhash = request_hash(name, agent.model, messages, params)
         usage = self.usage.setdefault(name, AgentUsage())
 
@@ -290,7 +295,7 @@ class LLMClient:
         answer: Answer[T] = Answer(value=None, error=None)
         convo = list(messages)
         if reasks is None:
-            reasks = self.settings.agent(agent).max_reasks
+            reasks = self._agents[agent].max_reasks
         for round_ in range(reasks + 1):
             try:
                 reply = await self._request(agent, step, context, convo, schema)

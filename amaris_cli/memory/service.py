@@ -5,20 +5,8 @@ from __future__ import annotations
 from amaris_cli.memory.digests import MemoryEntry, analysis_entry, summary_entry, update_entry
 from amaris_cli.memory.store import MemoryStore, to_hit
 from amaris_cli.models import MemoryHit, StaticEntry, SummaryRecord
-from amaris_cli.records import load_analyses, load_summary, load_update, step_numbers
+from amaris_cli.records import load_analyses, load_summaries, load_summary, load_update, step_numbers
 from amaris_cli.rundir import RunDir
-
-
-def instance_ids(run: RunDir, step: int) -> list[str | None]:
-    """None (global) plus every instance that has its own summary at this step."""
-    from amaris_cli.jsonio import read_json
-
-    found: list[str | None] = [None]
-    base = run.step_dir(step) / "instances"
-    if base.is_dir():
-        for path in sorted(base.glob("*/summary.json")):
-            found.append(read_json(path)["instance_id"])
-    return found
 
 
 class RunCatalog:
@@ -32,10 +20,10 @@ class RunCatalog:
         entries: list[MemoryEntry] = []
         if "analysis" in types:
             entries += [e for a in load_analyses(self.run, step) if (e := analysis_entry(a)) is not None]
-        for iid in instance_ids(self.run, step):
-            if "summary" in types and (s := load_summary(self.run, step, iid)) is not None:
-                entries.append(summary_entry(s))
-            if "update" in types and (u := load_update(self.run, step, iid)) is not None:
+        for summary in load_summaries(self.run, step):
+            if "summary" in types:
+                entries.append(summary_entry(summary))
+            if "update" in types and (u := load_update(self.run, step, summary.instance_id)) is not None:
                 entries.append(update_entry(u))
         for e in entries:
             self._texts[e.id] = e.text

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
+from amaris_cli.config import MemorySettings
 from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_json, write_json_atomic
 from amaris_cli.memory.digests import EntryType, MemoryEntry
@@ -27,9 +28,20 @@ from amaris_cli.rundir import RunDir
 
 COLLECTIONS: dict[EntryType, str] = {"analysis": "analyses", "summary": "summaries", "update": "updates"}
 PAGE = 1000
+META_FILE = "amaris-memory.json"  # which embedder built the index
 
 
 class MemoryStore:
+    @classmethod
+    def open(cls, run: RunDir, settings: MemorySettings, rebuilding: bool = False) -> MemoryStore:
+        """The run's memory as its settings describe it (embedded, or a shared server).
+        `rebuilding` accepts an index built with another embedder, since it is about to be replaced."""
+        from amaris_cli.memory.embeddings import make_embedder
+
+        if rebuilding:
+            (run.memory_path / META_FILE).unlink(missing_ok=True)
+        return cls(run, make_embedder(settings), settings.url, settings.namespace)
+
     def __init__(self, run: RunDir, embedder: Embedder, url: str | None = None, namespace: str = "amaris") -> None:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
@@ -40,7 +52,7 @@ class MemoryStore:
         self.run_key = run_key(run) if self.shared else ""
         path = run.memory_path
         path.mkdir(parents=True, exist_ok=True)
-        meta_path = path / "amaris-memory.json"
+        meta_path = path / META_FILE
         if meta_path.exists():
             meta = read_json(meta_path)
             if meta.get("embedder") != embedder.name:

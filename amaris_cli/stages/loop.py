@@ -69,6 +69,7 @@ async def run_loop(
     """`on_stage(stage, step)` is called as each stage starts, `on_record` as each rollout of a
     per-rollout stage (score, analyze, rescore) finishes: enough for a progress bar."""
     settings = session.settings
+    stage = on_stage or (lambda _stage, _step: None)
     first = min(steps)
     reports: list[StepReport] = []
     neutral = settings.pipeline.neutral_reward if on_error == "neutral" else None
@@ -87,26 +88,22 @@ async def run_loop(
         tokens_before = _tokens(session)
         store_rollouts(session.run, step, rollouts)
         version = session.run.rubric_version_for(step, lag)
-        if on_stage:
-            on_stage("score", step)
+        stage("score", step)
         scored, _ = await score_step(session, step, rollouts, lag=lag, neutral_reward=neutral, on_done=on_record)
         report = StepReport(step=step, rubric_version=version if version is not None else -1, rollouts=len(rollouts),
                             mean_reward=scored.mean_reward, failed=scored.failed)
         if scored.failed and on_error == "fail":
             raise StageFailed(f"step {step}: {scored.failed} rollouts could not be judged (written as failed); "
                               "re-run the same command to retry them, or use --on-error skip|neutral")
-        if on_stage:
-            on_stage("analyze", step)
+        stage("analyze", step)
         await analyze_step(session, step, on_done=on_record)
-        if on_stage:
-            on_stage("summarize", step)
+        stage("summarize", step)
         updating = should_update(step, first, settings.pipeline.update_every)
         await settle()
         # A step that is updated is indexed after its update, whose retrieval must not see it.
         await summarize_step(session, step, None if updating else memory)
         if updating:
-            if on_stage:
-                on_stage("update", step)
+            stage("update", step)
             outcome = await update_step(session, step, memory, index=False)
             if memory is not None:
                 pending = asyncio.create_task(asyncio.to_thread(index_step, memory, RunCatalog(session.run), step))
@@ -114,8 +111,7 @@ async def run_loop(
             report.strategy = "/".join(sorted(set(outcome.strategies)))
             report.added, report.removed, report.rejected = outcome.added, outcome.removed, outcome.rejected
             if rescore:
-                if on_stage:
-                    on_stage("rescore", step)
+                stage("rescore", step)
                 again, _ = await score_step(session, step, rollouts, rubric_version=step + 1, output="rescores",
                                             neutral_reward=neutral, on_done=on_record)
                 report.rescore_mean = again.mean_reward

@@ -13,7 +13,7 @@ from amaris_cli.agents.group_scorer import score_group
 from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.errors import AmarisError
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
-from amaris_cli.rollouts import instance_key
+from amaris_cli.rollouts import group_by_instance, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stages.common import StageOutcome, bounded_map
@@ -22,10 +22,8 @@ from amaris_cli.stages.journal import StageJournal
 
 def group_rollouts(rollouts: list[Rollout], size: int) -> list[list[Rollout]]:
     """Rollouts sharing a prompt (instance), in input order, at most `size` per group call."""
-    groups: dict[str, list[Rollout]] = {}
-    for r in rollouts:
-        groups.setdefault(instance_key(r), []).append(r)
-    return [members[i : i + size] for members in groups.values() for i in range(0, len(members), size)]
+    return [members[i : i + size] for members in group_by_instance(rollouts).values()
+            for i in range(0, len(members), size)]
 
 
 def rubric_for(run: RunDir, step: int, lag: int = 0, instance_id: str | None = None,

@@ -18,8 +18,8 @@ from amaris_cli.records import (
     stats_path,
     summary_path,
 )
-from amaris_cli.rollouts import instance_key
-from amaris_cli.rubrics import group_keys, step_stats
+from amaris_cli.rollouts import group_by_instance
+from amaris_cli.rubrics import step_stats
 from amaris_cli.session import Session
 from amaris_cli.stages.common import StageOutcome, bounded_map, load_rollouts
 from amaris_cli.stages.score import rubric_for
@@ -41,10 +41,7 @@ def count_hacking(analyses: list[AnalysisRecord]) -> list[HackingCount]:
 def _groups(session: Session, rollouts: list[Rollout]) -> dict[str | None, list[Rollout]]:
     if not session.settings.pipeline.per_instance:
         return {None: rollouts}
-    groups: dict[str | None, list[Rollout]] = {}
-    for r in rollouts:
-        groups.setdefault(instance_key(r), []).append(r)
-    return groups
+    return dict(group_by_instance(rollouts))
 
 
 async def _summarize_group(session: Session, step: int, instance_id: str | None, rollouts: list[Rollout],
@@ -56,7 +53,8 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
         raise InputError(run.step_dir(step), f"step {step} has no scores for {instance_id or 'the step'}")
     version = group_scores[0].rubric_version
     rubric = rubric_for(run, step, version=version, instance_id=instance_id)
-    stats = step_stats(step, rubric, group_scores, group_keys(rollouts))
+    groups = {r.id: key for key, members in group_by_instance(rollouts).items() for r in members}
+    stats = step_stats(step, rubric, group_scores, groups)
     write_json_atomic(stats_path(run, step, instance_id), stats.model_dump(mode="json"))
     analyzed = [analyses[i] for i in ids if i in analyses and analyses[i].status == "analyzed"]
     if not analyzed:

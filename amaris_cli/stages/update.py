@@ -13,7 +13,6 @@ from amaris_cli.memory.service import (
     RunCatalog,
     dynamic_retrieval,
     index_step,
-    instance_ids,
     static_retrieval,
     sync_before,
 )
@@ -21,7 +20,7 @@ from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import RetrievalRecord, SummaryRecord, UpdateRecord
 from amaris_cli.records import (
     load_retrieval,
-    load_summary,
+    load_summaries,
     load_update,
     retrieval_path,
     summary_path,
@@ -87,23 +86,23 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
                       index: bool = True) -> UpdateOutcome:
     """`index=False` leaves indexing the step to the caller (the loop does it in the background)."""
     run = session.run
-    targets = [iid for iid in instance_ids(run, step) if load_summary(run, step, iid) is not None]
-    if not targets:
+    summaries = load_summaries(run, step)
+    if not summaries:
         raise InputError(summary_path(run, step), f"step {step} has no summary; run `amaris summarize` first")
     outcome = UpdateOutcome(step=step)
     catalog = RunCatalog(run)
     if memory is not None:
         sync_before(memory, catalog, step)
-    async def one(iid: str | None) -> tuple[UpdateRecord, RetrievalRecord | None]:
+
+    async def one(summary: SummaryRecord) -> tuple[UpdateRecord, RetrievalRecord | None]:
+        iid = summary.instance_id
         existing = load_update(run, step, iid)
         if existing is not None and not force and run.rubric_path(step + 1, iid).exists():
             outcome.reused += 1
             return existing, load_retrieval(run, step, iid)
-        summary = load_summary(run, step, iid)
-        assert summary is not None
         return await _update_one(session, step, summary, memory, catalog)
 
-    results = await bounded_map(targets, one, session.settings.agent("updater").concurrency)
+    results = await bounded_map(summaries, one, session.settings.agent("updater").concurrency)
     for record, retrieval in results:
         if retrieval is not None:
             outcome.queries += len(retrieval.queries)
