@@ -173,7 +173,7 @@ class LLMClient:
             raise _Transient(f"connection failed: {exc.__cause__ or exc}", "connection") from None
         except openai.APIStatusError as exc:
             status = exc.status_code
-            detail = self.redact(str(getattr(exc, "message", exc)))[:300]
+            detail = str(getattr(exc, "message", exc))[:300]
             if status in RETRYABLE_STATUS:
                 kind = "rate_limit" if status == 429 else f"http_{status}"
                 hint = " (rate limited: reduce --concurrency or wait)" if status == 429 else ""
@@ -225,7 +225,7 @@ class LLMClient:
                     model=agent.model, base_url=agent.base_url, messages=messages, params=params,
                     response=reply.text if reply else None, usage=reply.usage if reply else Usage(),
                     latency_s=round(time.monotonic() - started, 4), attempts=attempts,
-                    error=error, source=source,  # type: ignore[arg-type]
+                    error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
                 )
             )
 
@@ -314,7 +314,7 @@ class LLMClient:
                 return answer
             except (ReplyError, ValidationError, ValueError) as exc:
                 problem = _describe(exc)
-                answer.error = f"invalid answer: {problem}"
+                answer.error = self.redact(f"invalid answer: {problem}")
                 if round_ < reasks:
                     usage.reasks += 1
                     convo = [
