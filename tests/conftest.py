@@ -107,8 +107,15 @@ def run_cli() -> Callable[..., Result]:
 
 def snapshot(directory: Path) -> dict[str, bytes]:
     """Every file under a directory with its bytes (the lock file excepted)."""
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
+    files: dict[str, bytes] = {}
+    for p in sorted(directory.rglob("*")):
+        if p.name == ".lock" or not p.is_file():
+            continue
+        try:
+            files[str(p.relative_to(directory))] = p.read_bytes()
+        except FileNotFoundError:  # a store's temporary file, gone between listing and reading
+            continue
+    return files
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
