@@ -6,6 +6,7 @@ so `amaris --help` stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
 from enum import StrEnum
@@ -88,6 +89,13 @@ def _errors() -> Any:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: re-run the same command to continue where it stopped", markup=True)
         raise typer.Exit(130) from None
+    except OSError as exc:  # disk full, read-only or unwritable directory, ...: one line, not a traceback
+        from rich.text import Text
+
+        where = f"{exc.filename}: " if exc.filename else ""
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        err.print(Text.assemble(("error: ", "bold red"), f"{where}{reason}"), soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 def _agent_flags(model: str | None, base_url: str | None, concurrency: int | None = None,
@@ -140,7 +148,25 @@ def init(
             err.print(f"initialized {run}: {len(rubric.anchors)} anchor and {len(rubric.adaptive)} adaptive criteria")
 
 
-# --- score --------------------------------------------------------------------------------------
+# --- score ---------------------------------------------------------------------------------------
+
+OnErrorOpt = Annotated[OnError | None, typer.Option(
+    "--on-error", help="What a rollout that cannot be judged or analyzed does: fail (exit 4 once the file is written; "
+    "the step goes no further), skip (left failed, reward null), neutral (left failed with pipeline.neutral_reward "
+    "as its reward). Default: pipeline.on_error (fail).")]
+WaitOpt = Annotated[float, typer.Option(
+    "--wait", min=0, help="Seconds to wait for another process this one depends on (an evolution still writing the "
+    "rubric version or history needed, a score of the same step, the memory's writer).")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Recompute even when the output is up to date with its inputs (requests that did not change "
+    "are still answered from calls.jsonl).")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", min=1, help="Requests in flight for this stage.")]
+DEFAULT_WAIT = 3600.0
+
+
+class RewardFormat(StrEnum):
+    jsonl = "jsonl"
+    list = "list"
 
 
 @app.command()
@@ -149,11 +175,15 @@ def score(
     run: RunOpt,
     step: StepOpt,
     map_: Annotated[list[str] | None, typer.Option("--map", help="FIELD=SOURCE for a field under another name (dotted path), repeatable.")] = None,
-    rubric_version: Annotated[int | None, typer.Option("--rubric-version", help="Score with this rubric version instead of the newest one for the step.")] = None,
-    lag: Annotated[int, typer.Option("--lag", min=0, help="Use the newest rubric version <= step - LAG.")] = 0,
-    on_error: Annotated[OnError, typer.Option("--on-error", help="fail: exit non-zero if any rollout could not be judged; skip: exit 0, leave them failed; neutral: exit 0 and give them the config's neutral_reward (status stays failed).")] = OnError.fail,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Scorer requests in flight.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace rollouts already stored for this step.")] = False,
+    rubric_version: Annotated[int | None, typer.Option("--rubric-version", min=0, help="Score with exactly this rubric version.")] = None,
+    lag: Annotated[int, typer.Option("--lag", min=0, help="Score step t with rubric version t - LAG exactly (the newest version <= t - LAG "
+                                     "the run will have), waiting while the evolution that writes it runs.")] = 0,
+    rewards_out: Annotated[Path | None, typer.Option("--rewards", help="Also write the step's rewards for the trainer to this file (atomically).")] = None,
+    rewards_format: Annotated[RewardFormat, typer.Option("--rewards-format", help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
+    on_error: OnErrorOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace rollouts already stored for this step (everything derived from them becomes stale).")] = False,
+    wait: WaitOpt = DEFAULT_WAIT,
     group_by: GroupByOpt = None,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
@@ -167,19 +197,21 @@ def score(
 
         flags = _merge(_agent_flags(model, base_url, concurrency),
                        {"pipeline": {"group_by": group_by.value}} if group_by else {})
-        run_score(rollouts, run, step, map_ or [], rubric_version, lag, on_error.value, concurrency, force,
-                  judge.value, flags, json_out, quiet)
+        run_score(rollouts, run, step, mapping_items=map_ or [], rubric_version=rubric_version, lag=lag,
+                  on_error=on_error.value if on_error else None, force=force, judge=judge.value, flags=flags,
+                  wait=wait, rewards_out=rewards_out, rewards_format=rewards_format.value, json_out=json_out, quiet=quiet)
 
 
-# --- analyze / summarize / update / loop ---------------------------------------------------------
+# --- analyze / summarize / update / evolve / loop -------------------------------------------------
 
-ForceOpt = Annotated[bool, typer.Option("--force", help="Redo the stage even if its output exists.")]
 StaticOpt = Annotated[bool | None, typer.Option("--static/--no-static", help="Static retrieval: the K most recent steps.")]
 StaticKOpt = Annotated[int | None, typer.Option("--static-steps", min=0, help="K for static retrieval (default 5).")]
 DynamicOpt = Annotated[bool | None, typer.Option("--dynamic/--no-dynamic", help="Dynamic retrieval: LLM-written queries over the memory.")]
 PerQueryOpt = Annotated[int | None, typer.Option("--results-per-query", min=1, help="Memory hits per query (default 3).")]
 MaxQueriesOpt = Annotated[int | None, typer.Option("--max-queries", min=1, help="Maximum queries (default: adaptive, up to 8).")]
 MemoryUrlOpt = Annotated[str | None, typer.Option("--memory-url", help="Use a shared Chroma server (http://HOST:PORT, `chroma run`) instead of the run's embedded memory.")]
+ChunkOpt = Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")]
+UpdateEveryOpt = Annotated[int | None, typer.Option("--update-every", min=1, help="Update the rubric every N steps (summaries every step).")]
 
 
 def _memory_flags(url: str | None) -> dict[str, Any]:
@@ -191,6 +223,11 @@ def _retrieval_flags(static: bool | None, static_steps: int | None, dynamic: boo
     memory = {k: v for k, v in (("static", static), ("static_steps", static_steps), ("dynamic", dynamic),
                                 ("results_per_query", per_query), ("max_queries", max_queries)) if v is not None}
     return {"memory": memory} if memory else {}
+
+
+def _pipeline_flags(**values: Any) -> dict[str, Any]:
+    pipeline = {k: v for k, v in values.items() if v is not None}
+    return {"pipeline": pipeline} if pipeline else {}
 
 
 def _merge(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +243,10 @@ def _merge(*parts: dict[str, Any]) -> dict[str, Any]:
 def analyze(
     run: RunOpt,
     step: StepOpt,
+    on_error: OnErrorOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    force: ForceOpt = False,
+    wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -216,16 +257,18 @@ def analyze(
     with _errors():
         from amaris_cli.commands import run_analyze
 
-        run_analyze(run, step, judge.value, _agent_flags(model, base_url), json_out, quiet)
+        run_analyze(run, step, on_error=on_error.value if on_error else None, force=force, judge=judge.value,
+                    flags=_agent_flags(model, base_url, concurrency, "analyzer"), wait=wait, json_out=json_out, quiet=quiet)
 
 
 @app.command()
 def summarize(
     run: RunOpt,
     step: StepOpt,
-    chunk_size: Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")] = None,
+    chunk_size: ChunkOpt = None,
     memory_url: MemoryUrlOpt = None,
     force: ForceOpt = False,
+    wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -236,9 +279,8 @@ def summarize(
     with _errors():
         from amaris_cli.commands import run_summarize
 
-        flags = _merge(_agent_flags(model, base_url), {"pipeline": {"chunk_size": chunk_size}} if chunk_size else {},
-                       _memory_flags(memory_url))
-        run_summarize(run, step, judge.value, flags, force, json_out, quiet)
+        flags = _merge(_agent_flags(model, base_url), _pipeline_flags(chunk_size=chunk_size), _memory_flags(memory_url))
+        run_summarize(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
 
 
 @app.command()
@@ -252,6 +294,7 @@ def update(
     max_queries: MaxQueriesOpt = None,
     memory_url: MemoryUrlOpt = None,
     force: ForceOpt = False,
+    wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -265,7 +308,44 @@ def update(
         flags = _merge(_agent_flags(model, base_url),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
                        _memory_flags(memory_url))
-        run_update(run, step, judge.value, flags, force, json_out, quiet)
+        run_update(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
+
+
+@app.command()
+def evolve(
+    run: RunOpt,
+    step: StepOpt,
+    update_: Annotated[bool | None, typer.Option("--update/--no-update", help="Update the rubric after this step (default: every pipeline.update_every steps).")] = None,
+    rescore: Annotated[bool, typer.Option("--rescore", help="After the update, score the step again with the new rubric (rescores.jsonl).")] = False,
+    static: StaticOpt = None,
+    static_steps: StaticKOpt = None,
+    dynamic: DynamicOpt = None,
+    results_per_query: PerQueryOpt = None,
+    max_queries: MaxQueriesOpt = None,
+    chunk_size: ChunkOpt = None,
+    update_every: UpdateEveryOpt = None,
+    memory_url: MemoryUrlOpt = None,
+    on_error: OnErrorOpt = None,
+    force: ForceOpt = False,
+    wait: WaitOpt = DEFAULT_WAIT,
+    judge: JudgeOpt = Judge.endpoint,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Analyze, summarize and update one step in one process, to run in the background (`&`) beside training.
+
+    Evolutions run in step order: this waits (saying so) while an earlier step's evolution is still running,
+    and while a `score` of this step is. Re-run the same command to resume."""
+    with _errors():
+        from amaris_cli.commands import run_evolve
+
+        flags = _merge(_agent_flags(model, base_url),
+                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
+                       _pipeline_flags(chunk_size=chunk_size, update_every=update_every), _memory_flags(memory_url))
+        run_evolve(run, step, update=update_, rescore=rescore, on_error=on_error.value if on_error else None,
+                   force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
 
 
 @app.command()
@@ -274,7 +354,7 @@ def loop(
     run: RunOpt,
     steps: Annotated[str | None, typer.Option("--steps", help="Inclusive step range START:END (either side may be empty).")] = None,
     map_: Annotated[list[str] | None, typer.Option("--map", help="FIELD=SOURCE for a field under another name, repeatable.")] = None,
-    update_every: Annotated[int | None, typer.Option("--update-every", min=1, help="Update the rubric every N steps (summaries every step).")] = None,
+    update_every: UpdateEveryOpt = None,
     lag: Annotated[int, typer.Option("--lag", min=0, help="Score step t with the newest rubric version <= t - LAG (asynchronous training).")] = 0,
     rescore: Annotated[bool, typer.Option("--rescore", help="After each update, re-score the step with the new rubric (rescores.jsonl).")] = False,
     static: StaticOpt = None,
@@ -282,11 +362,12 @@ def loop(
     dynamic: DynamicOpt = None,
     results_per_query: PerQueryOpt = None,
     max_queries: MaxQueriesOpt = None,
-    chunk_size: Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")] = None,
+    chunk_size: ChunkOpt = None,
     memory_url: MemoryUrlOpt = None,
     group_by: GroupByOpt = None,
-    on_error: Annotated[OnError, typer.Option("--on-error", help="What a rollout that cannot be judged does: fail stops the loop after writing the step; skip and neutral go on.")] = OnError.fail,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Scorer requests in flight.")] = None,
+    on_error: OnErrorOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -297,19 +378,20 @@ def loop(
     with _errors():
         from amaris_cli.commands import run_loop_command
 
-        pipeline = {k: v for k, v in (("update_every", update_every), ("chunk_size", chunk_size),
-                                      ("group_by", group_by.value if group_by else None)) if v is not None}
         flags = _merge(_agent_flags(model, base_url, concurrency),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       {"pipeline": pipeline} if pipeline else {}, _memory_flags(memory_url))
-        run_loop_command(source, run, steps, map_ or [], lag, rescore, on_error.value, judge.value, flags, json_out, quiet)
+                       _pipeline_flags(update_every=update_every, chunk_size=chunk_size,
+                                       group_by=group_by.value if group_by else None), _memory_flags(memory_url))
+        run_loop_command(source, run, step_range=steps, mapping_items=map_ or [], lag=lag, rescore=rescore,
+                         on_error=on_error.value if on_error else None, judge=judge.value, flags=flags, wait=wait,
+                         json_out=json_out, quiet=quiet)
 
 
 @app.command()
 def replay(
     source: Annotated[Path, typer.Argument(help="The recorded run to re-execute.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="New run directory for the replay (re-run the same command to resume).")],
-    offline: Annotated[bool, typer.Option("--offline", help="Never call a model: a request the record lacks is an error.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="Never call a model (no endpoint needed): a request the record lacks is an error.")] = False,
     update_every: Annotated[int | None, typer.Option("--update-every", min=1, help="Override: update every N steps.")] = None,
     lag: Annotated[int | None, typer.Option("--lag", min=0, help="Override the recorded lag.")] = None,
     rescore: Annotated[bool | None, typer.Option("--rescore/--no-rescore", help="Override the recorded rescore mode.")] = None,
@@ -325,15 +407,16 @@ def replay(
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Re-execute a recorded run; requests the record holds are answered from its calls.jsonl (no model call, no cost)."""
+    """Re-execute a recorded run; requests the record holds are answered from its calls.jsonl (no model call, no cost).
+    The source is only read."""
     with _errors():
         from amaris_cli.commands import run_replay
 
         flags = _merge(_agent_flags(model, base_url),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       {"pipeline": {"update_every": update_every}} if update_every else {},
-                       _memory_flags(memory_url))
-        run_replay(source, out, flags, judge.value if judge else None, lag, rescore, offline, json_out, quiet)
+                       _pipeline_flags(update_every=update_every), _memory_flags(memory_url))
+        run_replay(source, out, flags=flags, judge=judge.value if judge else None, lag=lag, rescore=rescore,
+                   offline=offline, json_out=json_out, quiet=quiet)
 
 
 @app.command()
@@ -348,33 +431,20 @@ def compare(
         run_compare(runs, json_out)
 
 
-class RewardFormat(StrEnum):
-    jsonl = "jsonl"
-    list = "list"
-
-
 @app.command()
 def rewards(
     run: RunOpt,
     step: StepOpt,
     format_: Annotated[RewardFormat, typer.Option("--format", help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
     rescored: Annotated[bool, typer.Option("--rescored", help="Rewards from rescores.jsonl (the step's own update's rubric).")] = False,
-    failed_as: Annotated[float | None, typer.Option("--failed-as", help="Reward for rollouts that could not be judged (default null).")] = None,
+    failed_as: Annotated[float | None, typer.Option("--failed-as", help="Reward for rollouts that could not be judged and have none (default null; under --on-error neutral they have the neutral reward).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
     """Write a step's rewards in shapes trainers consume."""
     with _errors():
-        from amaris_cli.export import rewards as export_rewards
-        from amaris_cli.jsonio import write_bytes_atomic
-        from amaris_cli.rundir import RunDir
+        from amaris_cli.commands import run_rewards
 
-        rd = RunDir(run)
-        rd.require()
-        data = export_rewards(rd, step, format_.value, rescored, failed_as)
-        if output is None:
-            sys.stdout.write(data.decode())
-        else:
-            write_bytes_atomic(output, data)
+        run_rewards(run, step, format_.value, rescored, failed_as, output)
 
 
 @app.command()

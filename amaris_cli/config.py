@@ -1,8 +1,11 @@
-"""Settings: built-in defaults < TOML file < environment < flags.
+"""Settings: built-in defaults < TOML file < environment < flags, resolved in one place.
 
-Agent settings resolve per key: for agent A the first value found in
-flags[A], flags[default], env[A], env[default], file[A], file[default], built-in default.
-Keys are never stored: only the *name* of the environment variable that holds one.
+Sections other than `agents` merge key by key in that order. Agent settings resolve per key: for
+agent A the first value found in flags[A], flags[default], env[A], env[default], file[A],
+file[default], built-in default — so `--model` (flags[default]) beats a per-agent `model` in the
+file. The file layer is what run.json saves; the environment and flag layers are kept apart in the
+loaded Settings so that this order holds. Keys are never stored: only the *name* of the
+environment variable that holds one.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from amaris_cli.errors import ConfigError
 from amaris_cli.models import Criterion
@@ -61,6 +64,12 @@ class AgentSettings(_Section):
     response_format: ResponseFormat = "json_object"
     # OpenAI's reasoning models accept only max_completion_tokens; most other servers only max_tokens.
     token_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+
+    def answer_inputs(self) -> dict[str, Any]:
+        """The keys that can change an answer (what a derived file depends on); not the endpoint,
+        the key, limits or timeouts."""
+        return self.model_dump(include={"model", "temperature", "max_tokens", "token_limit_param", "response_format",
+                                        "extra_body", "service_tier", "max_reasks"})
 
 
 class TrainingSettings(_Section):
@@ -133,9 +142,11 @@ class Settings(_Section):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
-    agents: dict[str, AgentOverrides] = Field(default_factory=dict)
+    agents: dict[str, AgentOverrides] = Field(default_factory=dict)  # the file layer
     prices: dict[str, Price] = Field(default_factory=dict)
     prompts_dir: str | None = None
+    # Agent tables above the file, lowest first (environment, flags, ...); not saved in run.json.
+    _agent_layers: list[dict[str, AgentOverrides]] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _known_agents(self) -> Settings:
@@ -147,12 +158,19 @@ class Settings(_Section):
         return self
 
     def agent(self, name: str) -> AgentSettings:
-        """Resolved settings of one agent (its table over `default` over built-ins)."""
+        """Resolved settings of one agent, in the order of the module docstring."""
         merged: dict[str, Any] = {}
-        for layer in (self.agents.get("default"), self.agents.get(name)):
-            if layer is not None:
-                merged.update(layer.model_dump(exclude_none=True))
+        for layer in (self.agents, *self._agent_layers):
+            for table in (layer.get("default"), layer.get(name)):
+                if table is not None:
+                    merged.update(table.model_dump(exclude_none=True))
         return AgentSettings(**merged)
+
+    def with_agent_layer(self, layer: Mapping[str, Any], source: str = "flags") -> Settings:
+        """A copy with one more agent layer on top of all others (e.g. the sim-judge's endpoint)."""
+        copy = self.model_copy(deep=True)
+        copy._agent_layers = [*self._agent_layers, _agent_tables(layer, source)]
+        return copy
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -233,6 +251,12 @@ def validate_settings(data: Mapping[str, Any], source: str) -> Settings:
         raise ConfigError("\n".join(lines)) from None
 
 
+def _agent_tables(tables: Mapping[str, Any], source: str) -> dict[str, AgentOverrides]:
+    """Validate one layer's agent tables (`{"default": {...}, "scorer": {...}}`)."""
+    validate_settings({"agents": dict(tables)}, source)
+    return {name: AgentOverrides.model_validate(table) for name, table in tables.items()}
+
+
 def load_settings(
     base: Mapping[str, Any] | None = None,
     config_file: Path | None = None,
@@ -240,17 +264,22 @@ def load_settings(
     flags: Mapping[str, Any] | None = None,
     source: str = "config",
 ) -> Settings:
-    """Layer the settings. `base` is a run's saved config (below the file)."""
+    """Layer the settings. `base` is a run's saved config (the file layer, below `config_file`)."""
     data: dict[str, Any] = dict(base or {})
     if config_file is not None:
         data = deep_merge(data, read_toml(config_file))
         source = str(config_file)
     # Validate the file alone first, so its errors name the file and not the environment.
     validate_settings(data, source)
-    data = deep_merge(data, env_layer(os.environ if environ is None else environ))
-    settings = validate_settings(data, "environment (AMARIS_*/OPENAI_* variables)")
-    if flags:
-        settings = validate_settings(deep_merge(settings.model_dump(exclude_none=True), flags), "flags")
+    env = env_layer(os.environ if environ is None else environ)
+    top = dict(flags or {})
+    layers = [("environment (AMARIS_*/OPENAI_* variables)", env), ("flags", top)]
+    merged = data
+    for name, layer in layers:
+        merged = deep_merge(merged, {k: v for k, v in layer.items() if k != "agents"})
+        validate_settings(merged, name)
+    settings = validate_settings(merged, source)
+    settings._agent_layers = [_agent_tables(layer.get("agents", {}), name) for name, layer in layers]
     return settings
 
 

@@ -41,10 +41,18 @@ class ConfigError(AmarisError):
 
 
 class RunLockedError(AmarisError):
+    """Another process writes what this one would write (its pid and command line are in the message)."""
+
     exit_code = 3
 
 
+class WaitTimeout(RunLockedError):
+    """Gave up waiting for another process (an evolution, a rubric version, a lock)."""
+
+
 class StageFailed(AmarisError):
-    """A stage finished but some records failed under the `fail` policy (everything else is written)."""
+    """A stage finished but some records failed under the `fail` policy (everything else is written).
+    `result` carries what the command did, so it can still be reported."""
 
     exit_code = 4
+    result: object = None

@@ -6,16 +6,18 @@ from __future__ import annotations
 from statistics import fmean, pstdev
 from typing import Any
 
-from amaris_cli.config import Settings
-from amaris_cli.jsonio import iter_jsonl
-from amaris_cli.records import (
+from amaris_cli.artifacts import (
     load_analyses,
     load_retrieval,
     load_scores,
     load_summary,
     load_update,
+    stale_files,
     step_numbers,
+    step_state,
 )
+from amaris_cli.config import Settings
+from amaris_cli.jsonio import iter_jsonl
 from amaris_cli.rundir import RunDir
 
 
@@ -27,15 +29,18 @@ def _histogram(values: list[float], bins: int = 5) -> list[int]:
 
 
 def usage_by_step(run: RunDir, settings: Settings) -> dict[str, dict[str, dict[str, float]]]:
-    """{step: {agent: {calls, prompt_tokens, completion_tokens, cost}}}; cost only for priced models."""
+    """{step: {agent: {calls, replayed, prompt_tokens, completion_tokens, cost}}}: `calls` were sent to a model
+    and are what tokens and cost count; `replayed` were answered from a record. Cost only for priced models."""
     table: dict[str, dict[str, dict[str, float]]] = {}
     for call in iter_jsonl(run.calls_path):
         step = str(call.get("step"))
         row = table.setdefault(step, {}).setdefault(call["agent"], {"calls": 0, "replayed": 0, "prompt_tokens": 0,
                                                                      "completion_tokens": 0, "cost": 0.0})
         usage = call.get("usage") or {}
+        if call.get("source", "model") != "model":  # answered from a record: no call made, nothing spent
+            row["replayed"] += 1
+            continue
         row["calls"] += 1
-        row["replayed"] += call.get("source") == "replay"
         row["prompt_tokens"] += usage.get("prompt_tokens", 0)
         row["completion_tokens"] += usage.get("completion_tokens", 0)
         price = settings.prices.get(call.get("model", ""))
@@ -62,6 +67,7 @@ def step_view(run: RunDir, step: int) -> dict[str, Any]:
         "applied": [m.model_dump(mode="json", exclude_none=True) for m in update.applied] if update else [],
         "rejected": [r.model_dump(mode="json") for r in update.rejected] if update else [],
         "deactivated": [d.model_dump(mode="json") for d in update.deactivated] if update else [],
+        "state": step_state(run, step),
     }
     return view
 
@@ -104,5 +110,6 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
             rubric = run.load_rubric(detail["rubric_version"])
             detail["rubric"] = [c.model_dump(mode="json") | {"anchor": c in rubric.anchors} for c in rubric.criteria]
         detail["usage"] = usage.get(str(step), {})
+        detail["stale"] = stale_files(run, step)
         result["detail"] = detail
     return result

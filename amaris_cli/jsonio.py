@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from amaris_cli.errors import AmarisError
+
 DUMP_OPTS = orjson.OPT_SORT_KEYS
 
 
@@ -93,13 +95,36 @@ def repair_torn_tail(path: Path) -> int:
 
 
 def iter_jsonl(path: Path) -> Iterator[Any]:
-    """Rows of a JSONL file written by amaris (its own files: a bad line here is corruption)."""
-    if not path.exists():
+    """Rows of a JSONL file written by amaris, streamed. A torn last line (a writer killed mid-line,
+    or one still appending) is not a record yet and is skipped, so readers work beside writers and
+    after crashes; a bad line anywhere else is corruption and names the file and line."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
         return
-    with open(path, "rb") as fh:
+    with fh:
+        number = 0
+        pending: tuple[int, bytes] | None = None
         for raw in fh:
+            number += 1
+            if pending is not None:
+                yield _parse_line(path, *pending)
+                pending = None
             if raw.strip():
-                yield orjson.loads(raw)
+                pending = (number, raw)
+        if pending is not None and pending[1].endswith(b"\n"):
+            try:
+                row = orjson.loads(pending[1])
+            except orjson.JSONDecodeError:
+                return  # the last line, torn
+            yield row
+
+
+def _parse_line(path: Path, number: int, raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise AmarisError(f"{path}:{number}: corrupt line ({exc}); was the file edited by hand?") from None
 
 
 class JsonlAppender:

@@ -144,21 +144,20 @@ class AnalysisRecord(Strict):
 # --- summaries --------------------------------------------------------------------------------
 
 
-class PatternPrevalence(Strict):
-    pattern: str
-    prevalence: float = Field(ge=0, le=1)
+class PatternNote(Strict):
+    """A pattern the summarizer describes. How often it occurs is counted by amaris, not estimated."""
+
+    pattern: str = Field(min_length=1)
     description: str = ""
 
 
-class HackingAggregate(Strict):
-    prevalence: float = Field(ge=0, le=1)
-    patterns: list[PatternPrevalence] = Field(default_factory=list)
-
-
 class SummaryAnswer(Strict):
+    """What the summarizer (and the meta-summarizer) must answer. Numbers (rewards, per-criterion
+    statistics, hacking counts) are given to it, never asked of it."""
+
     executive_summary: str
-    systemic_patterns: list[PatternPrevalence] = Field(default_factory=list)
-    reward_hacking: HackingAggregate
+    systemic_patterns: list[PatternNote] = Field(default_factory=list)
+    reward_hacking: str
     rubric_meta_evaluation: str
     performance_advancement: str
     rubric_evolution_plan: list[str] = Field(default_factory=list)

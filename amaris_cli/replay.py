@@ -1,81 +1,145 @@
-"""Exact, cheap replay of a recorded run.
+"""Exact, cheap replay of a recorded run into a new run directory.
 
-Every request amaris sends is named by its hash (see llm/hashing.py). A replay answers each
-request whose hash the source's calls.jsonl already holds with the recorded response: no model
-call, no cost. Because prompts render deterministically (content-derived block tags, sorted JSON)
-and outputs are written in input order, a replay with unchanged settings reproduces every step
-and rubric file byte for byte. Changed settings (an ablation) change some requests: only those
-go to the model, from the first point where their inputs differ. `--offline` makes such a miss
-an error that names the step, the agent and what differs.
+Every request amaris sends is named by its hash (see llm/hashing.py). A replay answers each request
+whose hash the source's calls.jsonl already holds with the recorded response: no model call, no cost.
+Because prompts render deterministically (content-derived block tags, sorted JSON) and outputs are
+written in input order, a replay with unchanged settings reproduces every step and rubric file byte
+for byte. Changed settings (an ablation) change some requests: only those go to the model, from the
+first point where their inputs differ. `--offline` makes such a miss an error that names the step,
+the agent and what differs, and needs no endpoint.
+
+How each step was run comes from the source's provenance (provenance.json of each step): the lag or
+rubric version that scored it, whether it was evolved, updated and re-scored, the failure policy, and
+the config flags and kind of judge of the commands that ran it. So a run built by `loop` and one built
+by a shell script of `score --lag L` and `evolve` commands replay the same way. The source is only
+read: no lock is taken on it and nothing in it is written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from amaris_cli import artifacts
+from amaris_cli.config import deep_merge
 from amaris_cli.errors import AmarisError
-from amaris_cli.jsonio import iter_jsonl, repair_torn_tail
-from amaris_cli.llm.calllog import CallRecord, Usage
+from amaris_cli.jobs import LoopResult, Say, _memory
+from amaris_cli.llm.cache import OfflineMiss
+from amaris_cli.llm.client import AgentUsage
+from amaris_cli.policy import FailurePolicy
+from amaris_cli.rundir import Manifest, RunDir, now_iso
+from amaris_cli.session import JudgeChoice, Session, open_session
+from amaris_cli.stages.loop import Indexer, StepPlan, StepReport, recorded_plan, run_step
 
 
-class OfflineMiss(AmarisError):
-    exit_code = 5
+def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
+    """Make the replay's run directory (or accept the one an interrupted replay of `source` made)."""
+    if dst.exists():
+        if dst.load_manifest().replay_of != str(source):
+            raise AmarisError(f"{dst.path}: already a run directory (not a replay of {source}); choose another --out")
+        return False
+    if dst.path.exists() and any(dst.path.iterdir()):
+        raise AmarisError(f"{dst.path}: exists and is not empty")
+    for rubric_file in sorted((src.path / "rubrics").rglob("step-000000.json")):
+        target = dst.path / rubric_file.relative_to(src.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(rubric_file, target)
+    dst.save_manifest(Manifest(created_at=now_iso(), config=src.load_manifest().config, replay_of=str(source)))
+    return True
 
 
-@dataclass(frozen=True)
-class Recorded:
-    response: str
-    usage: Usage
+def _recorded_how(src: RunDir, step: int) -> tuple[dict[str, Any], str | None, dict[str, Any], str | None]:
+    """(score flags, score judge, evolve flags, evolve judge) as the source recorded them."""
+    scored = artifacts.derivation(src, step, artifacts.SCORES)
+    evolved = artifacts.evolution(src, step)
+    return (scored.flags if scored else {}, scored.judge if scored else None,
+            evolved.flags if evolved else {}, evolved.judge if evolved else None)
 
 
-class ReplayCache:
-    def __init__(self, calls_path: Path, offline: bool = False) -> None:
-        self.offline = offline
-        self.path = calls_path
-        self._answers: dict[str, Recorded] = {}
-        self._by_context: dict[tuple[str, int | None, str], list[CallRecord]] = {}
-        repair_torn_tail(calls_path)
-        for row in iter_jsonl(calls_path):
-            record = CallRecord.model_validate(row)
-            if record.response is None:
-                continue  # a failed call answers nothing
-            self._answers.setdefault(record.request_hash, Recorded(record.response, record.usage))
-            self._by_context.setdefault((record.agent, record.step, record.context), []).append(record)
+def _policy(src: RunDir, step: int, session: Session) -> FailurePolicy:
+    scored = artifacts.derivation(src, step, artifacts.SCORES)
+    recorded = (scored.inputs.get("policy") or {}) if scored else {}
+    name = recorded.get("on_error") or session.settings.pipeline.on_error
+    return FailurePolicy(name=name, neutral_reward=recorded.get("neutral_reward") or session.settings.pipeline.neutral_reward)
 
-    def __len__(self) -> int:
-        return len(self._answers)
 
-    def lookup(self, request_hash: str, agent: str, step: int | None, context: str,
-               model: str = "", messages: list[dict[str, Any]] | None = None,
-               params: dict[str, Any] | None = None) -> Recorded | None:
-        found = self._answers.get(request_hash)
-        if found is None and self.offline:
-            raise OfflineMiss(
-                f"--offline: step {step}, agent {agent} ({context or 'no context'}): the request is not in "
-                f"{self.path}: {self.explain(agent, step, context, model, messages or [], params or {})}; "
-                "nothing was written (run without --offline to call the model for it)"
-            )
-        return found
+def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeChoice | None, lag: int | None,
+               rescore: bool | None, offline: bool, say: Say, on_step: Any = None, on_stage: Any = None,
+               on_record: Any = None) -> LoopResult:
+    started = time.monotonic()
+    src, dst = RunDir(source), RunDir(out)
+    src.require()
+    steps = artifacts.steps_with_rollouts(src)
+    if not steps:
+        raise AmarisError(f"{source}: the run holds no steps to replay")
+    plans: dict[int, StepPlan] = {}
+    for step in steps:
+        plan = recorded_plan(src, step, artifacts.load_rollouts(src, step))
+        if lag is not None:
+            plan.lag, plan.rubric_version = lag, None
+        if rescore is not None:
+            plan.rescore = rescore
+        if "update_every" in flags.get("pipeline", {}):
+            plan.update = None  # decided by the override
+        plans[step] = plan
+    created = _create(src, dst, source)
+    result = LoopResult()
+    sessions: dict[bytes, Session] = {}
+    try:
+        with ExitStack() as stack:
+            def session_for(recorded_flags: dict[str, Any], recorded_judge: str | None) -> Session:
+                merged = deep_merge(recorded_flags, flags)
+                choice: JudgeChoice = judge or ("sim" if recorded_judge == "sim" else "endpoint")
+                key = orjson.dumps([merged, choice], option=orjson.OPT_SORT_KEYS)
+                if key not in sessions:
+                    sessions[key] = stack.enter_context(open_session(
+                        dst, merged, choice, announce=say if not sessions else None,
+                        replay_source=src.calls_path, offline=offline))
+                return sessions[key]
 
-    def explain(self, agent: str, step: int | None, context: str, model: str, messages: list[dict[str, Any]],
-                params: dict[str, Any]) -> str:
-        candidates = self._by_context.get((agent, step, context), [])
-        if not candidates:
-            return f"the source recorded no {agent} request for this step and context"
-        recorded = candidates[0]
-        if recorded.model != model:
-            return f"the model differs (recorded {recorded.model!r}, now {model!r})"
-        if recorded.params != params:
-            keys = sorted(k for k in set(recorded.params) | set(params) if recorded.params.get(k) != params.get(k))
-            return f"sampling parameters differ: {', '.join(keys)}"
-        if len(recorded.messages) != len(messages):
-            return f"the conversation has {len(messages)} messages, the record {len(recorded.messages)}"
-        for index, (old, new) in enumerate(zip(recorded.messages, messages, strict=True)):
-            a, b = str(old.get("content", "")), str(new.get("content", ""))
-            if a != b:
-                at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-                return (f"message {index} ({new.get('role')}) differs from character {at}: "
-                        f"recorded {a[max(0, at - 30):at + 50]!r}, now {b[max(0, at - 30):at + 50]!r}")
-        return "the request differs from every recorded one"
+            hows = {step: _recorded_how(src, step) for step in steps}
+            first = session_for(hows[steps[0]][2] or hows[steps[0]][0], hows[steps[0]][3] or hows[steps[0]][1])
+            memory = stack.enter_context(_memory(first, 0.0, say))
+
+            async def run_all() -> list[StepReport]:
+                indexer = Indexer(await memory())
+                reports = []
+                try:
+                    for step, plan in plans.items():
+                        score_flags, score_judge, evolve_flags, evolve_judge = hows[step]
+                        evolver = session_for(evolve_flags or score_flags, evolve_judge or score_judge)
+                        scorer = session_for(score_flags, score_judge)
+                        report = await run_step(evolver, step, plan, indexer, policy=_policy(src, step, scorer),
+                                                scoring_session=scorer, on_stage=on_stage, on_record=on_record)
+                        reports.append(report)
+                        if on_step:
+                            on_step(report)
+                finally:
+                    await indexer.settle()
+                    for session in sessions.values():
+                        await session.client.aclose()
+                return reports
+
+            result.reports = first.execute(run_all())
+    except OfflineMiss:
+        if created:
+            shutil.rmtree(dst.path, ignore_errors=True)  # only copies of the record were there
+        raise
+    finally:
+        totals: dict[str, AgentUsage] = {}
+        for session in sessions.values():
+            for agent, usage in session.client.usage.items():
+                into = totals.setdefault(agent, AgentUsage())
+                for name in ("requests", "prompt_tokens", "completion_tokens", "retries", "reasks", "failures", "replayed"):
+                    setattr(into, name, getattr(into, name) + getattr(usage, name))
+                for kind, n in usage.faults.items():
+                    into.faults[kind] = into.faults.get(kind, 0) + n
+        result.usage = totals
+        result.wall_s = round(time.monotonic() - started, 3)
+        result.sim = any(s.sim_url for s in sessions.values())
+    return result

@@ -1,66 +1,37 @@
-"""The run directory: paths, manifest, rubric versions, and the one-writer lock.
+"""The run directory: its root paths, the manifest and the rubric versions.
 
 The files are the source of truth; the vector memory under `memory/` is an index that can be
-rebuilt from them. See DESIGN.md for the layout.
+rebuilt from them. Step files and what they derive from: artifacts.py. Who may write what at the
+same time: locks.py.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from amaris_cli import __version__
 from amaris_cli.config import Settings
-from amaris_cli.errors import AmarisError, RunLockedError
+from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_json, write_json_atomic
 from amaris_cli.models import RubricSet
 
 
-class InputRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str
-    sha256: str
-
-
-class LoopRecord(BaseModel):
-    """How `loop` (or `replay`) was last run on this directory: what a replay must repeat."""
-
-    model_config = ConfigDict(extra="forbid")
-    lag: int = 0
-    rescore: bool = False
-    on_error: str = "fail"
-    judge: str = "endpoint"
-    flags: dict[str, Any] = Field(default_factory=dict)
-
-
 class Manifest(BaseModel):
-    """run.json. The only file besides calls.jsonl that may hold wall-clock times."""
+    """run.json, written once by `init` (or by `replay` for its new run). The only file besides
+    calls.jsonl that holds a wall-clock time. Keys of older versions (steps, inputs, loop) are ignored:
+    what each step was derived from, and how it was run, is in the step's provenance.json."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     tool: str = "amaris"
     version: str = __version__
     created_at: str
-    updated_at: str
     config: dict[str, Any]
-    prompt_hashes: dict[str, str] = Field(default_factory=dict)
-    inputs: dict[str, InputRecord] = Field(default_factory=dict)
-    steps: dict[str, list[str]] = Field(default_factory=dict)
-    loop: LoopRecord | None = None
     replay_of: str | None = None
-
-    def mark(self, step: int, stage: str) -> None:
-        done = self.steps.setdefault(str(step), [])
-        if stage not in done:
-            done.append(stage)
 
 
 def now_iso() -> str:
@@ -119,6 +90,16 @@ class RunDir:
     def rubric_path(self, version: int, instance_id: str | None = None) -> Path:
         return self.rubric_dir(instance_id) / f"step-{version:06d}.json"
 
+    def lock_path(self, name: str) -> Path:
+        from amaris_cli.locks import lock_path
+
+        return lock_path(self.path, name)
+
+    def step_lock_path(self, step: int) -> Path:
+        from amaris_cli.locks import step_lock_name
+
+        return self.lock_path(step_lock_name(step))
+
     # --- existence ----------------------------------------------------------------------
     def exists(self) -> bool:
         return self.manifest_path.exists()
@@ -138,7 +119,6 @@ class RunDir:
             raise AmarisError(f"{self.manifest_path}: unreadable manifest: {exc}") from None
 
     def save_manifest(self, manifest: Manifest) -> None:
-        manifest.updated_at = now_iso()
         write_json_atomic(self.manifest_path, manifest.model_dump(mode="json"))
 
     def settings(self) -> Settings:
@@ -166,41 +146,7 @@ class RunDir:
         except Exception as exc:
             raise AmarisError(f"{path}: invalid rubric file: {exc}") from None
 
-    def rubric_version_for(self, step: int, lag: int = 0, instance_id: str | None = None) -> int | None:
-        """The newest rubric version usable for `step`: version <= step - lag.
-
-        Version v is the rubric produced by the update of step v-1 (version 0 comes from init),
-        so with lag L step t sees only updates that finished L steps before it would in training.
-        """
-        usable = [v for v in self.rubric_versions(instance_id) if v <= step - lag]
-        if not usable and lag > 0:
-            usable = self.rubric_versions(instance_id)[:1]
-        return usable[-1] if usable else None
-
     def save_rubric(self, rubric: RubricSet) -> None:
         write_json_atomic(
             self.rubric_path(rubric.version, rubric.instance_id), rubric.model_dump(mode="json")
         )
-
-    # --- lock ---------------------------------------------------------------------------
-    @contextmanager
-    def lock(self) -> Iterator[None]:
-        """One writer per run directory. The OS releases the lock when its holder dies, so a lock
-        left by a killed process is recovered by simply taking it."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path / ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "unknown process"
-                raise RunLockedError(
-                    f"{self.path}: the run directory is in use by another amaris process ({holder}); "
-                    "wait for it to finish, or use another run directory"
-                ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()}: {' '.join(sys.argv[:4])}".encode(), 0)
-            yield
-        finally:
-            os.close(fd)

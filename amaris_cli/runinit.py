@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from amaris_cli import locks
 from amaris_cli.config import load_settings
 from amaris_cli.errors import AmarisError, ConfigError
 from amaris_cli.models import RubricSet
@@ -82,16 +83,19 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
         raise AmarisError(f"{path}: already an amaris run (run.json exists); choose another directory")
     if path.exists() and path.is_file():
         raise AmarisError(f"{path}: exists and is a file")
-    settings = load_settings(config_file=config_file, flags=flags)
+    # Only the file and these flags are saved: the environment is read again by every command.
+    settings = load_settings(config_file=config_file, environ={}, flags=flags)
     source = str(config_file) if config_file else "--anchor flags"
     rubric = initial_rubric(settings.rubric, source)  # validate before anything is written
     per_instance = read_instance_rubrics(instance_rubrics, rubric) if instance_rubrics else []
     if per_instance and not settings.pipeline.per_instance:
         raise ConfigError("--instance-rubrics needs per-instance mode: pipeline.per_instance = true or --per-instance")
-    with run.lock():
+    run.path.mkdir(parents=True, exist_ok=True)
+    with locks.brief(run.lock_path("manifest")):
+        if run.exists():
+            raise AmarisError(f"{path}: already an amaris run (run.json exists); choose another directory")
         run.save_rubric(rubric)
         for instance_rubric in per_instance:
             run.save_rubric(instance_rubric)
-        stamp = now_iso()
-        run.save_manifest(Manifest(created_at=stamp, updated_at=stamp, config=settings.model_dump(mode="json")))
+        run.save_manifest(Manifest(created_at=now_iso(), config=settings.model_dump(mode="json")))
     return rubric

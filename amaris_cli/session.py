@@ -1,25 +1,28 @@
-"""One command's working set: the locked run directory, its settings, the client and the agents.
+"""One command's working set: the run directory, its settings, the client and the agents.
 
 The judge is either the configured OpenAI-compatible endpoint or the rule-based sim-judge,
 started in this process on 127.0.0.1 (`--judge sim`, or `--judge auto` when nothing is configured).
+A session takes no lock: what a command writes is locked by the command (locks.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from amaris_cli.agents.common import AgentKit
+from amaris_cli.artifacts import How
 from amaris_cli.config import AGENTS, Settings, endpoint_configured, load_settings
 from amaris_cli.errors import ConfigError
+from amaris_cli.llm.cache import CallCache
 from amaris_cli.llm.calllog import CallLog
 from amaris_cli.llm.client import LLMClient
-from amaris_cli.rundir import Manifest, RunDir
+from amaris_cli.rundir import RunDir
 
 T = TypeVar("T")
 JudgeChoice = Literal["endpoint", "sim", "auto"]
@@ -33,10 +36,13 @@ class Session:
     client: LLMClient
     kit: AgentKit
     sim_url: str | None
-    manifest: Manifest
+    flags: dict[str, Any] = field(default_factory=dict)
+    say: Callable[[str], None] = print
 
-    def save_manifest(self) -> None:
-        self.run.save_manifest(self.manifest)
+    @property
+    def how(self) -> How:
+        """What a replay must repeat of this command: its config flags and the kind of judge."""
+        return How(flags=self.flags, judge="sim" if self.sim_url else "endpoint")
 
     def execute(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a stage on a fresh event loop and close the HTTP clients on that same loop."""
@@ -50,19 +56,19 @@ class Session:
         return asyncio.run(main())
 
 
-def _sim_overrides(url: str) -> dict[str, Any]:
+def _sim_agents(url: str) -> dict[str, Any]:
     agent = {"base_url": url, "model": SIM_MODEL, "api_key_env": "AMARIS_SIM_JUDGE_KEY"}
-    return {"agents": {name: dict(agent) for name in ("default", *AGENTS)}}
+    return {name: dict(agent) for name in ("default", *AGENTS)}
 
 
-def resolve_judge(settings: Settings, judge: JudgeChoice, environ: Mapping[str, str]) -> bool:
+def resolve_judge(settings: Settings, judge: JudgeChoice, environ: Mapping[str, str], offline: bool = False) -> bool:
     """True when the sim-judge must be used."""
     if judge == "sim":
-        return True
+        return not offline
     configured = endpoint_configured(settings, environ)
     if judge == "auto":
-        return not configured
-    if not configured:
+        return not configured and not offline
+    if not configured and not offline:
         raise ConfigError(
             "no judge endpoint configured: set OPENAI_BASE_URL (or agents.default.base_url in the config) "
             "and the API key variable, or pass --judge sim to use the rule-based sim-judge"
@@ -76,33 +82,36 @@ def open_session(
     flags: Mapping[str, Any] | None = None,
     judge: JudgeChoice = "endpoint",
     environ: Mapping[str, str] | None = None,
-    announce: Any = None,
-    replay: Any = None,
+    announce: Callable[[str], None] | None = None,
+    replay_source: Path | None = None,
+    offline: bool = False,
 ) -> Iterator[Session]:
-    """Lock the run, resolve settings (run config < env < flags), start the judge if simulated."""
+    """Resolve settings (run config < env < flags), start the judge if simulated, open the call log.
+
+    Requests whose answer this run's calls.jsonl already holds are answered from it; with
+    `replay_source`, from that run's log first (`offline`: a request it lacks is an error, and no
+    endpoint is needed)."""
     env = os.environ if environ is None else environ
+    say = announce or (lambda _text: None)
     manifest = run.load_manifest()
     settings = load_settings(base=manifest.config, environ=env, flags=flags, source=str(run.manifest_path))
     with ExitStack() as stack:
-        stack.enter_context(run.lock())
         sim_url = None
-        if resolve_judge(settings, judge, env):
+        if resolve_judge(settings, judge, env, offline):
             from amaris_cli.simjudge.server import SimJudge
 
             sim = stack.enter_context(SimJudge())
             sim_url = sim.base_url
-            settings = load_settings(base=settings.model_dump(exclude_none=True), environ={}, flags=_sim_overrides(sim_url))
-            if announce:
-                announce(
-                    f"No OpenAI-compatible endpoint is configured: using amaris's rule-based sim-judge at {sim_url}. "
-                    "Its verdicts come from simple rules, not from an LLM."
-                )
+            settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge")
+            say(f"No OpenAI-compatible endpoint is configured: using amaris's rule-based sim-judge at {sim_url}. "
+                "Its verdicts come from simple rules, not from an LLM.")
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
-        client = LLMClient(settings, call_log, environ=env, replay=replay)
+        cache = CallCache(run.calls_path, replay_source, offline)
+        client = LLMClient(settings, call_log, environ=env, cache=cache)
         prompt_dirs = [run.prompts_override_dir]
         if settings.prompts_dir:
             prompt_dirs.append(Path(settings.prompts_dir))
         kit = AgentKit(settings=settings, client=client, prompt_dirs=prompt_dirs)
-        manifest.prompt_hashes = kit.prompt_hashes()
-        yield Session(run=run, settings=settings, client=client, kit=kit, sim_url=sim_url, manifest=manifest)
+        yield Session(run=run, settings=settings, client=client, kit=kit, sim_url=sim_url, flags=dict(flags or {}),
+                      say=say)

@@ -86,6 +86,7 @@ def new_run(tmp: Path, name: str, url: str, concurrency: int) -> Path:
 
 
 def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
+    from amaris_cli.policy import FailurePolicy
     from amaris_cli.rundir import RunDir
     from amaris_cli.session import open_session
     from amaris_cli.stages.common import store_rollouts
@@ -95,7 +96,7 @@ def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = N
     with open_session(rd, environ={}) as session:
         store_rollouts(rd, 0, rollouts)
         started, cpu0 = time.perf_counter(), time.process_time()
-        outcome, _ = session.execute(score_step(session, 0, rollouts))
+        outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0, policy=FailurePolicy("fail", 0.5)))
         wall = time.perf_counter() - started
         if cpu is not None:
             cpu.append(time.process_time() - cpu0)
@@ -254,17 +255,17 @@ def bench_memory(tmp: Path, steps: int, analyses: int) -> None:
 def loop_steady(tmp: Path, name: str, url: str, lag: int, steps: int = 4) -> tuple[float, float, list[float]]:
     """CPU and wall time of loop steps 1..steps-1 (step 0 pays one-off imports and connections),
     and the time each step's scoring took."""
-    from amaris_cli.commands import open_memory
+    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.policy import FailurePolicy
     from amaris_cli.rundir import RunDir
     from amaris_cli.session import open_session
-    from amaris_cli.stages.loop import run_loop
+    from amaris_cli.stages.loop import StepPlan, run_loop
 
     run = RunDir(new_run(tmp, name, url, 32))
-    inputs = {s: [r.model_copy(update={"step": s}) for r in read_rollouts(EXAMPLES / f"step-{s:03d}.jsonl")]
-              for s in range(steps)}
+    inputs = {s: StepPlan([r.model_copy(update={"step": s}) for r in read_rollouts(EXAMPLES / f"step-{s:03d}.jsonl")],
+                          lag=lag) for s in range(steps)}
     marks: dict[str, tuple[float, float]] = {}
-    with open_session(run, environ={}) as session:
-        memory = open_memory(session)
+    with open_session(run, environ={}) as session, MemoryStore.open(run, session.settings.memory) as memory:
         memory.embedder.embed(["warm up"])
 
         def on_stage(stage: str, step: int) -> None:
@@ -273,7 +274,8 @@ def loop_steady(tmp: Path, name: str, url: str, lag: int, steps: int = 4) -> tup
         def on_step(report: object) -> None:
             marks[f"{report.step}:end"] = (time.perf_counter(), time.process_time())  # type: ignore[attr-defined]
 
-        session.execute(run_loop(session, inputs, memory, lag=lag, on_stage=on_stage, on_step=on_step))
+        session.execute(run_loop(session, inputs, memory, policy=FailurePolicy("fail", 0.5), on_stage=on_stage,
+                                 on_step=on_step))
     wall = marks[f"{steps - 1}:end"][0] - marks["1:score"][0]
     cpu = marks[f"{steps - 1}:end"][1] - marks["1:score"][1]
     scoring = [marks[f"{s}:analyze"][0] - marks[f"{s}:score"][0] for s in range(1, steps)]
@@ -366,13 +368,11 @@ def main() -> None:
     try:
         if only & {"3", "5"}:  # a real demo run provides realistic texts and calls
             with sim_judge(0.0) as url:
-                from amaris_cli.commands import execute_loop
-                from amaris_cli.rundir import RunDir
+                from amaris_cli.jobs import loop_job
 
                 demo = new_run(tmp, "demo", url, 32)
-                steps = {s: [r.model_copy(update={"step": s}) for r in read_rollouts(EXAMPLES / f"step-{s:03d}.jsonl")]
-                         for s in range(6)}
-                execute_loop(RunDir(demo), steps, {}, "endpoint", 0, False, "fail", False, True)
+                loop_job(EXAMPLES, demo, step_range=None, mapping={}, lag=0, rescore=False, on_error=None,
+                         judge="endpoint", flags={}, wait=0, say=lambda _text: None)
         if "1" in only:
             n = 256 if args.quick else 2048
             for latency in (0.1, 0.0):

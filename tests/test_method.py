@@ -72,7 +72,7 @@ def test_the_active_cap_keeps_the_most_discriminative_criteria() -> None:
 def test_the_updater_prompt_carries_the_per_criterion_statistics() -> None:
     summary = SummaryRecord(step=0, n_rollouts=8, n_analyzed=8, chunks=1, stats=stats(work=0.0),
                             summary=SummaryAnswer.model_validate({
-                                "executive_summary": "x", "reward_hacking": {"prevalence": 0.0},
+                                "executive_summary": "x", "reward_hacking": "x",
                                 "rubric_meta_evaluation": "x", "performance_advancement": "x", "memory_entry": "x"}))
     kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
     system, user = (m["content"] for m in updater_messages(kit, INITIAL, 0, summary, [], []))

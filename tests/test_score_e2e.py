@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from amaris_cli import locks
 from amaris_cli.rundir import RunDir
 from tests.conftest import PLANTED_KEY, judge_env, snapshot, write_jsonl
 
@@ -49,10 +52,13 @@ def test_score_writes_rewards_and_verdicts_for_planted_cases(run_cli, sim, tmp_p
     assert all(v["reason"] for r in s.values() for v in r["verdicts"])
     normalized = [json.loads(line) for line in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
     assert normalized[0]["supplemental_context"] == "42" and normalized[0]["step"] == 0
-    manifest = json.loads((run / "run.json").read_text())
-    assert manifest["steps"] == {"0": ["score"]}
-    assert set(manifest["prompt_hashes"]) >= {"scorer", "updater"}
-    assert manifest["inputs"]["0"]["sha256"]
+    provenance = json.loads((run / "steps/000000/provenance.json").read_text())["files"]
+    assert provenance["rollouts.jsonl"]["inputs"]["source"] == {"path": str(rollouts),
+                                                                "sha256": hashlib.sha256(rollouts.read_bytes()).hexdigest()}
+    scored_from = provenance["scores.jsonl"]["inputs"]
+    assert scored_from["rollouts"] == provenance["rollouts.jsonl"]["sha256"]
+    assert scored_from["rubrics"] == {"-@0": hashlib.sha256((run / "rubrics/step-000000.json").read_bytes()).hexdigest()}
+    assert scored_from["agents"]["scorer"]["prompt"] and scored_from["lag"] == 0
 
 
 def test_the_rubric_and_rollout_are_sent_to_the_judge_in_delimited_blocks(run_cli, sim, tmp_path, config_file) -> None:
@@ -137,12 +143,12 @@ def test_bad_input_lines_are_reported_and_the_run_is_unchanged(run_cli, sim, tmp
     assert snapshot(run) == before
 
 
-def test_a_second_writer_gets_a_clear_error(run_cli, sim, tmp_path, config_file) -> None:
+def test_a_second_writer_of_a_step_gets_a_clear_error(run_cli, sim, tmp_path, config_file) -> None:
     run = init(run_cli, tmp_path, config_file)
-    with RunDir(run).lock():
+    with locks.exclusive(RunDir(run).step_lock_path(0), "step 0", role="evolve"):
         result = run_cli("score", write_jsonl(tmp_path / "r.jsonl", PLANTED), "--run", run, "--step", "0", env=judge_env(sim))
     assert result.exit_code == 3
-    assert "in use by another amaris process" in result.stderr
+    assert "being written by another amaris process" in result.stderr and f"pid {os.getpid()}" in result.stderr
     assert not (run / "steps").exists()
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from amaris_cli.agents.common import AgentKit, compact_json
+from amaris_cli.agents.summarizer import stats_json
 from amaris_cli.llm.client import Answer
 from amaris_cli.models import QueriesAnswer, SummaryRecord
 from amaris_cli.prompts import render
+from amaris_cli.vocabulary import hacking_lines
 
 ADAPTIVE_QUERY_CAP = 8
 
@@ -20,8 +22,10 @@ async def generate_queries(kit: AgentKit, step: int, summary: SummaryRecord, max
     cap = max_queries or ADAPTIVE_QUERY_CAP
     messages = render(
         kit.template("query_generator"),
-        trusted={"training": kit.training(step), "step": step, "query_budget": query_budget(max_queries)},
-        untrusted={"summary": compact_json(summary.summary.model_dump(mode="json"))},
+        trusted={"training": kit.training(step), "step": step, "query_budget": query_budget(max_queries),
+                 "stats": stats_json(summary.stats)},
+        untrusted={"summary": compact_json(summary.summary.model_dump(mode="json")),
+                   "hacking": hacking_lines(summary.hacking, summary.n_analyzed)},
         max_chars=max(kit.max_chars, 20000),
     )
 

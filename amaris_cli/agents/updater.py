@@ -7,6 +7,7 @@ from amaris_cli.agents.summarizer import stats_json
 from amaris_cli.llm.client import Answer
 from amaris_cli.models import MemoryHit, RubricSet, StaticEntry, SummaryRecord, UpdateAnswer
 from amaris_cli.prompts import render
+from amaris_cli.vocabulary import hacking_lines
 
 
 def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: SummaryRecord,
@@ -19,6 +20,7 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
                  "max_adaptive": bounds.max_adaptive, "stats": stats_json(summary.stats)},
         untrusted={
             "summary": compact_json(summary.summary.model_dump(mode="json")),
+            "hacking": hacking_lines(summary.hacking, summary.n_analyzed),
             "static_memory": json_lines([e.model_dump(mode="json") for e in static]),
             "dynamic_memory": json_lines([h.model_dump(mode="json", exclude={"query"}) for h in dynamic]),
         },

@@ -1,17 +1,36 @@
-"""calls.jsonl: one line per request sent (or answered from a replay record).
+"""calls.jsonl: one line per request, and an index of the answers it holds.
 
-It is what makes cost accounting, debugging and exact replay possible, so it records the full
-messages and the full response text. It never records a key: only the endpoint and the model.
+The log is what makes cost accounting, debugging and exact replay possible, so a request answered
+by a model is recorded in full (messages and response text). It never records a key: only the
+endpoint and the model. Several processes append to one log at once (`score` of step t+1 beside
+`evolve` of step t): each line is written with one `write` under an exclusive `flock` on the log,
+and a line torn by a killed writer is cut before the next append.
+
+`.calls-index/step-NNNNNN.jsonl` (and `nostep.jsonl`) index the answered requests of each step:
+`{"h": request hash, "o": byte offset, "n": length, "a": accepted}`, where `accepted` says whether
+amaris used the answer (false: it was invalid and re-asked). A command working on step t reads only
+that step's index to answer unchanged requests from the log, so its start-up does not grow with the
+length of the run. The index is derived data: it is rebuilt from the log when missing.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from amaris_cli.jsonio import JsonlAppender
+from amaris_cli.jsonio import dumps_line
+
+INDEX_DIR = ".calls-index"
+Source = Literal["model", "replay", "cache"]
 
 
 class Usage(BaseModel):
@@ -21,6 +40,10 @@ class Usage(BaseModel):
 
 
 class CallRecord(BaseModel):
+    """One request. `source`: model (sent to the endpoint), replay (answered from another run's log,
+    recorded in full so this run replays on its own), cache (answered from an earlier line of this
+    log with the same request hash; messages and response are that line's)."""
+
     model_config = ConfigDict(extra="forbid")
     ts: str
     agent: str
@@ -29,24 +52,203 @@ class CallRecord(BaseModel):
     request_hash: str
     model: str
     base_url: str | None
-    messages: list[dict[str, Any]]
-    params: dict[str, Any]
+    messages: list[dict[str, Any]] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
     response: str | None
     usage: Usage = Field(default_factory=Usage)
     latency_s: float
     attempts: int
     error: str | None = None
-    source: Literal["model", "replay"] = "model"
+    source: Source = "model"
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where a record landed in the log: what the index points at."""
+
+    step: int | None
+    offset: int
+    length: int
+
+
+def index_name(step: int | None) -> str:
+    return "nostep.jsonl" if step is None else f"step-{step:06d}.jsonl"
+
+
+@contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _cut_torn_tail(fd: int) -> int:
+    """Truncate a partial last line (a writer killed mid-write); returns the end offset."""
+    end = os.lseek(fd, 0, os.SEEK_END)
+    if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
+        return end
+    pos = end
+    while pos > 0:
+        start = max(0, pos - 65536)
+        chunk = os.pread(fd, pos - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline != -1:
+            keep = start + newline + 1
+            os.ftruncate(fd, keep)
+            return keep
+        pos = start
+    os.ftruncate(fd, 0)
+    return 0
+
+
+def scan_log(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(offset, length, row) of every complete line of a log."""
+    offset = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            length = len(raw)
+            if raw.endswith(b"\n") and raw.strip():
+                try:
+                    yield offset, length, orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    pass  # a torn line in the middle of a log cannot be an answer
+            offset += length
+
+
+def build_index(log: Path, target: Path) -> None:
+    """Write the index of an existing log (a run from before the index, or a deleted index)."""
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    lines: dict[str, list[bytes]] = {}
+    for offset, length, row in scan_log(log):
+        if isinstance(row, dict) and row.get("response") is not None and row.get("source") != "cache":
+            entry = {"h": row.get("request_hash"), "o": offset, "n": length, "a": None}
+            lines.setdefault(index_name(row.get("step")), []).append(dumps_line(entry))
+    for name, rows in lines.items():
+        (tmp / name).write_bytes(b"".join(rows))
+    try:
+        os.rename(tmp, target)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class CallLog:
-    def __init__(self, path: Path | None) -> None:
-        self._appender = JsonlAppender(path) if path is not None else None
+    """The writer side: appends records and index entries. `path=None` logs nothing."""
 
-    def write(self, record: CallRecord) -> None:
-        if self._appender is not None:
-            self._appender.append(record.model_dump(mode="json"))
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._index_fds: dict[str, int] = {}
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.index_dir = path.parent / INDEX_DIR
+        with _locked(self._fd):
+            if not self.index_dir.is_dir():
+                if os.fstat(self._fd).st_size:
+                    build_index(path, self.index_dir)
+                else:
+                    self.index_dir.mkdir(exist_ok=True)
+
+    def write(self, record: CallRecord) -> Written | None:
+        if self._fd is None:
+            return None
+        line = dumps_line(record.model_dump(mode="json"))
+        with _locked(self._fd):
+            offset = _cut_torn_tail(self._fd)
+            os.write(self._fd, line)
+        return Written(record.step, offset, len(line))
+
+    def index(self, written: Written | None, request_hash: str, accepted: bool) -> None:
+        """Make an answered request findable by later commands (`accepted`: amaris used the answer)."""
+        if written is None or self._fd is None:
+            return
+        name = index_name(written.step)
+        fd = self._index_fds.get(name)
+        if fd is None:
+            fd = os.open(self.index_dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._index_fds[name] = fd
+        entry = dumps_line({"h": request_hash, "o": written.offset, "n": written.length, "a": accepted})
+        with _locked(self._fd):
+            os.write(fd, entry)
 
     def close(self) -> None:
-        if self._appender is not None:
-            self._appender.close()
+        for fd in self._index_fds.values():
+            os.close(fd)
+        self._index_fds.clear()
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+
+class CallIndex:
+    """The reader side: answers recorded in a log, looked up by step and request hash.
+    Works on a read-only run: without an index on disk, the log is scanned once in memory."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self._dir = log.parent / INDEX_DIR
+        self._steps: dict[str, dict[str, tuple[int, int, bool | None]]] = {}
+        self._scanned = False
+
+    def _load(self, step: int | None) -> dict[str, tuple[int, int, bool | None]]:
+        name = index_name(step)
+        if name in self._steps:
+            return self._steps[name]
+        if not self._dir.is_dir():
+            self._scan_all()
+            return self._steps.setdefault(name, {})
+        found: dict[str, tuple[int, int, bool | None]] = {}
+        try:
+            raw = (self._dir / name).read_bytes()
+        except FileNotFoundError:
+            raw = b""
+        for line in raw.split(b"\n"):
+            try:
+                entry = orjson.loads(line)
+                found.setdefault(entry["h"], (entry["o"], entry["n"], entry["a"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue  # a torn index line: that answer is just not found
+        self._steps[name] = found
+        return found
+
+    def _scan_all(self) -> None:
+        if self._scanned:
+            return
+        self._scanned = True
+        if not self.log.exists():
+            return
+        for offset, length, row in scan_log(self.log):
+            if isinstance(row, dict) and row.get("response") is not None and row.get("source") != "cache":
+                table = self._steps.setdefault(index_name(row.get("step")), {})
+                table.setdefault(row.get("request_hash"), (offset, length, None))
+
+    def find(self, step: int | None, request_hash: str, accepted_only: bool) -> CallRecord | None:
+        entry = self._load(step).get(request_hash)
+        if entry is None:
+            return None
+        offset, length, accepted = entry
+        if accepted_only and accepted is not True:
+            return None
+        try:
+            with open(self.log, "rb") as fh:
+                fh.seek(offset)
+                raw = fh.read(length)
+            record = CallRecord.model_validate(orjson.loads(raw))
+        except (OSError, orjson.JSONDecodeError, ValueError):
+            return None
+        if record.request_hash != request_hash or record.response is None:
+            return None  # the log was cut or rewritten under the index
+        return record
+
+    def records(self, step: int | None) -> Iterator[CallRecord]:
+        """Every answered record of a step (to explain a replay miss)."""
+        for request_hash in list(self._load(step)):
+            found = self.find(step, request_hash, accepted_only=False)
+            if found is not None:
+                yield found

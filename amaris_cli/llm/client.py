@@ -22,7 +22,8 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
-from amaris_cli.llm.calllog import CallLog, CallRecord, Usage
+from amaris_cli.llm.cache import CallCache
+from amaris_cli.llm.calllog import CallLog, CallRecord, Usage, Written
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
 from amaris_cli.rundir import now_iso
@@ -71,6 +72,9 @@ class _Fatal(Exception):
 class _Reply:
     text: str
     usage: Usage
+    written: Written | None = None  # where the log holds it (indexed once amaris knows if it used it)
+    request_hash: str = ""
+    indexable: bool = True  # false when the log line is a pointer to an earlier answer
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -99,12 +103,12 @@ class LLMClient:
         settings: Settings,
         call_log: CallLog | None = None,
         environ: Mapping[str, str] | None = None,
-        replay: Any = None,
+        cache: CallCache | None = None,
     ) -> None:
         self.settings = settings
         self.call_log = call_log or CallLog(None)
         self.environ = os.environ if environ is None else environ
-        self.replay = replay
+        self.cache = cache
         # Resolved once: every request of an agent uses the same settings and parameters.
         self._agents = {a: settings.agent(a) for a in AGENTS}
         self._params: dict[tuple[str, type[BaseModel]], dict[str, Any]] = {}
@@ -209,7 +213,8 @@ class LLMClient:
         )
 
     async def _request(
-        self, name: str, step: int | None, context: str, messages: list[dict[str, Any]], schema: type[BaseModel]
+        self, name: str, step: int | None, context: str, messages: list[dict[str, Any]], schema: type[BaseModel],
+        fresh: bool = False,
     ) -> _Reply:
         agent = self._agents[name]
         if (name, schema) not in self._params:
@@ -218,25 +223,31 @@ class LLMClient:
         rhash = request_hash(name, agent.model, messages, params)
         usage = self.usage.setdefault(name, AgentUsage())
 
-        def record(reply: _Reply | None, error: str | None, attempts: int, started: float, source: str = "model") -> None:
-            self.call_log.write(
+        def record(reply: _Reply | None, error: str | None, attempts: int, started: float, source: str = "model",
+                   pointer: bool = False) -> Written | None:
+            return self.call_log.write(
                 CallRecord(
                     ts=now_iso(), agent=name, step=step, context=context, request_hash=rhash,
-                    model=agent.model, base_url=agent.base_url, messages=messages, params=params,
-                    response=reply.text if reply else None, usage=reply.usage if reply else Usage(),
+                    model=agent.model, base_url=agent.base_url, messages=None if pointer else messages,
+                    params=params, response=reply.text if reply and not pointer else None,
+                    usage=reply.usage if reply else Usage(),
                     latency_s=round(time.monotonic() - started, 4), attempts=attempts,
                     error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
                 )
             )
 
-        if self.replay is not None:
-            cached = self.replay.lookup(rhash, name, step, context, agent.model, messages, params)
+        if self.cache is not None:
+            cached = self.cache.lookup(rhash, name, step, context, agent.model, messages, params, fresh=fresh)
             if cached is not None:
-                reply = _Reply(text=cached.response, usage=cached.usage)
+                reply = _Reply(text=cached.record.response or "", usage=cached.record.usage, request_hash=rhash)
                 usage.replayed += 1
                 usage.prompt_tokens += reply.usage.prompt_tokens
                 usage.completion_tokens += reply.usage.completion_tokens
-                record(reply, None, 0, time.monotonic(), "replay")
+                # A replay's answer is recorded in full (this run then replays on its own); an answer from
+                # this run's own log is recorded as a pointer to the line that holds it.
+                pointer = cached.origin == "cache"
+                reply.written = record(reply, None, 0, time.monotonic(), cached.origin, pointer=pointer)
+                reply.indexable = not pointer
                 return reply
 
         started = time.monotonic()
@@ -259,11 +270,16 @@ class LLMClient:
                 raise
             usage.prompt_tokens += reply.usage.prompt_tokens
             usage.completion_tokens += reply.usage.completion_tokens
-            record(reply, None, attempt, started)
+            reply.request_hash = rhash
+            reply.written = record(reply, None, attempt, started)
             return reply
         error = f"gave up after {agent.max_attempts} attempts: {last_error}"
         record(None, error, agent.max_attempts, started)
         raise _Fatal(error)
+
+    def _remember(self, reply: _Reply, accepted: bool) -> None:
+        if reply.indexable:
+            self.call_log.index(reply.written, reply.request_hash, accepted)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         base = self.settings.llm.retry_base_delay
@@ -285,11 +301,13 @@ class LLMClient:
         check: Callable[[T], None] | None = None,
         parse: Callable[[dict[str, Any]], T] | None = None,
         reasks: int | None = None,
+        fresh: bool = False,
     ) -> Answer[T]:
         """Ask `agent`; return the validated answer or the reason there is none.
 
         `parse` turns the JSON object into the model (default: `schema.model_validate`); `check`
-        tests it against the request (e.g. one verdict per criterion) and raises ValueError.
+        tests it against the request (e.g. one verdict per criterion) and raises ValueError. `fresh`
+        asks the model even when this run's log holds an accepted answer (retrying a failed record).
         """
         usage = self.usage.setdefault(agent, AgentUsage())
         answer: Answer[T] = Answer(value=None, error=None)
@@ -298,7 +316,7 @@ class LLMClient:
             reasks = self._agents[agent].max_reasks
         for round_ in range(reasks + 1):
             try:
-                reply = await self._request(agent, step, context, convo, schema)
+                reply = await self._request(agent, step, context, convo, schema, fresh=fresh)
             except _Fatal as exc:
                 usage.failures += 1
                 answer.error = self.redact(str(exc))
@@ -311,8 +329,10 @@ class LLMClient:
                 if check:
                     check(value)
                 answer.value = value
+                self._remember(reply, accepted=True)
                 return answer
             except (ReplyError, ValidationError, ValueError) as exc:
+                self._remember(reply, accepted=False)
                 problem = _describe(exc)
                 answer.error = self.redact(f"invalid answer: {problem}")
                 if round_ < reasks:

@@ -60,8 +60,8 @@ def analysis_entry(record: AnalysisRecord) -> MemoryEntry | None:
 
 def summary_entry(record: SummaryRecord) -> MemoryEntry:
     s = record.summary
-    hacking = ", ".join(f"{p.pattern} {p.prevalence:.0%}" for p in s.reward_hacking.patterns) or "none"
-    text = f"Step {record.step} summary. {s.memory_entry} Hacking prevalence: {hacking}."
+    hacking = ", ".join(f"{h.pattern} {h.count}/{record.n_analyzed}" for h in record.hacking) or "none"
+    text = f"Step {record.step} summary. {s.memory_entry} Hacking (counted): {hacking}."
     return MemoryEntry(summary_id(record.step, record.instance_id), "summary", record.step, record.instance_id, _clip(text))
 
 

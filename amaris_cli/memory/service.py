@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from amaris_cli.memory.digests import MemoryEntry, analysis_entry, summary_entry, update_entry
+from pathlib import Path
+from typing import Any
+
+from amaris_cli import artifacts
+from amaris_cli.memory.digests import EntryType, MemoryEntry, analysis_entry, summary_entry, update_entry
 from amaris_cli.memory.store import MemoryStore, to_hit
 from amaris_cli.models import MemoryHit, StaticEntry, SummaryRecord
-from amaris_cli.records import load_analyses, load_summaries, load_summary, load_update, step_numbers
 from amaris_cli.rundir import RunDir
+
+TYPES: tuple[EntryType, ...] = ("analysis", "summary", "update")
+FILES: dict[EntryType, str] = {"analysis": artifacts.ANALYSES, "summary": artifacts.SUMMARY, "update": artifacts.UPDATE}
 
 
 class RunCatalog:
@@ -16,14 +22,14 @@ class RunCatalog:
         self.run = run
         self._texts: dict[str, str] = {}
 
-    def step_entries(self, step: int, types: tuple[str, ...] = ("analysis", "summary", "update")) -> list[MemoryEntry]:
+    def step_entries(self, step: int, types: tuple[str, ...] = TYPES) -> list[MemoryEntry]:
         entries: list[MemoryEntry] = []
         if "analysis" in types:
-            entries += [e for a in load_analyses(self.run, step) if (e := analysis_entry(a)) is not None]
-        for summary in load_summaries(self.run, step):
+            entries += [e for a in artifacts.load_analyses(self.run, step) if (e := analysis_entry(a)) is not None]
+        for summary in artifacts.load_summaries(self.run, step):
             if "summary" in types:
                 entries.append(summary_entry(summary))
-            if "update" in types and (u := load_update(self.run, step, summary.instance_id)) is not None:
+            if "update" in types and (u := artifacts.load_update(self.run, step, summary.instance_id)) is not None:
                 entries.append(update_entry(u))
         for e in entries:
             self._texts[e.id] = e.text
@@ -35,61 +41,62 @@ class RunCatalog:
         return self._texts.get(entry_id, "(entry no longer in the run's files)")
 
 
-def index_step(store: MemoryStore, catalog: RunCatalog, step: int,
-               types: tuple[str, ...] = ("analysis", "summary", "update")) -> int:
-    # One add per type, in file order, so a rebuild embeds exactly the same batches.
+def files_shas(run: RunDir, step: int) -> dict[EntryType, str | None]:
+    """The content of a step's files of each type (per-instance files included; None: there are none)."""
+    files = artifacts.read_provenance(run, step).files
+    shas: dict[EntryType, str | None] = {}
+    for entry_type, name in FILES.items():
+        found = sorted((rel, d.sha256) for rel, d in files.items() if rel.rsplit("/", 1)[-1] == name)
+        shas[entry_type] = artifacts.digest(found) if found else None
+    return shas
+
+
+def index_step(store: MemoryStore, catalog: RunCatalog, step: int, types: tuple[str, ...] = TYPES) -> int:
+    """Index a step's records of the given types, unless the index already holds exactly these files.
+    A type whose files changed since it was indexed (the step was recomputed) is replaced."""
     added = 0
-    present = []
-    for entry_type in types:
-        entries = catalog.step_entries(step, (entry_type,))
-        added += store.add(entries)
-        if entries:  # only what existed is marked: records written later are still picked up
-            present.append(entry_type)
-    store.mark_indexed(step, present)
+    shas = files_shas(catalog.run, step)
+    for entry_type in TYPES:
+        if entry_type not in types:
+            continue
+        sha = shas[entry_type]
+        known = store.mark(step, entry_type)
+        if sha is None or known == sha:
+            continue
+        if known is not None:
+            store.delete_step(step, entry_type)
+        # One add per type, in file order, so a rebuild embeds exactly the same batches.
+        added += store.add(catalog.step_entries(step, (entry_type,)))
+        store.set_mark(step, entry_type, sha)
     return added
-
-
-def _expected_types(run: RunDir, step: int) -> set[str]:
-    base = run.step_dir(step)
-    types = {"analysis", "summary"}
-    if (base / "update.json").exists() or any((base / "instances").glob("*/update.json")):
-        types.add("update")
-    return types
 
 
 def sync_before(store: MemoryStore, catalog: RunCatalog, step: int) -> int:
-    """Index whatever earlier steps hold that the index lacks. Steps already marked as indexed
-    are not read again, so the cost does not grow with the length of the run."""
-    added = 0
-    for s in step_numbers(catalog.run):
-        if s >= step:
-            break
-        missing = _expected_types(catalog.run, s) - store.indexed_types(s)
-        if missing:
-            added += index_step(store, catalog, s, tuple(t for t in ("analysis", "summary", "update") if t in missing))
-    return added
+    """Index whatever earlier steps hold that the index lacks, or holds in an older version.
+    Reads only each step's provenance.json, so the cost stays small as the run grows."""
+    return sum(index_step(store, catalog, s) for s in artifacts.step_numbers(catalog.run) if s < step)
 
 
 def rebuild(store: MemoryStore, catalog: RunCatalog) -> int:
     store.reset()
-    return sum(index_step(store, catalog, s) for s in step_numbers(catalog.run))
+    return sum(index_step(store, catalog, s) for s in artifacts.step_numbers(catalog.run))
 
 
 def static_retrieval(run: RunDir, step: int, k: int, instance_id: str | None = None) -> list[StaticEntry]:
     """Summaries and rubric updates of the K most recent earlier steps that have a summary.
     Walks back from the newest step, so the cost is O(K), not O(steps)."""
     recent: list[tuple[int, SummaryRecord]] = []
-    for s in reversed([s for s in step_numbers(run) if s < step]):
+    for s in reversed([s for s in artifacts.step_numbers(run) if s < step]):
         if len(recent) >= k:
             break
-        summary = load_summary(run, s, instance_id)
+        summary = artifacts.load_summary(run, s, instance_id)
         if summary is not None:
             recent.append((s, summary))
     entries: list[StaticEntry] = []
     for s, summary in reversed(recent):
         e = summary_entry(summary)
         entries.append(StaticEntry(id=e.id, type="summary", step=s, text=e.text))
-        update = load_update(run, s, instance_id)
+        update = artifacts.load_update(run, s, instance_id)
         if update is not None:
             u = update_entry(update)
             entries.append(StaticEntry(id=u.id, type="update", step=s, text=u.text))
@@ -100,8 +107,8 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
                       exclude: set[str], instance_id: str | None = None) -> list[MemoryHit]:
     """n hits per query from steps < step, without the static entries and without duplicates."""
     hits: list[MemoryHit] = []
-    seen = {store.key(e) for e in exclude}
     keyed_exclude = {store.key(e) for e in exclude}
+    seen = set(keyed_exclude)
     for query, found in zip(queries, store.query(queries, n, step, instance_id or "", keyed_exclude), strict=True):
         taken = 0
         for key, entry_type, entry_step, distance, document in found:
@@ -115,3 +122,27 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
             if taken == n:
                 break
     return hits
+
+
+def rebuild_run(run_path: Path, flags: dict[str, Any]) -> tuple[int, dict[str, int], Path]:
+    """Re-create the index from the run's files. A second writer of the memory is an error (exit 3)."""
+    from amaris_cli.config import load_settings
+
+    run = RunDir(run_path)
+    settings = load_settings(base=run.load_manifest().config, flags=flags)
+    with MemoryStore.open(run, settings.memory, "writer", rebuilding=True) as store:
+        added = rebuild(store, RunCatalog(run))
+        return added, store.counts(), run.memory_path
+
+
+def search_run(run_path: Path, text: str, n: int, before_step: int | None,
+               flags: dict[str, Any]) -> tuple[list[MemoryHit], int]:
+    """What dynamic retrieval would return for `text`, read from a copy of the memory (a reader takes
+    no lock and writes nothing: it works while an evolution writes, and on a read-only run)."""
+    from amaris_cli.config import load_settings
+
+    run = RunDir(run_path)
+    settings = load_settings(base=run.load_manifest().config, flags=flags)
+    limit = before_step if before_step is not None else (max(artifacts.step_numbers(run), default=0) + 1)
+    with MemoryStore.open(run, settings.memory, "reader") as store:
+        return dynamic_retrieval(store, RunCatalog(run), [text], n, limit, set()), limit

@@ -1,12 +1,20 @@
 """The memory index on ChromaDB: one collection per record type, vectors and metadata only.
 
-Embedded (default): a PersistentClient under RUN/memory. One writer per store: the run lock
-guarantees it (two processes writing one path silently lose vectors).
+Embedded (default): a PersistentClient under RUN/memory. Two processes with a client open on one
+path silently lose vectors, and even a client that only queries writes to the store when it opens
+it (../shared/CHROMA.md; checked with chromadb 1.5.9: a query-only open rewrites chroma.sqlite3).
+So:
+  - a writer (summarize, update, evolve, loop, rebuild) holds the memory lock for as long as its
+    client is open (waiting, with a message, while another writer has it), and takes the brief
+    memory-io lock around each write;
+  - a reader (`memory search`) never opens the live store: it copies it to a temporary directory
+    under a shared hold of the io lock (so never mid-write) and queries the copy. Readers never wait
+    for a writer's whole run, and work on a read-only run directory.
 
-Shared (`memory.url`, a `chroma run` server): several jobs or a sweep share one memory. Ids are
-prefixed with a key of the run that wrote them, the digest text is stored as the document (a hit
-from another job cannot be read from this run's files), and a rebuild deletes only this run's
-entries. Embeddings are computed client-side in both modes.
+Shared (`memory.url`, a `chroma run` server): several jobs or a sweep share one memory; the server
+orders writes, so no lock is taken. Ids are prefixed with a key of the run that wrote them, the
+digest text is stored as the document (a hit from another job cannot be read from this run's files),
+and a rebuild deletes only this run's entries. Embeddings are computed client-side in both modes.
 
 Dynamic retrieval filters on `step < t`, so entries of the current or later steps are never returned.
 """
@@ -14,10 +22,15 @@ Dynamic retrieval filters on `step < t`, so entries of the current or later step
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
-from typing import Any
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import urlparse
 
+from amaris_cli import locks
 from amaris_cli.config import MemorySettings
 from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_json, write_json_atomic
@@ -26,6 +39,10 @@ from amaris_cli.memory.embeddings import Embedder
 from amaris_cli.models import MemoryHit
 from amaris_cli.rundir import RunDir
 
+Mode = Literal["writer", "reader"]
+MEMORY_LOCK = "memory"
+IO_LOCK = "memory-io"
+
 COLLECTIONS: dict[EntryType, str] = {"analysis": "analyses", "summary": "summaries", "update": "updates"}
 PAGE = 1000
 META_FILE = "amaris-memory.json"  # which embedder built the index
@@ -33,65 +50,135 @@ META_FILE = "amaris-memory.json"  # which embedder built the index
 
 class MemoryStore:
     @classmethod
-    def open(cls, run: RunDir, settings: MemorySettings, rebuilding: bool = False) -> MemoryStore:
-        """The run's memory as its settings describe it (embedded, or a shared server).
-        `rebuilding` accepts an index built with another embedder, since it is about to be replaced."""
+    def open(cls, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
+             wait: float = 0.0, say: Callable[[str], None] | None = None) -> MemoryStore:
+        """The run's memory as its settings describe it (embedded, or a shared server). A writer waits up
+        to `wait` seconds for another writer (0: fail at once, exit 3). `rebuilding` accepts an index built
+        with another embedder, since it is about to be replaced."""
         from amaris_cli.memory.embeddings import make_embedder
 
-        if rebuilding:
-            (run.memory_path / META_FILE).unlink(missing_ok=True)
-        return cls(run, make_embedder(settings), settings.url, settings.namespace)
+        embedder = make_embedder(settings)
+        return cls(run, embedder, settings.url, settings.namespace, mode=mode, rebuilding=rebuilding, wait=wait, say=say)
 
-    def __init__(self, run: RunDir, embedder: Embedder, url: str | None = None, namespace: str = "amaris") -> None:
+    def __init__(self, run: RunDir, embedder: Embedder, url: str | None = None, namespace: str = "amaris",
+                 mode: Mode = "writer", rebuilding: bool = False, wait: float = 0.0,
+                 say: Callable[[str], None] | None = None) -> None:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
         self.run = run
         self.embedder = embedder
         self.shared = url is not None
+        self.writer = mode == "writer"
         self.run_key = run_key(run) if self.shared else ""
+        self._lock: Any = None
+        self._copy: Path | None = None
         path = run.memory_path
-        path.mkdir(parents=True, exist_ok=True)
-        meta_path = path / META_FILE
-        if meta_path.exists():
-            meta = read_json(meta_path)
-            if meta.get("embedder") != embedder.name:
-                raise AmarisError(
-                    f"{path}: the memory was built with embedder {meta.get('embedder')!r}, the config now asks for "
-                    f"{embedder.name!r}; run `amaris memory rebuild --run {run.path}`"
-                )
-        else:
-            write_json_atomic(meta_path, {"embedder": embedder.name})
-        settings = ChromaSettings(anonymized_telemetry=False)
-        if url is not None:
-            parsed = urlparse(url)
-            if parsed.scheme not in ("http", "https") or not parsed.hostname:
-                raise AmarisError(f"memory url {url!r}: expected http://HOST:PORT")
+        embedded_writer = self.writer and not self.shared
+        if embedded_writer:
+            self._lock = locks.exclusive(run.lock_path(MEMORY_LOCK), f"the memory of {run.path}", wait=wait, on_wait=say)
+            self._lock.__enter__()
+        try:
+            if embedded_writer:
+                path.mkdir(parents=True, exist_ok=True)
+                if rebuilding:
+                    (path / META_FILE).unlink(missing_ok=True)
+            meta_path = path / META_FILE
+            if meta_path.exists():
+                meta = read_json(meta_path)
+                if meta.get("embedder") != embedder.name:
+                    raise AmarisError(
+                        f"{path}: the memory was built with embedder {meta.get('embedder')!r}, the config now asks "
+                        f"for {embedder.name!r}; run `amaris memory rebuild --run {run.path}`"
+                    )
+            elif self.writer:
+                path.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(meta_path, {"embedder": embedder.name})
+            settings = ChromaSettings(anonymized_telemetry=False)
+            if url is not None:
+                parsed = urlparse(url)
+                if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                    raise AmarisError(f"memory url {url!r}: expected http://HOST:PORT")
+                try:
+                    self._client = chromadb.HttpClient(host=parsed.hostname, port=parsed.port or 8000,
+                                                       ssl=parsed.scheme == "https", settings=settings)
+                except Exception as exc:  # noqa: BLE001 - connection refused, wrong server
+                    raise AmarisError(f"memory url {url}: cannot reach a Chroma server ({exc})") from None
+            elif self.writer:
+                self._client = chromadb.PersistentClient(path=str(path), settings=settings)
+            else:
+                self._copy = Path(tempfile.mkdtemp(prefix="amaris-memory-"))
+                with locks.shared(run.lock_path(IO_LOCK)):
+                    if path.is_dir():
+                        shutil.copytree(path, self._copy / "memory")
+                    else:
+                        (self._copy / "memory").mkdir()
+                self._client = chromadb.PersistentClient(path=str(self._copy / "memory"), settings=settings)
+            self._names = {t: f"{namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
+            with self._writing() if self.writer else nullcontext():
+                self._collections = self._open()
+            self._marks_path = path / "indexed-steps.json"
+            self._marks: dict[str, dict[str, str]] = {}
+            if self._marks_path.exists():
+                marks = read_json(self._marks_path)
+                if all(isinstance(v, dict) for v in marks.values()):  # older runs kept lists: re-check those steps
+                    self._marks = marks
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the client, then the memory lock (a writer) or the private copy (a reader)."""
+        client = getattr(self, "_client", None)
+        if client is not None and hasattr(client, "close"):
             try:
-                self._client = chromadb.HttpClient(host=parsed.hostname, port=parsed.port or 8000,
-                                                   ssl=parsed.scheme == "https", settings=settings)
-            except Exception as exc:  # noqa: BLE001 - connection refused, wrong server
-                raise AmarisError(f"memory url {url}: cannot reach a Chroma server ({exc})") from None
-        else:
-            self._client = chromadb.PersistentClient(path=str(path), settings=settings)
-        self._names = {t: f"{namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
-        self._collections = self._open()
-        self._marks_path = path / "indexed-steps.json"
-        self._marks: dict[str, list[str]] = read_json(self._marks_path) if self._marks_path.exists() else {}
+                client.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the error that brought us here
+                pass
+        self._client = None
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.__exit__(None, None, None)
 
-    # Which record types of each step are fully indexed: lets a sync skip steps without reading
-    # their files. Written after the entries are added, so a crash in between only means a
-    # harmless re-check (adding skips ids that are present).
-    def indexed_types(self, step: int) -> set[str]:
-        return set(self._marks.get(str(step), ()))
+    def __enter__(self) -> MemoryStore:
+        return self
 
-    def mark_indexed(self, step: int, types: Iterable[str]) -> None:
-        merged = sorted(self.indexed_types(step) | set(types))
-        if merged != self._marks.get(str(step)):
-            self._marks[str(step)] = merged
-            write_json_atomic(self._marks_path, self._marks)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _writing(self) -> Any:
+        """The io lock around one write to an embedded store (readers copy between writes)."""
+        if not self.writer:
+            raise AmarisError("internal: a memory reader cannot write")
+        return nullcontext() if self.shared else locks.brief(self.run.lock_path(IO_LOCK))
+
+    # Which files of each step are indexed, by their SHA-256 (from provenance.json): lets a sync skip
+    # steps without reading their files, and re-index a step whose files were recomputed. Written after
+    # the entries are added, so a crash in between only means a harmless re-check.
+    def mark(self, step: int, entry_type: str) -> str | None:
+        return self._marks.get(str(step), {}).get(entry_type)
+
+    def set_mark(self, step: int, entry_type: str, sha: str) -> None:
+        marks = self._marks.setdefault(str(step), {})
+        if marks.get(entry_type) != sha:
+            marks[entry_type] = sha
+            if self.writer:
+                write_json_atomic(self._marks_path, self._marks)
+
+    def delete_step(self, step: int, entry_type: EntryType) -> None:
+        """Forget a step's entries of one type (its files were recomputed)."""
+        where: dict[str, Any] = {"step": step}
+        if self.shared:
+            where = {"$and": [{"step": step}, {"run": self.run_key}]}
+        with self._writing():
+            self._collections[entry_type].delete(where=where)
+        self._marks.get(str(step), {}).pop(entry_type, None)
 
     def _open(self) -> dict[EntryType, Any]:
+        """The collections (created when missing: a write, so callers that write hold the io lock)."""
         return {t: self._client.get_or_create_collection(name, embedding_function=None,
                                                          configuration={"hnsw": {"space": "cosine"}})
                 for t, name in self._names.items()}
@@ -125,14 +212,15 @@ class MemoryStore:
             todo = [e for e in group if e.id not in present]
             for start in range(0, len(todo), 256):
                 batch = todo[start : start + 256]
-                vectors = self.embedder.embed([e.text for e in batch])
-                self._collections[entry_type].add(
-                    ids=[self.key(e.id) for e in batch],
-                    embeddings=vectors,  # type: ignore[arg-type]
-                    metadatas=[{"step": e.step, "type": e.type, "instance_id": e.instance_id or "", "run": self.run_key}
-                               for e in batch],
-                    documents=[e.text for e in batch] if self.shared else None,
-                )
+                vectors = self.embedder.embed([e.text for e in batch])  # outside the io lock: the slow part
+                with self._writing():
+                    self._collections[entry_type].add(
+                        ids=[self.key(e.id) for e in batch],
+                        embeddings=vectors,  # type: ignore[arg-type]
+                        metadatas=[{"step": e.step, "type": e.type, "instance_id": e.instance_id or "",
+                                    "run": self.run_key} for e in batch],
+                        documents=[e.text for e in batch] if self.shared else None,
+                    )
                 added += len(batch)
         return added
 
@@ -180,16 +268,17 @@ class MemoryStore:
         """Forget this run's entries (on a shared server, only this run's)."""
         self._marks = {}
         self._marks_path.unlink(missing_ok=True)
-        if self.shared:
-            for col in self._collections.values():
-                col.delete(where={"run": self.run_key})
-            return
-        for name in self._names.values():
-            try:
-                self._client.delete_collection(name)
-            except Exception:  # noqa: BLE001 - absent collection
-                pass
-        self._collections = self._open()
+        with self._writing():
+            if self.shared:
+                for col in self._collections.values():
+                    col.delete(where={"run": self.run_key})
+                return
+            for name in self._names.values():
+                try:
+                    self._client.delete_collection(name)
+                except Exception:  # noqa: BLE001 - absent collection
+                    pass
+            self._collections = self._open()
 
 
 def _rows(found: Any, i: int) -> list[tuple[str, dict[str, Any], float, str | None]]:

@@ -179,23 +179,20 @@ def analyze(messages: list[dict[str, Any]]) -> dict[str, Any]:
 # --- summarizer and meta-summarizer ---------------------------------------------------------
 
 
-def _summary_from_counts(step: str, n: int, mean: str, counts: dict[str, int], wrong: int, misjudged: int,
-                         hacked: int) -> dict[str, Any]:
+def _summary_from_counts(step: str, n: int, mean: str, counts: dict[str, int], wrong: int, misjudged: int) -> dict[str, Any]:
     n = max(n, 1)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    patterns = [{"pattern": p, "prevalence": round(c / n, 4), "description": f"{c} of {n} rollouts"} for p, c in ranked]
-    systemic = [{"pattern": "wrong_final_answer", "prevalence": round(wrong / n, 4), "description": f"{wrong} of {n} rollouts"}]
-    hack_text = ", ".join(f"{p['pattern']} {p['prevalence']:.0%}" for p in patterns) or "none"
+    hack_text = ", ".join(f"{p} in {c} of {n}" for p, c in ranked) or "none"
     plan = [f"add a pitfall criterion: {PITFALLS[p][0]}" for p, c in ranked if p in PITFALLS and c / n >= 0.1]
     entry = (
-        f"Step {step}: mean reward {mean} over {n} rollouts; {wrong / n:.0%} wrong final answers. "
-        f"Reward hacking in {hacked / n:.0%} of rollouts: {hack_text}. "
-        f"The rubric misjudged {misjudged} rollouts."
+        f"Step {step}: mean reward {mean} over {n} rollouts; {wrong} of {n} wrong final answers. "
+        f"Reward hacking: {hack_text}. The rubric misjudged {misjudged} rollouts."
     )
     return {
         "executive_summary": entry,
-        "systemic_patterns": systemic + patterns,
-        "reward_hacking": {"prevalence": round(hacked / n, 4), "patterns": patterns},
+        "systemic_patterns": [{"pattern": "wrong_final_answer", "description": f"{wrong} of {n} rollouts"}]
+        + [{"pattern": p, "description": f"{c} of {n} rollouts"} for p, c in ranked],
+        "reward_hacking": f"Patterns seen: {hack_text}.",
         "rubric_meta_evaluation": f"The rubric rewarded {misjudged} rollouts that showed hacking or wrong answers.",
         "performance_advancement": "accuracy is high; raise the bar" if wrong / n < 0.2 else "accuracy still needs work",
         "rubric_evolution_plan": plan,
@@ -203,40 +200,47 @@ def _summary_from_counts(step: str, n: int, mean: str, counts: dict[str, int], w
     }
 
 
+def _mean(user: str) -> str:
+    found = re.search(r"mean reward ([0-9]+(?:\.[0-9]+)?|None|-)", user)
+    return found.group(1) if found else "n/a"
+
+
+def _step(user: str) -> str:
+    found = re.search(r"Step (\d+)", user)
+    return found.group(1) if found else "0"
+
+
+HACKING_LINE = re.compile(r"^([a-z0-9_]+): (\d+) of (\d+) analyzed rollouts", re.M)
+
+
+def _counted(block: str | None) -> dict[str, tuple[int, int]]:
+    """The hacking counts amaris gives the agents: {pattern: (count, analyzed)}."""
+    return {m.group(1): (int(m.group(2)), int(m.group(3))) for m in HACKING_LINE.finditer(block or "")}
+
+
 def summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
     user = _text(messages, "user")
-    rows = _lines(parse_blocks(user).get("ANALYSES"))
-    step = (re.search(r"Step (\d+)", user) or re.search(r"(\d+)", "0")).group(1)
-    mean = (re.search(r"mean reward ([0-9]+(?:\.[0-9]+)?|None|-)", user) or re.search("(n/a)", "n/a")).group(1)
-    counts: dict[str, int] = {}
-    wrong = misjudged = hacked = 0
-    for row in rows:
-        names = {h["pattern"] for h in row.get("hacking", [])}
-        hacked += bool(names)
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-        wrong += str(row.get("assessment", "")).startswith("Wrong")
-        misjudged += bool(row.get("misjudged"))
-    return _summary_from_counts(step, len(rows), mean, counts, wrong, misjudged, hacked)
+    blocks = parse_blocks(user)
+    rows = _lines(blocks.get("ANALYSES"))
+    counts = {p: c for p, (c, _) in _counted(blocks.get("HACKING")).items()}
+    wrong = sum(str(row.get("assessment", "")).startswith("Wrong") for row in rows)
+    misjudged = sum(bool(row.get("misjudged")) for row in rows)
+    return _summary_from_counts(_step(user), len(rows), _mean(user), counts, wrong, misjudged)
 
 
 def meta_summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
     user = _text(messages, "user")
-    chunks = _lines(parse_blocks(user).get("CHUNKS"))
-    step = re.search(r"Step (\d+)", user).group(1) if re.search(r"Step (\d+)", user) else "0"
-    mean = (re.search(r"mean reward ([0-9]+(?:\.[0-9]+)?|None|-)", user) or re.search("(n/a)", "n/a")).group(1)
+    blocks = parse_blocks(user)
+    chunks = _lines(blocks.get("CHUNKS"))
     total = sum(int(c.get("n", 0)) for c in chunks)
-    counts: dict[str, float] = {}
-    wrong = hacked = 0.0
+    counts = {p: c for p, (c, _) in _counted(blocks.get("HACKING")).items()}
+    wrong = 0
     for c in chunks:
-        n, s = int(c.get("n", 0)), c.get("summary", {})
-        for p in s.get("reward_hacking", {}).get("patterns", []):
-            counts[p["pattern"]] = counts.get(p["pattern"], 0) + p["prevalence"] * n
-        hacked += s.get("reward_hacking", {}).get("prevalence", 0) * n
-        for p in s.get("systemic_patterns", []):
-            if p["pattern"] == "wrong_final_answer":
-                wrong += p["prevalence"] * n
-    return _summary_from_counts(step, total, mean, {k: round(v) for k, v in counts.items()}, round(wrong), 0, round(hacked))
+        for p in c.get("summary", {}).get("systemic_patterns", []):
+            found = re.match(r"(\d+) of", p.get("description", ""))
+            if p.get("pattern") == "wrong_final_answer" and found:
+                wrong += int(found.group(1))
+    return _summary_from_counts(_step(user), total, _mean(user), counts, wrong, 0)
 
 
 # --- query generator ------------------------------------------------------------------------
@@ -246,11 +250,11 @@ def generate_queries(messages: list[dict[str, Any]]) -> dict[str, Any]:
     system, user = _text(messages, "system"), _text(messages, "user")
     cap_match = re.search(r"at most (\d+) quer", system) or re.search(r"between 1 and (\d+) quer", system)
     cap = int(cap_match.group(1)) if cap_match else 3
-    summary = _json_after(parse_blocks(user).get("SUMMARY", ""), "") or {}
+    counted = _counted(parse_blocks(user).get("HACKING"))
     queries = []
-    for p in summary.get("reward_hacking", {}).get("patterns", []):
-        if p.get("prevalence", 0) > 0:
-            words = p["pattern"].replace("_", " ")
+    for pattern, (count, _) in sorted(counted.items(), key=lambda kv: -kv[1][0]):
+        if count > 0:
+            words = pattern.replace("_", " ")
             queries.append(f"rollouts showing {words} and how the rubric was changed against {words}")
     queries.append("criteria that were added, removed or saturated in earlier rubric updates")
     return {"queries": queries[:cap]}
@@ -267,16 +271,17 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
     cap_match = re.search(r"at most (\d+) adaptive", system)
     cap = int(cap_match.group(1)) if cap_match else 8
     blocks = parse_blocks(user)
-    summary = _json_after(blocks.get("SUMMARY", ""), "") or {}
+    counted = _counted(blocks.get("HACKING"))
     history = _lines(blocks.get("STATIC_MEMORY")) + _lines(blocks.get("DYNAMIC_MEMORY"))
     existing = " ".join(c.get("text", "").lower() for c in rubric)
     n_adaptive = sum(1 for c in rubric if not c.get("anchor"))
 
     modifications: list[dict[str, Any]] = []
     consultation: list[dict[str, str]] = []
-    for p in sorted(summary.get("reward_hacking", {}).get("patterns", []), key=lambda p: -p.get("prevalence", 0)):
-        name = p.get("pattern")
-        if name not in PITFALLS or p.get("prevalence", 0) < 0.1:
+    prevalence = {p: c / max(n, 1) for p, (c, n) in counted.items()}
+    for name, share in sorted(prevalence.items(), key=lambda kv: (-kv[1], kv[0])):
+        p = {"pattern": name, "prevalence": share}
+        if name not in PITFALLS or share < 0.1:
             continue
         text, key = PITFALLS[name]
         words = name.replace("_", " ")
@@ -292,8 +297,14 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
     if modifications:
         strategy, rationale = "CORRECTIVE", "reward hacking the rubric does not yet penalize: " + "; ".join(m["reason"] for m in modifications)
     else:
-        wrong = next((p["prevalence"] for p in summary.get("systemic_patterns", []) if p.get("pattern") == "wrong_final_answer"), 1.0)
-        hacking = summary.get("reward_hacking", {}).get("prevalence", 0)
+        summary = _json_after(blocks.get("SUMMARY", ""), "") or {}
+        wrong = 1.0
+        for p in summary.get("systemic_patterns", []):
+            found = re.match(r"(\d+) of (\d+)", p.get("description", ""))
+            if p.get("pattern") == "wrong_final_answer" and found:
+                wrong = int(found.group(1)) / max(1, int(found.group(2)))
+        hacked = _counted(blocks.get("HACKING"))
+        hacking = max((c / max(n, 1) for c, n in hacked.values()), default=0.0)
         if wrong < 0.2 and hacking < 0.1 and "verifies its result" not in existing and n_adaptive < cap:
             strategy, rationale = "ADVANCEMENT", "accuracy is high and hacking is rare: ask for verification"
             modifications.append({"op": "add", "text": ADVANCEMENT_CRITERION, "weight": min(hi, max(lo, 1.0)),

@@ -1,58 +1,74 @@
-"""Stage 2: a structured analysis of every rollout of a step."""
+"""Stage 2: a structured analysis of every rollout of a step.
+
+Reused when its inputs (the rollouts, the scores, the rubric files that scored them, the analyzer's
+prompt and settings) are unchanged; then only failed analyses are asked again."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from amaris_cli import artifacts
 from amaris_cli.agents.analyzer import analyze_rollout
-from amaris_cli.errors import InputError
 from amaris_cli.models import AnalysisRecord, Rollout, RubricSet
-from amaris_cli.records import analyses_path, load_scores, scores_path
 from amaris_cli.session import Session
-from amaris_cli.stages.common import StageOutcome, bounded_map, load_rollouts
-from amaris_cli.stages.journal import StageJournal
+from amaris_cli.stages.common import (
+    StageOutcome,
+    agent_inputs,
+    bounded_map,
+    require_sha,
+    rubric_inputs,
+    training_inputs,
+)
 from amaris_cli.stages.score import rubric_for
+from amaris_cli.vocabulary import vocabulary_text
 
 
-async def analyze_step(session: Session, step: int, on_done: Callable[[AnalysisRecord], None] | None = None) -> StageOutcome:
+def analyze_inputs(session: Session, step: int, rubrics: list[RubricSet]) -> dict[str, Any]:
     run = session.run
-    rollouts = load_rollouts(run, step)
-    scores = {s.rollout_id: s for s in load_scores(run, step)}
-    if not scores:
-        raise InputError(scores_path(run, step), f"step {step} has no scores; run `amaris score` first")
+    return {
+        "rollouts": require_sha(run, step, artifacts.ROLLOUTS, "run `amaris score` first"),
+        "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
+        "rubrics": rubric_inputs(run, rubrics),
+        "agents": agent_inputs(session, "analyzer"),
+        "vocabulary": artifacts.digest(vocabulary_text()),
+        **training_inputs(session),
+    }
+
+
+async def analyze_step(session: Session, step: int, force: bool = False,
+                       on_done: Callable[[AnalysisRecord], None] | None = None) -> StageOutcome:
+    run = session.run
+    rollouts = artifacts.load_rollouts(run, step)
+    scores = {s.rollout_id: s for s in artifacts.load_scores(run, step)}
+    rubrics: dict[tuple[int, str | None], RubricSet] = {}
+    for score in scores.values():  # one read per rubric version, not per rollout
+        key = (score.rubric_version, score.instance_id)
+        if key not in rubrics:
+            rubrics[key] = rubric_for(run, score.rubric_version, score.instance_id, exact=True)
+    inputs = analyze_inputs(session, step, list(rubrics.values()))
     outcome = StageOutcome(stage="analyze", step=step, total=len(rollouts))
-    journal = StageJournal(analyses_path(run, step), AnalysisRecord, lambda r: r.rollout_id)
-
-    def reusable(record: AnalysisRecord) -> bool:
-        score = scores.get(record.rollout_id)
-        return record.status == "analyzed" and score is not None and record.reward == (score.reward if score.status == "scored" else None)
-
-    done = journal.done(reusable)
+    done: dict[str, AnalysisRecord] = {}
+    if not force and artifacts.is_fresh(run, step, artifacts.ANALYSES, inputs):
+        done = {a.rollout_id: a for a in artifacts.load_analyses(run, step) if a.status == "analyzed"}
     outcome.reused = len(done)
     todo = [r for r in rollouts if r.id not in done]
 
-    rubrics: dict[tuple[int, str | None], RubricSet] = {}
-
     async def one(rollout: Rollout) -> AnalysisRecord:
         score = scores[rollout.id]
-        key = (score.rubric_version, score.instance_id)
-        if key not in rubrics:  # one read per rubric version, not per rollout
-            rubrics[key] = rubric_for(run, step, version=score.rubric_version, instance_id=score.instance_id)
-        return await analyze_rollout(session.kit, rubrics[key], rollout, score, step)
+        return await analyze_rollout(session.kit, rubrics[score.rubric_version, score.instance_id], rollout, score, step)
 
-    with journal.open() as sink:
-        def finished(record: AnalysisRecord) -> None:
-            sink.append(record.model_dump(mode="json"))
-            if on_done:
-                on_done(record)
+    def finished(record: AnalysisRecord) -> None:
+        done[record.rollout_id] = record
+        if on_done:
+            on_done(record)
 
-        for record in await bounded_map(todo, one, session.settings.agent("analyzer").concurrency, finished):
-            done[record.rollout_id] = record
+    await bounded_map(todo, one, session.settings.agent("analyzer").concurrency, finished)
     records = [done[r.id] for r in rollouts]
-    journal.finish(records)
+    if todo or not artifacts.is_fresh(run, step, artifacts.ANALYSES, inputs):
+        artifacts.write_jsonl_recorded(run, step, artifacts.ANALYSES, (r.model_dump(mode="json") for r in records),
+                                       inputs, session.how)
     outcome.done = sum(r.status == "analyzed" for r in records)
     outcome.failed = len(records) - outcome.done
     outcome.errors = [f"{r.rollout_id}: {r.error}" for r in records if r.status == "failed"]
-    session.manifest.mark(step, "analyze")
-    session.save_manifest()
     return outcome.stop()

@@ -1,4 +1,5 @@
-"""Helpers shared by the stages: bounded concurrent mapping, outcomes, rollouts on disk."""
+"""Helpers shared by the stages: bounded concurrent mapping, outcomes, the step's rollouts, and the
+pieces every stage's inputs are made of (see artifacts.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from amaris_cli import artifacts
+from amaris_cli.artifacts import How
 from amaris_cli.errors import AmarisError, InputError
-from amaris_cli.jsonio import iter_jsonl, write_jsonl_atomic
-from amaris_cli.models import Rollout
+from amaris_cli.jsonio import iter_jsonl
+from amaris_cli.models import Rollout, RubricSet
 from amaris_cli.rundir import RunDir
+from amaris_cli.session import Session
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -21,7 +24,8 @@ B = TypeVar("B")
 async def bounded_map(items: Sequence[A], fn: Callable[[A], Awaitable[B]], limit: int,
                       on_done: Callable[[B], None] | None = None) -> list[B]:
     """Apply `fn` to every item with at most `limit` in flight; results in input order.
-    Workers pull from a shared index, so memory stays O(limit) in tasks, not O(items)."""
+    Workers pull from a shared index, so memory stays O(limit) in tasks, not O(items). An exception
+    in one worker cancels the others and propagates."""
     results: list[B | None] = [None] * len(items)
     next_index = 0
 
@@ -34,7 +38,14 @@ async def bounded_map(items: Sequence[A], fn: Callable[[A], Awaitable[B]], limit
             if on_done is not None:
                 on_done(results[i])  # type: ignore[arg-type]
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(limit, len(items))))))
+    tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(limit, len(items))))]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     return results  # type: ignore[return-value]
 
 
@@ -47,6 +58,7 @@ class StageOutcome:
     failed: int = 0
     reused: int = 0
     mean_reward: float | None = None
+    rubric_versions: list[int] = field(default_factory=list)
     wall_s: float = 0.0
     errors: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -56,27 +68,55 @@ class StageOutcome:
         return self
 
 
-def rollouts_path(run: RunDir, step: int) -> Path:
-    return run.step_dir(step) / "rollouts.jsonl"
-
-
-def store_rollouts(run: RunDir, step: int, rollouts: list[Rollout], force: bool = False) -> None:
-    """Write the step's normalized rollouts, or check they equal what is already there."""
-    path = rollouts_path(run, step)
+def store_rollouts(run: RunDir, step: int, rollouts: list[Rollout], source: dict[str, Any] | None = None,
+                   force: bool = False, how: How | None = None) -> bool:
+    """Write the step's normalized rollouts, or check that they equal what is already there.
+    Returns True when the file changed (then the step's evolution is no longer complete)."""
+    path = artifacts.rollouts_path(run, step)
     rows = [r.model_dump(mode="json") for r in rollouts]
-    if path.exists() and not force:
+    if path.exists():
         existing = list(iter_jsonl(path))
-        if existing != rows:
+        if existing == rows:
+            if artifacts.output_sha(run, step, artifacts.ROLLOUTS) is None:
+                artifacts.record(run, step, artifacts.ROLLOUTS, {"source": source or {}}, how)
+            return False
+        if not force:
             raise AmarisError(
                 f"{path}: step {step} already holds different rollouts; use another step, "
                 "or --force to replace the step and everything derived from it"
             )
-        return
-    write_jsonl_atomic(path, rows)
+    artifacts.clear_evolved(run, step)
+    artifacts.write_jsonl_recorded(run, step, artifacts.ROLLOUTS, rows, {"source": source or {}}, how)
+    return True
 
 
-def load_rollouts(run: RunDir, step: int) -> list[Rollout]:
-    path = rollouts_path(run, step)
-    if not path.exists():
-        raise InputError(path, f"step {step} has no rollouts yet; run `amaris score ROLLOUTS.jsonl --run {run.path} --step {step}` first")
-    return [Rollout.model_validate(row) for row in iter_jsonl(path)]
+def rubric_inputs(run: RunDir, rubrics: list[RubricSet]) -> dict[str, Any]:
+    """Which rubric files a stage used, by content (a hand-edited or recomputed rubric changes this)."""
+    out: dict[str, Any] = {}
+    for rubric in rubrics:
+        path = run.rubric_path(rubric.version, rubric.instance_id)
+        if not path.exists():  # an instance scored with the global rubric
+            path = run.rubric_path(rubric.version)
+        key = f"{rubric.instance_id or '-'}@{rubric.version}"
+        out[key] = artifacts.file_sha256(path)
+    return dict(sorted(out.items()))
+
+
+def agent_inputs(session: Session, *agents: str) -> dict[str, Any]:
+    """What the given agents' answers depend on besides the data: prompt template, model and sampling."""
+    return {agent: {"prompt": session.kit.template(agent).sha256,
+                    "settings": session.settings.agent("scorer" if agent == "group_scorer" else agent).answer_inputs()}
+            for agent in agents}
+
+
+def training_inputs(session: Session) -> dict[str, Any]:
+    return {"training": session.settings.training.model_dump(mode="json"),
+            "max_text_chars": session.settings.pipeline.max_text_chars}
+
+
+def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:
+    """The SHA-256 of an upstream file that must be whole (written and recorded by its stage)."""
+    sha = artifacts.output_sha(run, step, name)
+    if sha is None:
+        raise InputError(run.step_dir(step) / name, f"step {step} has no complete {name}; {hint}")
+    return sha

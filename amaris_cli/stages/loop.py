@@ -1,10 +1,13 @@
-"""`loop`: score -> analyze -> summarize -> update over many steps, resumable at any point.
+"""`loop`: score -> evolve over many steps in one process, resumable at any point.
+
+Each step is exactly what the separate commands do (`score --lag L`, then `evolve`), run in order,
+so a loop and a shell script of separate commands write the same files.
 
 Timing modes:
   lag L      step t is scored with the newest rubric version <= t - L (version v is produced by
              the update of step v-1), as when the update of step t-1 still runs during step t.
   rescore    after the update of step t, step t is scored again with R_{t+1} (rescores.jsonl).
-  update_every N   updates run after steps start+N-1, start+2N-1, ...; summaries every step.
+  update_every N   updates run after every N-th step of the run; summaries every step.
 """
 
 from __future__ import annotations
@@ -13,19 +16,32 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
-from amaris_cli.errors import StageFailed
+from amaris_cli import artifacts, locks
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import Rollout
-from amaris_cli.rollouts import read_rollouts
+from amaris_cli.policy import FailurePolicy
+from amaris_cli.schedule import scoring_version, update_due
 from amaris_cli.session import Session
-from amaris_cli.stages.analyze import analyze_step
 from amaris_cli.stages.common import store_rollouts
+from amaris_cli.stages.evolve import evolve_step
 from amaris_cli.stages.score import score_step
-from amaris_cli.stages.summarize import summarize_step
-from amaris_cli.stages.update import UpdateOutcome, update_step
+from amaris_cli.stages.update import UpdateOutcome
+
+
+@dataclass
+class StepPlan:
+    """What to do with one step: its rollouts (and where they came from), and how to run it."""
+
+    rollouts: list[Rollout]
+    source: dict[str, Any] = field(default_factory=dict)
+    lag: int = 0
+    rubric_version: int | None = None
+    evolve: bool = True
+    update: bool | None = None  # None: by update_every
+    rescore: bool = False
 
 
 @dataclass
@@ -45,84 +61,99 @@ class StepReport:
     update: UpdateOutcome | None = field(default=None, repr=False)
 
 
-def should_update(step: int, first_step: int, every: int) -> bool:
-    return (step - first_step + 1) % every == 0
+class Indexer:
+    """Indexing a step (embedding its records) runs in a thread while the next step is scored and
+    analyzed, which is mostly waiting on the judge; it is awaited before the memory is used again."""
+
+    def __init__(self, store: MemoryStore | None) -> None:
+        self.store = store
+        self._pending: asyncio.Task[int] | None = None
+
+    def start(self, session: Session, step: int) -> None:
+        if self.store is not None:
+            self._pending = asyncio.create_task(asyncio.to_thread(index_step, self.store, RunCatalog(session.run), step))
+
+    async def settle(self) -> MemoryStore | None:
+        if self._pending is not None:
+            task, self._pending = self._pending, None
+            await task
+        return self.store
 
 
-def load_step(source: Path | list[Rollout], step: int, mapping: dict[str, str], instance_field: str | None) -> list[Rollout]:
-    rollouts = source if isinstance(source, list) else read_rollouts(source, mapping, instance_field, default_step=step)
-    return [r.model_copy(update={"step": step}) for r in rollouts]
+async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer, *, policy: FailurePolicy,
+                   scoring_session: Session | None = None, on_stage: Callable[[str, int], None] | None = None,
+                   on_record: Callable[[object], None] | None = None) -> StepReport:
+    """Score one step, then evolve it (when planned), holding the step's lock throughout."""
+    run = session.run
+    scorer = scoring_session or session
+    stage = on_stage or (lambda _stage, _step: None)
+    started = time.monotonic()
+    tokens_before = _tokens(session) + (_tokens(scorer) if scorer is not session else 0)
+    with locks.exclusive(run.step_lock_path(step), f"step {step} of {run.path}", role="loop"):
+        store_rollouts(run, step, plan.rollouts, plan.source, how=scorer.how)
+        version = scoring_version(run, step, plan.lag, plan.rubric_version, wait=0, say=session.say)
+        stage("score", step)
+        limit = plan.rubric_version if plan.rubric_version is not None else max(0, step - plan.lag)
+        scored, _ = await score_step(scorer, step, plan.rollouts, limit=limit, lag=plan.lag,
+                                     explicit_version=plan.rubric_version, policy=policy, on_done=on_record)
+        report = StepReport(step=step, rubric_version=version, rollouts=len(plan.rollouts),
+                            mean_reward=scored.mean_reward, failed=scored.failed)
+        policy.check("score", step, scored.failed, scored.total, scored.errors)
+        if plan.evolve:
+            update = plan.update if plan.update is not None else update_due(run, step, session.settings.pipeline.update_every)
+
+            evolved = await evolve_step(session, step, indexer.settle, update=update, rescore=plan.rescore and update,
+                                        policy=policy, wait=0, fail_if_idle=True, index_now=False,
+                                        on_stage=stage, on_record=on_record)
+            if evolved.updated is not None:
+                indexer.start(session, step)
+                outcome = evolved.updated
+                report.update = outcome
+                report.strategy = "/".join(sorted(set(outcome.strategies)))
+                report.added, report.removed, report.rejected = outcome.added, outcome.removed, outcome.rejected
+            if evolved.rescored is not None:
+                report.rescore_mean = evolved.rescored.mean_reward
+    report.tokens = _tokens(session) + (_tokens(scorer) if scorer is not session else 0) - tokens_before
+    report.wall_s = round(time.monotonic() - started, 3)
+    return report
 
 
 async def run_loop(
     session: Session,
-    steps: dict[int, list[Rollout]],
-    memory: MemoryStore | None,
+    steps: dict[int, StepPlan],
+    store: MemoryStore | None,
     *,
-    lag: int = 0,
-    rescore: bool = False,
-    on_error: str = "fail",
+    policy: FailurePolicy,
     on_step: Callable[[StepReport], None] | None = None,
     on_stage: Callable[[str, int], None] | None = None,
     on_record: Callable[[object], None] | None = None,
 ) -> list[StepReport]:
     """`on_stage(stage, step)` is called as each stage starts, `on_record` as each rollout of a
     per-rollout stage (score, analyze, rescore) finishes: enough for a progress bar."""
-    settings = session.settings
-    stage = on_stage or (lambda _stage, _step: None)
-    first = min(steps)
+    indexer = Indexer(store)
     reports: list[StepReport] = []
-    neutral = settings.pipeline.neutral_reward if on_error == "neutral" else None
-    # Indexing a step (embedding its records) runs in a thread while the next step is scored and
-    # analyzed, which is mostly waiting on the judge; it is awaited before the memory is used again.
-    pending: asyncio.Task[int] | None = None
-
-    async def settle() -> None:
-        nonlocal pending
-        if pending is not None:
-            await pending
-            pending = None
-
-    for step, rollouts in steps.items():
-        started = time.monotonic()
-        tokens_before = _tokens(session)
-        store_rollouts(session.run, step, rollouts)
-        version = session.run.rubric_version_for(step, lag)
-        stage("score", step)
-        scored, _ = await score_step(session, step, rollouts, lag=lag, neutral_reward=neutral, on_done=on_record)
-        report = StepReport(step=step, rubric_version=version if version is not None else -1, rollouts=len(rollouts),
-                            mean_reward=scored.mean_reward, failed=scored.failed)
-        if scored.failed and on_error == "fail":
-            raise StageFailed(f"step {step}: {scored.failed} rollouts could not be judged (written as failed); "
-                              "re-run the same command to retry them, or use --on-error skip|neutral")
-        stage("analyze", step)
-        await analyze_step(session, step, on_done=on_record)
-        stage("summarize", step)
-        updating = should_update(step, first, settings.pipeline.update_every)
-        await settle()
-        # A step that is updated is indexed after its update, whose retrieval must not see it.
-        await summarize_step(session, step, None if updating else memory)
-        if updating:
-            stage("update", step)
-            outcome = await update_step(session, step, memory, index=False)
-            if memory is not None:
-                pending = asyncio.create_task(asyncio.to_thread(index_step, memory, RunCatalog(session.run), step))
-            report.update = outcome
-            report.strategy = "/".join(sorted(set(outcome.strategies)))
-            report.added, report.removed, report.rejected = outcome.added, outcome.removed, outcome.rejected
-            if rescore:
-                stage("rescore", step)
-                again, _ = await score_step(session, step, rollouts, rubric_version=step + 1, output="rescores",
-                                            neutral_reward=neutral, on_done=on_record)
-                report.rescore_mean = again.mean_reward
-        report.tokens = _tokens(session) - tokens_before
-        report.wall_s = round(time.monotonic() - started, 3)
-        reports.append(report)
-        if on_step:
-            on_step(report)
-    await settle()
+    try:
+        for step, plan in steps.items():
+            report = await run_step(session, step, plan, indexer, policy=policy, on_stage=on_stage, on_record=on_record)
+            reports.append(report)
+            if on_step:
+                on_step(report)
+    finally:
+        await indexer.settle()
     return reports
 
 
 def _tokens(session: Session) -> int:
     return sum(u.prompt_tokens + u.completion_tokens for u in session.client.usage.values())
+
+
+def recorded_plan(src: Any, step: int, rollouts: list[Rollout]) -> StepPlan:
+    """How a recorded step was run (from its provenance): what a replay repeats."""
+    scored = artifacts.derivation(src, step, artifacts.SCORES)
+    evolved = artifacts.evolution(src, step)
+    inputs = scored.inputs if scored else {}
+    return StepPlan(rollouts=rollouts, source=(artifacts.derivation(src, step, artifacts.ROLLOUTS).inputs.get("source", {})
+                                               if artifacts.derivation(src, step, artifacts.ROLLOUTS) else {}),
+                    lag=inputs.get("lag") or 0, rubric_version=inputs.get("rubric_version"),
+                    evolve=evolved is not None and evolved.status == "done",
+                    update=evolved.update if evolved else None, rescore=bool(evolved and evolved.rescore))

@@ -1,23 +1,37 @@
 """Stage 1: judge every rollout of a step against its rubric, one verdict per criterion.
 
 Rewards are computed by amaris from the verdicts (see rubrics.compute_reward), never taken from
-the judge. A rollout that cannot be judged is written as `failed` with its error.
+the judge. A rollout that cannot be judged is written as `failed` with its error; the failure
+policy (policy.py) decides what that means for the command and for the reward.
+
+The file is reused when its inputs (rollouts, the rubric files, the scorer's prompt and settings,
+the policy) are unchanged; then only failed records are judged again. Otherwise every rollout is
+judged again, and requests that did not change are answered from calls.jsonl.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from statistics import fmean
+from typing import Any
 
+from amaris_cli import artifacts
 from amaris_cli.agents.group_scorer import score_group
 from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.errors import AmarisError
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
+from amaris_cli.policy import FailurePolicy
 from amaris_cli.rollouts import group_by_instance, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
-from amaris_cli.stages.common import StageOutcome, bounded_map
-from amaris_cli.stages.journal import StageJournal
+from amaris_cli.stages.common import (
+    StageOutcome,
+    agent_inputs,
+    bounded_map,
+    require_sha,
+    rubric_inputs,
+    training_inputs,
+)
 
 
 def group_rollouts(rollouts: list[Rollout], size: int) -> list[list[Rollout]]:
@@ -26,17 +40,20 @@ def group_rollouts(rollouts: list[Rollout], size: int) -> list[list[Rollout]]:
             for i in range(0, len(members), size)]
 
 
-def rubric_for(run: RunDir, step: int, lag: int = 0, instance_id: str | None = None,
-               version: int | None = None) -> RubricSet:
-    """The rubric that scores `step`: an explicit version, else the newest version <= step - lag
-    (per instance when the instance has its own rubric history)."""
+def rubric_for(run: RunDir, limit: int, instance_id: str | None = None, exact: bool = False) -> RubricSet:
+    """The rubric that scores a step whose versions are limited to <= `limit` (`exact`: exactly
+    `limit`): the instance's own newest version when it has one, else the run's."""
+    def pick(versions: list[int]) -> int | None:
+        usable = [v for v in versions if (v == limit if exact else v <= limit)]
+        return usable[-1] if usable else None
+
     if instance_id is not None:
-        v = version if version is not None else run.rubric_version_for(step, lag, instance_id)
-        if v is not None and run.rubric_path(v, instance_id).exists():
+        v = pick(run.rubric_versions(instance_id))
+        if v is not None:
             return run.load_rubric(v, instance_id)
-    v = version if version is not None else run.rubric_version_for(step, lag)
+    v = pick(run.rubric_versions())
     if v is None:
-        raise AmarisError(f"{run.path}: no rubric version usable for step {step} (lag {lag}); was the run initialized?")
+        raise AmarisError(f"{run.path}: no rubric version {'=' if exact else '<='} {limit}; was the run initialized?")
     rubric = run.load_rubric(v)
     if instance_id is not None:
         rubric = rubric.model_copy(update={"instance_id": instance_id})
@@ -48,72 +65,74 @@ async def score_step(
     step: int,
     rollouts: list[Rollout],
     *,
-    lag: int = 0,
-    rubric_version: int | None = None,
-    output: str = "scores",
-    neutral_reward: float | None = None,
+    limit: int,
+    policy: FailurePolicy,
+    lag: int | None = None,
+    explicit_version: int | None = None,
+    output: str = artifacts.SCORES,
+    force: bool = False,
     on_done: Callable[[ScoreRecord], None] | None = None,
 ) -> tuple[StageOutcome, list[ScoreRecord]]:
+    """Score `rollouts` with the newest rubric version <= `limit` (exactly `explicit_version` when given).
+    `lag` is recorded so a replay picks versions the same way."""
     run, settings = session.run, session.settings
-    outcome = StageOutcome(stage="score" if output == "scores" else output, step=step, total=len(rollouts))
+    stage = "score" if output == artifacts.SCORES else output.removesuffix(".jsonl").removesuffix("s")
+    outcome = StageOutcome(stage=stage, step=step, total=len(rollouts))
     per_instance = settings.pipeline.per_instance
+    exact = explicit_version is not None
     rubrics: dict[str | None, RubricSet] = {}
-
-    def rubric_of(rollout: Rollout) -> RubricSet:
+    for rollout in rollouts:
         key = instance_key(rollout) if per_instance else None
         if key not in rubrics:
-            rubrics[key] = rubric_for(run, step, lag, key, rubric_version)
-        return rubrics[key]
+            rubrics[key] = rubric_for(run, explicit_version if exact else limit, key, exact)  # type: ignore[arg-type]
 
-    for rollout in rollouts:
-        rubric_of(rollout)
-    journal = StageJournal(run.step_dir(step) / f"{output}.jsonl", ScoreRecord, lambda r: r.rollout_id)
-    by_id = {r.id: r for r in rollouts}
+    def rubric_of(rollout: Rollout) -> RubricSet:
+        return rubrics[instance_key(rollout) if per_instance else None]
 
-    def reusable(record: ScoreRecord) -> bool:
-        rollout = by_id.get(record.rollout_id)
-        return (record.status == "scored" and rollout is not None
-                and record.rubric_version == rubric_of(rollout).version)
-
-    done = journal.done(reusable)
+    grouped = settings.pipeline.group_by == "input"
+    inputs: dict[str, Any] = {
+        "rollouts": require_sha(run, step, artifacts.ROLLOUTS, "store the rollouts first"),
+        "rubrics": rubric_inputs(run, list(rubrics.values())),
+        "lag": lag,
+        "rubric_version": explicit_version,
+        "agents": agent_inputs(session, "group_scorer" if grouped else "scorer"),
+        "group": {"group_by": settings.pipeline.group_by, "group_size": settings.pipeline.group_size if grouped else None},
+        "policy": policy.as_inputs(),
+        **training_inputs(session),
+    }
+    done: dict[str, ScoreRecord] = {}
+    if not force and artifacts.is_fresh(run, step, output, inputs):
+        done = {r.rollout_id: r for r in artifacts.load_scores(run, step, output) if r.status == "scored"}
     outcome.reused = len(done)
     todo = [r for r in rollouts if r.id not in done]
 
-    def policy(record: ScoreRecord) -> ScoreRecord:
-        if record.status == "failed" and neutral_reward is not None:
-            return record.model_copy(update={"reward": neutral_reward})  # policy `neutral`; status stays failed
-        return record
+    def finished(records: list[ScoreRecord]) -> None:
+        for record in records:
+            done[record.rollout_id] = record
+            if on_done:
+                on_done(record)
 
-    with journal.open() as sink:
-        def finished(records: list[ScoreRecord]) -> None:
-            for record in records:
-                sink.append(record.model_dump(mode="json"))
-                if on_done:
-                    on_done(record)
+    async def one(rollout: Rollout) -> list[ScoreRecord]:
+        return [policy.score(await score_rollout(session.kit, rubric_of(rollout), rollout, step))]
 
-        async def one(rollout: Rollout) -> list[ScoreRecord]:
-            return [policy(await score_rollout(session.kit, rubric_of(rollout), rollout, step))]
+    async def group(members: list[Rollout]) -> list[ScoreRecord]:
+        key = instance_key(members[0])
+        return [policy.score(r) for r in await score_group(session.kit, rubric_of(members[0]), members, step, key)]
 
-        async def group(members: list[Rollout]) -> list[ScoreRecord]:
-            key = instance_key(members[0])
-            return [policy(r) for r in await score_group(session.kit, rubric_of(members[0]), members, step, key)]
-
-        limit = settings.agent("scorer").concurrency
-        if settings.pipeline.group_by == "input":
-            results = await bounded_map(group_rollouts(todo, settings.pipeline.group_size), group, limit, finished)
-        else:
-            results = await bounded_map(todo, one, limit, finished)
-        for records in results:
-            for record in records:
-                done[record.rollout_id] = record
+    limit_in_flight = settings.agent("scorer").concurrency
+    if grouped:
+        await bounded_map(group_rollouts(todo, settings.pipeline.group_size), group, limit_in_flight, finished)
+    else:
+        await bounded_map(todo, one, limit_in_flight, finished)
     records = [done[r.id] for r in rollouts]
-    journal.finish(records)
+    if todo or not artifacts.is_fresh(run, step, output, inputs):
+        artifacts.write_jsonl_recorded(run, step, output, (r.model_dump(mode="json") for r in records), inputs,
+                                       session.how)
 
     outcome.done = sum(r.status == "scored" for r in records)
     outcome.failed = sum(r.status == "failed" for r in records)
     outcome.errors = [f"{r.rollout_id}: {r.error}" for r in records if r.status == "failed"]
     rewards = [r.reward for r in records if r.status == "scored" and r.reward is not None]
     outcome.mean_reward = round(fmean(rewards), 6) if rewards else None
-    session.manifest.mark(step, "score" if output == "scores" else output)
-    session.save_manifest()
+    outcome.rubric_versions = sorted({r.version for r in rubrics.values()})
     return outcome.stop(), records

@@ -1,35 +1,29 @@
 """Stage 4: retrieve history (static + dynamic), ask the updater, validate its edits, and write
-the next rubric version. update.json is written last: it marks the step's update as done."""
+the next rubric version. update.json is written last: it marks the step's update as done.
+
+An update is reused only while its inputs are unchanged: the step's summary, the rubric it edits,
+the history it could retrieve (every earlier step's analyses, summaries and updates, by content),
+the retrieval and rubric settings, the prompts and the agents' settings."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from amaris_cli import artifacts
 from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
 from amaris_cli.errors import AmarisError, InputError
-from amaris_cli.jsonio import write_json_atomic
-from amaris_cli.memory.service import (
-    RunCatalog,
-    dynamic_retrieval,
-    index_step,
-    static_retrieval,
-    sync_before,
-)
+from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
-from amaris_cli.models import RetrievalRecord, SummaryRecord, UpdateRecord
-from amaris_cli.records import (
-    load_retrieval,
-    load_summaries,
-    load_update,
-    retrieval_path,
-    summary_path,
-    update_path,
-)
+from amaris_cli.models import RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
 from amaris_cli.rubrics import apply_modifications, cap_active
+from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
-from amaris_cli.stages.common import bounded_map
+from amaris_cli.stages.common import agent_inputs, bounded_map, rubric_inputs, training_inputs
 from amaris_cli.stages.score import rubric_for
+
+MEMORY_FILES = (artifacts.ANALYSES, artifacts.SUMMARY, artifacts.UPDATE)
 
 
 @dataclass
@@ -46,11 +40,58 @@ class UpdateOutcome:
     static_entries: int = 0
 
 
+def history_digest(run: RunDir, step: int) -> str:
+    """The content of everything the update of `step` can retrieve: the memory files of earlier steps."""
+    rows = []
+    for s in artifacts.step_numbers(run):
+        if s >= step:
+            break
+        files = artifacts.read_provenance(run, s).files
+        rows.append([s, sorted((name, d.sha256) for name, d in files.items() if name.rsplit("/", 1)[-1] in MEMORY_FILES)])
+    return artifacts.digest(rows)
+
+
+def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet) -> dict[str, Any]:
+    run, settings = session.run, session.settings
+    summary_sha = artifacts.output_sha(run, step, summary_name)
+    if summary_sha is None:
+        raise InputError(run.step_dir(step) / summary_name, f"step {step} has no complete summary; run "
+                                                            "`amaris summarize` first")
+    memory = settings.memory.model_dump(include={"static", "static_steps", "dynamic", "results_per_query",
+                                                 "max_queries", "embedding", "embedding_model", "url", "namespace"})
+    return {
+        "summary": summary_sha,
+        "base_rubric": rubric_inputs(run, [base]),
+        "history": history_digest(run, step),
+        "memory": memory,
+        "rubric_rules": settings.rubric.model_dump(include={"max_adaptive", "max_active_adaptive", "min_weight",
+                                                            "max_weight"}),
+        "agents": agent_inputs(session, "query_generator", "updater"),
+        **training_inputs(session),
+    }
+
+
+def _rubric_of(base: RubricSet, record: UpdateRecord) -> RubricSet:
+    return RubricSet(version=record.to_version, instance_id=base.instance_id, anchors=base.anchors,
+                     adaptive=record.final_adaptive, produced_by_step=record.step)
+
+
 async def _update_one(session: Session, step: int, summary: SummaryRecord, memory: MemoryStore | None,
-                      catalog: RunCatalog) -> tuple[UpdateRecord, RetrievalRecord]:
+                      catalog: RunCatalog, force: bool) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
+    """(record, retrieval, recomputed)"""
     run, kit, mem = session.run, session.kit, session.settings.memory
     iid = summary.instance_id
-    current = rubric_for(run, step, instance_id=iid)
+    base = rubric_for(run, step, iid)
+    inputs = update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base)
+    name = artifacts.rel(artifacts.UPDATE, iid)
+    if not force and artifacts.is_fresh(run, step, name, inputs):
+        existing = artifacts.load_update(run, step, iid)
+        assert existing is not None
+        rubric = _rubric_of(base, existing)
+        path = run.rubric_path(rubric.version, iid)
+        if not path.exists() or run.load_rubric(rubric.version, iid) != rubric:
+            run.save_rubric(rubric)  # the update is whole but its rubric file was lost or edited: rewrite it
+        return existing, artifacts.load_retrieval(run, step, iid), False
     static = static_retrieval(run, step, mem.static_steps, iid) if mem.static else []
     queries: list[str] = []
     dynamic = []
@@ -59,51 +100,46 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
             raise AmarisError("dynamic retrieval needs the memory index")
         answer = await generate_queries(kit, step, summary, mem.max_queries)
         if answer.value is None:
-            raise AmarisError(f"step {step}: the query generator failed: {answer.error}")
+            raise AmarisError(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
         queries = answer.value.queries
         dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static}, iid)
     retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static, static_steps=mem.static_steps,
                                 dynamic_enabled=mem.dynamic, results_per_query=mem.results_per_query,
                                 max_queries=mem.max_queries, static=static, queries=queries, dynamic=dynamic)
-    answer = await propose_update(kit, current, step, summary, static, dynamic)
+    answer = await propose_update(kit, base, step, summary, static, dynamic)
     if answer.value is None:
         raise AmarisError(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run to retry")
     proposal = answer.value
-    new_rubric, applied, rejected = apply_modifications(current, proposal.modifications, session.settings.rubric, step + 1, step)
+    new_rubric, applied, rejected = apply_modifications(base, proposal.modifications, session.settings.rubric, step + 1, step)
     new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive)
-    record = UpdateRecord(step=step, instance_id=iid, from_version=current.version, to_version=step + 1,
+    record = UpdateRecord(step=step, instance_id=iid, from_version=base.version, to_version=step + 1,
                           strategy=proposal.strategy, rationale=proposal.rationale,
                           memory_consultation=proposal.memory_consultation, applied=applied, rejected=rejected,
-                          deactivated=deactivated,
-                          final_adaptive=new_rubric.adaptive)
+                          deactivated=deactivated, final_adaptive=new_rubric.adaptive)
     run.save_rubric(new_rubric)
-    write_json_atomic(retrieval_path(run, step, iid), retrieval.model_dump(mode="json"))
-    write_json_atomic(update_path(run, step, iid), record.model_dump(mode="json"))
-    return record, retrieval
+    artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.RETRIEVAL, iid), retrieval.model_dump(mode="json"),
+                                  inputs, session.how)
+    artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
+    return record, retrieval, True
 
 
 async def update_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False,
                       index: bool = True) -> UpdateOutcome:
     """`index=False` leaves indexing the step to the caller (the loop does it in the background)."""
     run = session.run
-    summaries = load_summaries(run, step)
+    summaries = artifacts.load_summaries(run, step)
     if not summaries:
-        raise InputError(summary_path(run, step), f"step {step} has no summary; run `amaris summarize` first")
+        raise InputError(artifacts.summary_path(run, step), f"step {step} has no summary; run `amaris summarize` first")
     outcome = UpdateOutcome(step=step)
     catalog = RunCatalog(run)
     if memory is not None:
         sync_before(memory, catalog, step)
 
-    async def one(summary: SummaryRecord) -> tuple[UpdateRecord, RetrievalRecord | None]:
-        iid = summary.instance_id
-        existing = load_update(run, step, iid)
-        if existing is not None and not force and run.rubric_path(step + 1, iid).exists():
-            outcome.reused += 1
-            return existing, load_retrieval(run, step, iid)
-        return await _update_one(session, step, summary, memory, catalog)
+    async def one(summary: SummaryRecord) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
+        return await _update_one(session, step, summary, memory, catalog, force)
 
-    results = await bounded_map(summaries, one, session.settings.agent("updater").concurrency)
-    for record, retrieval in results:
+    for record, retrieval, recomputed in await bounded_map(summaries, one, session.settings.agent("updater").concurrency):
+        outcome.reused += not recomputed
         if retrieval is not None:
             outcome.queries += len(retrieval.queries)
             outcome.dynamic_hits += len(retrieval.dynamic)
@@ -115,6 +151,4 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         outcome.rejected += len(record.rejected)
     if memory is not None and index:
         index_step(memory, catalog, step)  # the whole step, now that its update no longer searches it
-    session.manifest.mark(step, "update")
-    session.save_manifest()
     return outcome

@@ -1,0 +1,346 @@
+"""The run's artifacts: where each step file lives, how it is read back, and what it was derived from.
+
+Every step file is derived from others:
+
+    rollouts.jsonl + rubric version(s) ........ scores.jsonl (and rescores.jsonl)
+    scores.jsonl + rollouts ................... analyses.jsonl
+    scores.jsonl + analyses.jsonl ............. stats.json, summary.json (+ summary.chunk-NNN.json)
+    summary + rubric + earlier steps + memory . retrieval.json, update.json, rubrics/step-(t+1).json
+
+`steps/NNNNNN/provenance.json` records, for each derived file, the inputs it was computed from (the
+digests of upstream files, the rubric versions, the prompt templates and the config keys it depends
+on), a digest of those inputs, and the SHA-256 of the file as written. A stage reuses a file only when
+the digest of its current inputs equals the recorded one and the file still has the recorded bytes;
+otherwise it recomputes it (requests that did not change are answered from calls.jsonl, so only what
+changed costs a model call). The same file marks a step's evolution as complete, which is what
+`evolve` of a later step and `score --lag` wait for.
+
+Writers of a step hold its step lock (locks.py), so the read-modify-write of provenance.json is safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.jsonio import iter_jsonl, read_json, write_json_atomic, write_jsonl_atomic
+from amaris_cli.models import (
+    AnalysisRecord,
+    RetrievalRecord,
+    Rollout,
+    ScoreRecord,
+    StepStats,
+    SummaryRecord,
+    UpdateRecord,
+)
+from amaris_cli.rundir import RunDir, safe_instance_dir
+
+ROLLOUTS = "rollouts.jsonl"
+SCORES = "scores.jsonl"
+RESCORES = "rescores.jsonl"
+ANALYSES = "analyses.jsonl"
+STATS = "stats.json"
+SUMMARY = "summary.json"
+RETRIEVAL = "retrieval.json"
+UPDATE = "update.json"
+PROVENANCE = "provenance.json"
+
+
+# --- paths ------------------------------------------------------------------------------------
+
+
+def rel(name: str, instance_id: str | None = None) -> str:
+    """A step file's name relative to its step directory (per-instance files live under instances/)."""
+    return name if instance_id is None else f"instances/{safe_instance_dir(instance_id)}/{name}"
+
+
+def step_file(run: RunDir, step: int, name: str, instance_id: str | None = None) -> Path:
+    return run.step_dir(step) / rel(name, instance_id)
+
+
+def rollouts_path(run: RunDir, step: int) -> Path:
+    return step_file(run, step, ROLLOUTS)
+
+
+def scores_path(run: RunDir, step: int, output: str = SCORES) -> Path:
+    return step_file(run, step, output)
+
+
+def analyses_path(run: RunDir, step: int) -> Path:
+    return step_file(run, step, ANALYSES)
+
+
+def summary_path(run: RunDir, step: int, instance_id: str | None = None) -> Path:
+    return step_file(run, step, SUMMARY, instance_id)
+
+
+def chunk_name(index: int) -> str:
+    return f"summary.chunk-{index:03d}.json"
+
+
+def chunk_path(run: RunDir, step: int, index: int, instance_id: str | None = None) -> Path:
+    return step_file(run, step, chunk_name(index), instance_id)
+
+
+def stats_path(run: RunDir, step: int, instance_id: str | None = None) -> Path:
+    return step_file(run, step, STATS, instance_id)
+
+
+def retrieval_path(run: RunDir, step: int, instance_id: str | None = None) -> Path:
+    return step_file(run, step, RETRIEVAL, instance_id)
+
+
+def update_path(run: RunDir, step: int, instance_id: str | None = None) -> Path:
+    return step_file(run, step, UPDATE, instance_id)
+
+
+def provenance_path(run: RunDir, step: int) -> Path:
+    return run.step_dir(step) / PROVENANCE
+
+
+def step_numbers(run: RunDir) -> list[int]:
+    base = run.path / "steps"
+    if not base.is_dir():
+        return []
+    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def steps_with_rollouts(run: RunDir) -> list[int]:
+    return [s for s in step_numbers(run) if rollouts_path(run, s).exists()]
+
+
+# --- reading records back -----------------------------------------------------------------------
+
+
+def _json(path: Path) -> Any:
+    try:
+        return read_json(path)
+    except orjson.JSONDecodeError as exc:
+        raise AmarisError(f"{path}: corrupt JSON ({exc}); was the file edited by hand?") from None
+
+
+def load_rollouts(run: RunDir, step: int) -> list[Rollout]:
+    path = rollouts_path(run, step)
+    if not path.exists():
+        raise InputError(path, f"step {step} has no rollouts yet; run `amaris score ROLLOUTS.jsonl --run {run.path} "
+                               f"--step {step}` first")
+    return [Rollout.model_validate(row) for row in iter_jsonl(path)]
+
+
+def load_scores(run: RunDir, step: int, output: str = SCORES) -> list[ScoreRecord]:
+    return [ScoreRecord.model_validate(r) for r in iter_jsonl(scores_path(run, step, output))]
+
+
+def load_analyses(run: RunDir, step: int) -> list[AnalysisRecord]:
+    return [AnalysisRecord.model_validate(r) for r in iter_jsonl(analyses_path(run, step))]
+
+
+def load_stats(run: RunDir, step: int, instance_id: str | None = None) -> StepStats | None:
+    path = stats_path(run, step, instance_id)
+    return StepStats.model_validate(_json(path)) if path.exists() else None
+
+
+def load_summary(run: RunDir, step: int, instance_id: str | None = None) -> SummaryRecord | None:
+    path = summary_path(run, step, instance_id)
+    return SummaryRecord.model_validate(_json(path)) if path.exists() else None
+
+
+def summary_paths(run: RunDir, step: int) -> list[Path]:
+    """The step's global summary and every instance's (per-instance mode)."""
+    paths = [summary_path(run, step), *sorted((run.step_dir(step) / "instances").glob(f"*/{SUMMARY}"))]
+    return [p for p in paths if p.exists()]
+
+
+def load_summaries(run: RunDir, step: int) -> list[SummaryRecord]:
+    return [SummaryRecord.model_validate(_json(p)) for p in summary_paths(run, step)]
+
+
+def load_update(run: RunDir, step: int, instance_id: str | None = None) -> UpdateRecord | None:
+    path = update_path(run, step, instance_id)
+    return UpdateRecord.model_validate(_json(path)) if path.exists() else None
+
+
+def load_retrieval(run: RunDir, step: int, instance_id: str | None = None) -> RetrievalRecord | None:
+    path = retrieval_path(run, step, instance_id)
+    return RetrievalRecord.model_validate(_json(path)) if path.exists() else None
+
+
+# --- provenance -------------------------------------------------------------------------------
+
+
+class Derivation(BaseModel):
+    """How one step file was made: from what (`inputs`, and their `digest`), into which bytes (`sha256`),
+    and by which command settings (`flags`, `judge`: what a replay repeats; not part of the digest)."""
+
+    model_config = ConfigDict(extra="forbid")
+    inputs: dict[str, Any]
+    digest: str
+    sha256: str
+    flags: dict[str, Any] = Field(default_factory=dict)
+    judge: str | None = None
+
+
+class Evolution(BaseModel):
+    """The step's evolution (analyze, summarize, and update when due): `done`, or `failed` with the
+    error, so that later evolutions waiting for it stop instead of waiting in vain."""
+
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["done", "failed"]
+    update: bool = False
+    rescore: bool = False
+    error: str | None = None
+    flags: dict[str, Any] = Field(default_factory=dict)
+    judge: str | None = None
+
+
+class StepProvenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    files: dict[str, Derivation] = Field(default_factory=dict)
+    evolution: Evolution | None = None
+
+
+def digest(value: Any) -> str:
+    """`sha256:` + the SHA-256 of the canonical JSON of a value (sorted keys, no whitespace)."""
+    return "sha256:" + hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def file_sha256(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_provenance(run: RunDir, step: int) -> StepProvenance:
+    path = provenance_path(run, step)
+    if not path.exists():
+        return StepProvenance()
+    return StepProvenance.model_validate(_json(path))
+
+
+def _save(run: RunDir, step: int, provenance: StepProvenance) -> None:
+    write_json_atomic(provenance_path(run, step), provenance.model_dump(mode="json"))
+
+
+def is_fresh(run: RunDir, step: int, name: str, inputs: dict[str, Any]) -> bool:
+    """The file `name` (relative to the step directory) exists, still has the bytes it was written
+    with, and was derived from exactly `inputs`."""
+    entry = read_provenance(run, step).files.get(name)
+    return (entry is not None and entry.digest == digest(inputs)
+            and file_sha256(run.step_dir(step) / name) == entry.sha256)
+
+
+def stale_inputs(run: RunDir, step: int, name: str, inputs: dict[str, Any]) -> list[str]:
+    """Which inputs of `name` changed since it was written (empty when fresh; ["file"] when the file
+    itself is missing or changed)."""
+    entry = read_provenance(run, step).files.get(name)
+    if entry is None or file_sha256(run.step_dir(step) / name) != entry.sha256:
+        return ["file"]
+    return sorted(k for k in set(entry.inputs) | set(inputs) if entry.inputs.get(k) != inputs.get(k))
+
+
+def derivation(run: RunDir, step: int, name: str) -> Derivation | None:
+    return read_provenance(run, step).files.get(name)
+
+
+def output_sha(run: RunDir, step: int, name: str) -> str | None:
+    """The recorded SHA-256 of a step file, when it is whole (its bytes match the record)."""
+    entry = derivation(run, step, name)
+    if entry is None or file_sha256(run.step_dir(step) / name) != entry.sha256:
+        return None
+    return entry.sha256
+
+
+@dataclass(frozen=True)
+class How:
+    """The command settings a file was made with (recorded for replay, not part of its digest)."""
+
+    flags: dict[str, Any]
+    judge: str
+
+
+def record(run: RunDir, step: int, name: str, inputs: dict[str, Any], how: How | None = None) -> str:
+    """Record how `name` was derived, after it was written; returns its SHA-256."""
+    sha = file_sha256(run.step_dir(step) / name)
+    if sha is None:
+        raise AmarisError(f"{run.step_dir(step) / name}: cannot record a file that was not written")
+    provenance = read_provenance(run, step)
+    provenance.files[name] = Derivation(inputs=inputs, digest=digest(inputs), sha256=sha,
+                                        flags=dict(how.flags) if how else {}, judge=how.judge if how else None)
+    _save(run, step, provenance)
+    return sha
+
+
+def write_jsonl_recorded(run: RunDir, step: int, name: str, rows: Iterable[Any], inputs: dict[str, Any],
+                         how: How | None = None) -> str:
+    write_jsonl_atomic(run.step_dir(step) / name, rows)
+    return record(run, step, name, inputs, how)
+
+
+def write_json_recorded(run: RunDir, step: int, name: str, value: Any, inputs: dict[str, Any],
+                        how: How | None = None) -> str:
+    write_json_atomic(run.step_dir(step) / name, value)
+    return record(run, step, name, inputs, how)
+
+
+def evolution(run: RunDir, step: int) -> Evolution | None:
+    return read_provenance(run, step).evolution
+
+
+def mark_evolved(run: RunDir, step: int, mark: Evolution) -> None:
+    provenance = read_provenance(run, step)
+    provenance.evolution = mark
+    _save(run, step, provenance)
+
+
+def clear_evolved(run: RunDir, step: int) -> None:
+    """The step's inputs changed (it is being scored again): its evolution is no longer complete."""
+    provenance = read_provenance(run, step)
+    if provenance.evolution is not None:
+        provenance.evolution = None
+        _save(run, step, provenance)
+
+
+UPSTREAM = {"rollouts": ROLLOUTS, "scores": SCORES, "analyses": ANALYSES}
+
+
+def stale_files(run: RunDir, step: int) -> list[str]:
+    """The step's files that no longer match what they were derived from: edited since written, or made
+    from an upstream file (rollouts, scores, analyses, summary) that has changed since."""
+    provenance = read_provenance(run, step)
+    current = {name: output_sha(run, step, name) for name in UPSTREAM.values()}
+    stale = []
+    for name, made in sorted(provenance.files.items()):
+        if file_sha256(run.step_dir(step) / name) != made.sha256:
+            stale.append(name)
+            continue
+        for key, upstream in UPSTREAM.items():
+            if key in made.inputs and made.inputs[key] != current.get(upstream):
+                stale.append(name)
+                break
+        else:
+            summary = made.inputs.get("summary")
+            summary_name = name.rsplit("/", 1)[0] + "/" + SUMMARY if "/" in name else SUMMARY
+            if summary is not None and summary != output_sha(run, step, summary_name):
+                stale.append(name)
+    return stale
+
+
+def step_state(run: RunDir, step: int) -> str:
+    """One word for where a step stands: running, evolved, updated, failed, scored or new."""
+    from amaris_cli.locks import holder
+
+    if holder(run.step_lock_path(step)) is not None:
+        return "running"
+    mark = evolution(run, step)
+    if mark is not None:
+        return "failed" if mark.status == "failed" else ("updated" if mark.update else "evolved")
+    return "scored" if output_sha(run, step, SCORES) else "new"

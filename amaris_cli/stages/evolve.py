@@ -1,0 +1,108 @@
+"""The evolution of one step: analyze, summarize, and (when due) retrieve and update the rubric,
+then optionally re-score the step with the rubric its update produced.
+
+This is what runs beside training: `amaris evolve --run R --step t &` while the trainer trains and
+`score` of step t+1 runs. Its analyses need only the step's own scores, so they start at once;
+summarizing and updating read the memory and the history of earlier steps, so they wait until the
+evolutions of all earlier steps are complete (evolutions run in step order), then take the memory's
+writer lock. The step's provenance records the evolution as `done` (or `failed`, with the error, so
+later evolutions waiting for it stop too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from amaris_cli import artifacts
+from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.memory.store import MemoryStore
+from amaris_cli.models import ScoreRecord
+from amaris_cli.policy import FailurePolicy
+from amaris_cli.schedule import earlier_steps, wait_for_evolutions
+from amaris_cli.session import Session
+from amaris_cli.stages.analyze import analyze_step
+from amaris_cli.stages.common import StageOutcome
+from amaris_cli.stages.score import score_step
+from amaris_cli.stages.summarize import summarize_step
+from amaris_cli.stages.update import UpdateOutcome, update_step
+
+
+@dataclass
+class EvolveOutcome:
+    step: int
+    analyzed: StageOutcome
+    summarized: StageOutcome
+    updated: UpdateOutcome | None = None
+    rescored: StageOutcome | None = None
+
+
+def require_scores(session: Session, step: int, policy: FailurePolicy) -> list[ScoreRecord]:
+    """The step's scores, whole and derived from its current rollouts; under `fail`, without failures."""
+    run = session.run
+    sha = artifacts.output_sha(run, step, artifacts.SCORES)
+    scored_from = artifacts.derivation(run, step, artifacts.SCORES)
+    if sha is None or scored_from is None:
+        raise InputError(artifacts.scores_path(run, step), f"step {step} has no complete scores; run "
+                         f"`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}` first")
+    if scored_from.inputs.get("rollouts") != artifacts.output_sha(run, step, artifacts.ROLLOUTS):
+        raise InputError(artifacts.scores_path(run, step), f"step {step}: the scores are of other rollouts than the "
+                         "step now holds; score the step again first")
+    scores = artifacts.load_scores(run, step)
+    failed = [s for s in scores if s.status == "failed"]
+    policy.check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed])
+    return scores
+
+
+async def evolve_step(
+    session: Session,
+    step: int,
+    memory: Callable[[], Awaitable[MemoryStore | None]],
+    *,
+    update: bool,
+    rescore: bool,
+    policy: FailurePolicy,
+    wait: float,
+    fail_if_idle: bool = False,
+    force: bool = False,
+    index_now: bool = True,
+    on_stage: Callable[[str, int], None] | None = None,
+    on_record: Callable[[object], None] | None = None,
+) -> EvolveOutcome:
+    """`memory` opens the memory for writing (waiting for its lock) when first called, after the earlier
+    evolutions are complete. `index_now=False` leaves indexing an updated step to the caller."""
+    run = session.run
+    stage = on_stage or (lambda _stage, _step: None)
+    try:
+        require_scores(session, step, policy)
+        stage("analyze", step)
+        analyzed = await analyze_step(session, step, force=force, on_done=on_record)
+        policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
+        wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
+                            needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)
+        store = await memory()
+        stage("summarize", step)
+        # A step that is updated is indexed after its update, whose retrieval must not see it.
+        summarized = await summarize_step(session, step, None if update else store, force=force)
+        outcome = EvolveOutcome(step=step, analyzed=analyzed, summarized=summarized)
+        if update:
+            stage("update", step)
+            outcome.updated = await update_step(session, step, store, force=force, index=index_now)
+            if rescore:
+                stage("rescore", step)
+                rollouts = artifacts.load_rollouts(run, step)
+                outcome.rescored, _ = await score_step(session, step, rollouts, limit=step + 1, explicit_version=step + 1,
+                                                       output=artifacts.RESCORES, policy=policy, force=force,
+                                                       on_done=on_record)
+    except AmarisError as exc:
+        artifacts.mark_evolved(run, step, artifacts.Evolution(status="failed", update=update, rescore=rescore,
+                                                              error=str(exc), **_how(session)))
+        raise
+    artifacts.mark_evolved(run, step, artifacts.Evolution(status="done", update=update, rescore=rescore,
+                                                          **_how(session)))
+    return outcome
+
+
+def _how(session: Session) -> dict[str, object]:
+    how = session.how
+    return {"flags": how.flags, "judge": how.judge}

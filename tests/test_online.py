@@ -1,0 +1,320 @@
+"""Online mode: separate processes score step t+1 while the evolution of step t runs in the background.
+
+Every test here runs real `amaris` processes against the sim-judge over HTTP on 127.0.0.1, with an
+answer latency so that the background evolution is really running while the other command works,
+and compares what they wrote with a sequential `loop` of the same steps and lag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from amaris_cli import locks
+from amaris_cli.rundir import RunDir
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, snapshot
+
+
+def step_file(step: int) -> Path:
+    return EXAMPLES / "math" / f"step-{step:03d}.jsonl"
+
+
+def outputs(run: Path) -> dict[str, bytes]:
+    """The run's step and rubric files (what a reproduction must equal)."""
+    found = {}
+    for sub in ("steps", "rubrics"):
+        for p in sorted((run / sub).rglob("*")):
+            if p.is_file():
+                found[str(p.relative_to(run))] = p.read_bytes()
+    return found
+
+
+def new_run(tmp_path: Path, name: str) -> Path:
+    config = tmp_path / f"{name}.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / name
+    assert invoke("init", run, "--config", config).exit_code == 0
+    return run
+
+
+def process_env(judge) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env.update(judge_env(judge))
+    return env
+
+
+def start(env: dict[str, str], *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "amaris_cli", *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err, out
+
+
+def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def holds_step(run: Path, step: int) -> bool:
+    return locks.holder(RunDir(run).step_lock_path(step)) is not None
+
+
+def score(run: Path, step: int, env: dict[str, str], *extra: object) -> None:
+    result = invoke("score", step_file(step), "--run", run, "--step", step, *extra, env=env)
+    assert result.exit_code == 0, result.stderr
+
+
+def evolve(run: Path, step: int, env: dict[str, str], *extra: object) -> None:
+    result = invoke("evolve", "--run", run, "--step", step, *extra, env=env)
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Steps 0-3 with lag 1, sequentially, by `loop`."""
+    from amaris_cli.simjudge.server import SimJudge
+
+    with SimJudge() as judge:
+        run = new_run(tmp_path_factory.mktemp("reference"), "run")
+        result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:3", "--lag", "1", env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    return run
+
+
+def test_scoring_the_next_step_finishes_while_the_evolution_of_this_one_runs(tmp_path, sim_factory, reference) -> None:
+    judge = sim_factory(latency=1.0)
+    env = judge_env(judge)
+    run = new_run(tmp_path, "online")
+    score(run, 0, env, "--lag", "1")
+    evolution = start(process_env(judge), "evolve", "--run", run, "--step", 0)
+    wait_until(lambda: holds_step(run, 0), what="the evolution to start")
+    rewards = tmp_path / "rewards-1.jsonl"
+    scorer = start(process_env(judge), "score", step_file(1), "--run", run, "--step", 1, "--lag", 1,
+                   "--rewards", rewards, "--json")
+    code, err, out = finish(scorer)
+    assert code == 0, err
+    assert evolution.poll() is None, "the score of step 1 had to finish while the evolution of step 0 still ran"
+    assert json.loads(out)["rubric_version"] == 0
+    code, err, _ = finish(evolution)
+    assert code == 0, err
+    ref = outputs(reference)
+    got = outputs(run)
+    for name in ("steps/000001/scores.jsonl", "steps/000000/update.json", "rubrics/step-000001.json"):
+        assert got[name] == ref[name], name
+    expected = invoke("rewards", "--run", reference, "--step", "1").stdout
+    assert rewards.read_text() == expected
+
+
+def test_an_evolution_started_before_the_previous_one_waits_for_it(tmp_path, sim_factory, reference) -> None:
+    judge = sim_factory(latency=0.2)
+    env = judge_env(judge)
+    run = new_run(tmp_path, "order")
+    score(run, 0, env, "--lag", "1")
+    score(run, 1, env, "--lag", "1")
+    evolve(run, 0, env)
+    score(run, 2, env, "--lag", "1")
+    evolve(run, 1, env)
+    score(run, 3, env, "--lag", "1")
+    later = start(process_env(judge), "evolve", "--run", run, "--step", 3)
+    wait_until(lambda: holds_step(run, 3), what="the evolution of step 3 to start")
+    time.sleep(1.0)  # it is waiting: step 2 has not been evolved and nobody evolves it yet
+    assert later.poll() is None and not (run / "steps/000003/summary.json").exists()
+    earlier = start(process_env(judge), "evolve", "--run", run, "--step", 2)
+    code2, err2, _ = finish(earlier)
+    code3, err3, _ = finish(later)
+    assert code2 == 0, err2
+    assert code3 == 0, err3
+    assert "waiting for the evolution of step 2" in err3
+    got, ref = outputs(run), outputs(reference)
+    assert got.keys() == ref.keys()
+    for name in ref:
+        assert got[name] == ref[name], name
+
+
+def test_a_killed_background_evolution_resumes_to_the_uninterrupted_result(tmp_path, sim_factory, reference) -> None:
+    judge = sim_factory(latency=0.15)
+    env = judge_env(judge)
+    rng = random.Random(20261123)
+    expected = {k: v for k, v in outputs(reference).items() if k.startswith(("steps/000000", "steps/000001"))}
+    for trial in range(3):
+        run = new_run(tmp_path, f"kill-{trial}")
+        score(run, 0, env, "--lag", "1")
+        score(run, 1, env, "--lag", "1")
+        evolve(run, 0, env)
+        proc = start(process_env(judge), "evolve", "--run", run, "--step", 1)
+        wait_until(lambda run=run: holds_step(run, 1), what="the evolution to start")
+        time.sleep(rng.uniform(0.2, 2.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        evolve(run, 1, env)
+        got = {k: v for k, v in outputs(run).items() if k.startswith(("steps/000000", "steps/000001"))}
+        assert got.keys() == expected.keys(), f"trial {trial}: {set(got) ^ set(expected)}"
+        for name, data in expected.items():
+            assert got[name] == data, f"trial {trial}: {name}"
+
+
+def test_readers_work_during_an_evolution(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=0.5)
+    env = judge_env(judge)
+    run = new_run(tmp_path, "readers")
+    score(run, 0, env)
+    evolve(run, 0, env)
+    score(run, 1, env)
+    proc = start(process_env(judge), "evolve", "--run", run, "--step", 1)
+    wait_until(lambda: holds_step(run, 1), what="the evolution to start")
+    searched = invoke("memory", "search", "--run", run, "rollouts that address the grader", "--json")
+    rewards = invoke("rewards", "--run", run, "--step", "1")
+    inspected = invoke("inspect", run, "--json")
+    still_running = proc.poll() is None
+    code, err, _ = finish(proc)
+    assert code == 0, err
+    assert still_running, "the readers had to run while the evolution did"
+    assert searched.exit_code == 0, searched.stderr
+    hits = json.loads(searched.stdout)
+    assert hits and all(h["step"] == 0 for h in hits)
+    assert rewards.exit_code == 0 and len(rewards.stdout.splitlines()) == 16
+    assert inspected.exit_code == 0, inspected.stderr
+    states = {s["step"]: s["state"] for s in json.loads(inspected.stdout)["steps"]}
+    assert states[0] == "updated" and states[1] == "running"
+
+
+def test_readers_work_on_a_read_only_copy_of_a_run(tmp_path, sim) -> None:
+    env = judge_env(sim)
+    run = new_run(tmp_path, "source")
+    score(run, 0, env)
+    evolve(run, 0, env)
+    score(run, 1, env)
+    with read_only_copy(run, tmp_path / "ro") as copy:
+        before = snapshot(copy)
+        for args in (("memory", "search", "--run", copy, "grader", "--json"), ("rewards", "--run", copy, "--step", "1"),
+                     ("inspect", copy, "--json"), ("inspect", copy, "--step", "0", "--json"), ("compare", copy, run),
+                     ("report", copy, "--out", tmp_path / "report.html")):
+            result = invoke(*args)
+            assert result.exit_code == 0, f"{args[0]}: {result.stderr}"
+        assert json.loads(invoke("memory", "search", "--run", copy, "grader", "--json").stdout)
+        assert snapshot(copy) == before
+
+
+def test_scoring_with_a_lag_whose_version_nothing_will_write_names_the_step_to_evolve(tmp_path, sim) -> None:
+    env = judge_env(sim)
+    run = new_run(tmp_path, "missing")
+    score(run, 0, env, "--lag", "1")
+    score(run, 1, env, "--lag", "1")
+    result = invoke("score", step_file(2), "--run", run, "--step", "2", "--lag", "1", env=env)
+    assert result.exit_code == 2
+    assert f"run `amaris evolve --run {run} --step 0`" in result.stderr
+    assert not (run / "steps/000002").exists()
+
+
+def test_score_waits_for_the_evolution_that_writes_its_rubric_version(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=0.5)
+    env = judge_env(judge)
+    run = new_run(tmp_path, "waits")
+    score(run, 0, env, "--lag", "1")
+    score(run, 1, env, "--lag", "1")
+    proc = start(process_env(judge), "evolve", "--run", run, "--step", 0)
+    wait_until(lambda: holds_step(run, 0), what="the evolution to start")
+    result = invoke("score", step_file(2), "--run", run, "--step", "2", "--lag", "1", "--json", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert "waiting for the evolution of step 0" in result.stderr
+    assert proc.poll() is not None, "score may only go on once the evolution wrote version 1"
+    assert finish(proc)[0] == 0
+    assert json.loads(result.stdout)["rubric_version"] == 1
+    versions = {json.loads(line)["rubric_version"] for line in (run / "steps/000002/scores.jsonl").read_text().splitlines()}
+    assert versions == {1}
+
+
+def test_score_gives_up_after_its_wait(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=2.0)
+    env = judge_env(judge)
+    run = new_run(tmp_path, "gives-up")
+    score(run, 0, env, "--lag", "1")
+    score(run, 1, env, "--lag", "1")
+    proc = start(process_env(judge), "evolve", "--run", run, "--step", 0)
+    wait_until(lambda: holds_step(run, 0), what="the evolution to start")
+    result = invoke("score", step_file(2), "--run", run, "--step", "2", "--lag", "1", "--wait", "0.5", env=env)
+    proc.kill()
+    proc.wait(30)
+    assert result.exit_code == 3
+    assert "gave up after 0.5s" in result.stderr and "evolution of step 0" in result.stderr
+
+
+def test_a_second_evolution_of_the_same_step_gets_exit_3_with_the_first_ones_command(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=0.5)
+    env = judge_env(judge)
+    run = new_run(tmp_path, "twice")
+    score(run, 0, env)
+    proc = start(process_env(judge), "evolve", "--run", run, "--step", 0)
+    wait_until(lambda: holds_step(run, 0), what="the evolution to start")
+    second = invoke("evolve", "--run", run, "--step", "0", env=env)
+    again = invoke("score", step_file(0), "--run", run, "--step", "0", env=env)
+    proc.kill()
+    proc.wait(30)
+    assert second.exit_code == 3 and again.exit_code == 3
+    for result in (second, again):
+        assert f"pid {proc.pid}: amaris evolve --run {run} --step 0" in result.stderr
+
+
+def test_a_run_built_by_separate_commands_replays_byte_for_byte(tmp_path, sim) -> None:
+    env = judge_env(sim)
+    run = new_run(tmp_path, "commands")
+    for step in range(3):
+        score(run, step, env, "--lag", "1")
+        evolve(run, step, env, *(("--rescore",) if step == 1 else ()))
+    before = snapshot(run)
+    requests = sim.stats["requests"]
+    result = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert sim.stats["requests"] == requests
+    assert json.loads(result.stdout)["calls_made"] == 0
+    assert outputs(tmp_path / "replayed") == outputs(run)
+    assert snapshot(run) == before, "a replay never writes its source"
+
+
+# --- a read-only view of a directory -------------------------------------------------------------
+
+
+class read_only_copy:
+    """A copy of `src` at `dst` that nobody can write: a read-only bind mount as root (root ignores file
+    modes), else files and directories without write permission."""
+
+    def __init__(self, src: Path, dst: Path) -> None:
+        self.src, self.dst = src, dst
+        self.mounted = False
+
+    def __enter__(self) -> Path:
+        import shutil
+
+        shutil.copytree(self.src, self.dst)
+        if os.geteuid() == 0:
+            bind = subprocess.run(["mount", "--bind", "-o", "ro", str(self.dst), str(self.dst)], capture_output=True)
+            if bind.returncode != 0:
+                pytest.skip(f"cannot make a read-only view as root here (mount --bind -o ro: {bind.stderr.decode().strip()})")
+            self.mounted = True
+        else:
+            for path in [self.dst, *self.dst.rglob("*")]:
+                path.chmod(path.stat().st_mode & ~0o222)
+        probe = self.dst / ".probe"
+        with pytest.raises(OSError):
+            probe.write_text("x")
+        return self.dst
+
+    def __exit__(self, *exc: object) -> None:
+        if self.mounted:
+            subprocess.run(["umount", str(self.dst)], check=True)
+        else:
+            for path in [self.dst, *self.dst.rglob("*")]:
+                path.chmod(path.stat().st_mode | 0o200)
