@@ -134,7 +134,9 @@ def _read_pipe(path: Path, fd: int, max_bytes: int, writer_wait: float) -> bytes
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP)
     deadline = time.monotonic() + writer_wait
-    writer_seen = False
+    # An anonymous pipe (`<(...)`, `/dev/stdin` from `|`) had a writer from its creation: an empty
+    # read on it is the end. Only a named FIFO can be waiting for its first writer.
+    writer_seen = _is_anonymous_pipe(fd)
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -159,3 +161,13 @@ def _read_pipe(path: Path, fd: int, max_bytes: int, writer_wait: float) -> bytes
         if writer_seen or any(ev & select.POLLHUP for _, ev in events):
             return b"".join(chunks)
 
+
+
+def _is_anonymous_pipe(fd: int) -> bool:
+    """Anonymous pipes all live on the kernel's pipe file system: same device as a fresh pipe's."""
+    probe_read, probe_write = os.pipe()
+    try:
+        return os.fstat(fd).st_dev == os.fstat(probe_read).st_dev
+    finally:
+        os.close(probe_read)
+        os.close(probe_write)
