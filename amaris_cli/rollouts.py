@@ -16,20 +16,17 @@ Field resolution, first match wins (an explicit `--map field=source` beats all o
 
 In trainer data `answer` and `solution` are the *reference*, never the output.
 
-Limits, checked per line before anything is written (each breach is `FILE:LINE: reason`): at most
-MAX_DEPTH levels of nesting (orjson reads 1024 but writes 255), steps are integers 0..MAX_STEP,
-integers fit 64 bits (orjson would silently turn larger ones into floats), no key twice in one
-object (JSON parsers silently keep the last), a `--map` path must exist on every line. Ids are
-unique: explicit ones must be, and a generated one never takes an id already used in the file.
+Every line is also checked against what amaris can write back exactly (jsonlimits: nesting depth,
+64-bit integers, duplicate keys), steps are integers 0..MAX_STEP, and a `--map` path must exist on
+every line. Ids are unique: explicit ones must be, and a generated one never takes an id already
+used in the file. Files are read once through inputfiles (kind checked, size capped, bytes hashed);
+loop directories are listed by stepfiles.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +35,10 @@ from typing import Any
 import orjson
 
 from amaris_cli.errors import InputError, InputErrors
-from amaris_cli.inputfiles import MAX_INPUT_BYTES, describe_kind, read_input_bytes, stat_problem
+from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
+from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
 from amaris_cli.models import Rollout
+from amaris_cli.stepfiles import MAX_STEP, step_files
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "example_id", "request_id", "extra_info.index"),
@@ -63,13 +62,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 MAPPABLE = tuple(ALIASES)
 CHAT_KEYS = ("messages", "messages_and_choices", "conversation")  # OpenPipe ART writes messages_and_choices
 _MISSING = object()
-MAX_DEPTH = 64  # levels of objects/arrays in one line, the line's own object included
-MAX_STEP = 10**9
-INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # what orjson reads and writes exactly
 MAX_LINE_BYTES = 64 << 20
-NOTE_SUFFIXES = (".md", ".txt", ".rst", ".log")  # regular files a loop directory may hold besides steps
-STEP_FILE_RE = re.compile(r"(?:(?:global_)?step[-_]?)?(\d+)\.jsonl")
-STEP_FILE_NAMES = "N.jsonl, step-N.jsonl, step_N.jsonl, stepN.jsonl, global_step_N.jsonl (N = 0..1000000000)"
 
 
 def parse_mapping(items: Sequence[str]) -> dict[str, str]:
@@ -112,15 +105,6 @@ def lookup(record: Mapping[str, Any], path: str) -> Any:
     if "." not in path:  # the common case: one key of the line
         return record.get(path, _MISSING) if isinstance(record, dict) else _MISSING
     return resolve_path(record, path)[0]
-
-
-def step_from_filename(path: Path) -> int | None:
-    """The step a step file's name gives (see STEP_FILE_NAMES), or None when the name is not one."""
-    match = STEP_FILE_RE.fullmatch(Path(path).name)
-    if match is None or len(match.group(1).lstrip("0")) > len(str(MAX_STEP)):
-        return None
-    step = int(match.group(1))
-    return step if step <= MAX_STEP else None
 
 
 def _render_messages(messages: list[Any]) -> str:
@@ -358,7 +342,9 @@ def parse_rollouts(
     max_line_bytes: int = MAX_LINE_BYTES,
 ) -> list[Rollout]:
     """The rollouts of JSONL bytes read from `path` (named in errors), or InputErrors for every bad line."""
-    _check_encoding(data, path)
+    problem = whole_file_problem(data)
+    if problem:
+        raise InputError(path, problem)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a UTF-8 byte-order mark carries no meaning in JSONL
     if not data.strip():
@@ -379,13 +365,13 @@ def parse_rollouts(
         try:
             record = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            errors.append(InputError(path, _json_error(raw, exc), line_no))
+            errors.append(InputError(path, json_error_reason(raw, exc), line_no))
             continue
         try:
             if isinstance(record, dict):
-                _check_storable(raw, record)
+                check_storable(raw, record)
             rollout, explicit = reader.rollout(record, line_no, default_step)
-        except _BadContent as exc:
+        except Unstorable as exc:
             errors.append(InputError(path, str(exc), line_no))
             continue
         except InputError as exc:
@@ -429,98 +415,6 @@ def _assign_generated_ids(rollouts: list[Rollout], generated: list[int], taken: 
             rollouts[index] = rollouts[index].model_copy(update={"id": candidate})
 
 
-def _check_encoding(data: bytes, path: Path) -> None:
-    """Whole-file encodings that would otherwise fail on every line with a puzzling message."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise InputError(path, "file is UTF-16 (it starts with a UTF-16 byte-order mark); JSONL must be UTF-8")
-    if data.startswith(b"\x1f\x8b"):
-        raise InputError(path, "file is gzip-compressed; decompress it first (e.g. `gunzip -k FILE`)")
-
-
-_JSON_POSITION = re.compile(r": line \d+ column (\d+) \(char \d+\)$")
-
-
-def _json_error(raw: bytes, exc: orjson.JSONDecodeError) -> str:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        return f"not valid UTF-8 (byte {bad.start}: {raw[bad.start:bad.start + 1]!r})"
-    if "depth limit exceeded" in str(exc):  # orjson stops at 1024 levels
-        return f"JSON nests deeper than {MAX_DEPTH} levels (the limit for one line)"
-    if b"\xef\xbb\xbf" in raw:
-        return "invalid JSON: a UTF-8 byte-order mark inside the file (only the file's first bytes may hold one)"
-    reason = "invalid JSON: " + _JSON_POSITION.sub(r" (column \1)", str(exc))
-    if b"\r" in raw.rstrip(b"\r"):
-        reason += "; the line holds a carriage return (\\r) that does not end it: JSONL lines end with \\n or \\r\\n"
-    elif b"\x00" in raw:
-        reason += "; the line holds NUL bytes (a binary or corrupted file?)"
-    return reason
-
-
-_LONG_DIGITS = re.compile(rb"\d{19}")  # the shortest integer literal that may not fit 64 bits
-
-
-def _check_storable(raw: bytes, record: dict[str, Any]) -> None:
-    """Refuse what amaris could not write back exactly: deep nesting, duplicate keys, integers
-    outside 64 bits. Cheap byte counts decide; the slow exact checks run only when they flag a line."""
-    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
-        top = _too_deep(record, MAX_DEPTH)
-        if top is not None:
-            raise _BadContent(f"field {top!r} nests deeper than {MAX_DEPTH} levels (the limit for one line)")
-    # Each key has one structural ':'; the re-serialized record has one per key it kept, plus the
-    # same ':' inside strings (more if the line escaped one as \u003a). Fewer means a key was dropped.
-    dumped = orjson.dumps(record)
-    colons = raw.count(b":") + raw.count(b"\\u003a") + raw.count(b"\\u003A")
-    # An integer beyond 64 bits comes back from orjson as a float >= 9.2e18, which it writes
-    # with an exponent: only then can a long digit run in the line be such an integer.
-    if dumped.count(b":") < colons or (b"e+" in dumped and _LONG_DIGITS.search(raw)):
-        reason = _strict_reason(raw)
-        if reason:
-            raise _BadContent(reason)
-
-
-def _too_deep(record: dict[str, Any], limit: int) -> str | None:
-    """The top-level key under which the line nests deeper than `limit` levels, else None.
-    Iterative, so no depth can exhaust the stack."""
-    stack: list[tuple[Any, int, str]] = [(v, 2, k) for k, v in record.items() if isinstance(v, dict | list)]
-    while stack:
-        node, depth, top = stack.pop()
-        if depth > limit:
-            return top
-        for child in node.values() if isinstance(node, dict) else node:
-            if isinstance(child, dict | list):
-                stack.append((child, depth + 1, top))
-    return None
-
-
-class _Unstorable(ValueError):
-    pass
-
-
-def _strict_reason(raw: bytes) -> str | None:
-    """Re-parse a flagged line with the standard library, which sees every key and exact integers."""
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys: set[str] = set()
-        for key, _ in items:
-            if key in keys:
-                raise _Unstorable(f"duplicate key {_short(key)} in one JSON object (which value is meant is ambiguous)")
-            keys.add(key)
-        return dict(items)
-
-    def integer(text: str) -> int:
-        if len(text.lstrip("-")) > 20 or not INT_MIN <= int(text) <= INT_MAX:
-            shown = text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(text.lstrip('-'))} digits)"
-            raise _Unstorable(f"integer {shown} does not fit 64 bits (JSON readers would round it); "
-                              "write it as a string")
-        return int(text)
-
-    try:
-        json.loads(raw, object_pairs_hook=pairs, parse_int=integer)
-    except _Unstorable as exc:
-        return str(exc)
-    return None
-
-
 def group_by_step(rollouts: list[Rollout], path: Path) -> dict[int, list[Rollout]]:
     """Split one JSONL whose lines carry `step`; every line must have one."""
     steps: dict[int, list[Rollout]] = {}
@@ -542,57 +436,3 @@ def discover_steps(source: Path, mapping: Mapping[str, str] | None = None,
     return dict(group_by_step(rollouts, source).items())
 
 
-def step_files(directory: Path) -> dict[int, Path]:
-    """The step files of a loop directory by step. Every entry is used or reported: hidden entries
-    and notes (regular files ending in NOTE_SUFFIXES) are ignored; anything else that is not a
-    regular file named like a step file (STEP_FILE_NAMES) is an error naming it."""
-    found: dict[int, Path] = {}
-    errors: list[InputError] = []
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError as exc:
-        raise InputError(directory, stat_problem(directory, exc)) from None
-    for name in names:
-        if name.startswith("."):
-            continue
-        entry = directory / name
-        try:
-            mode = os.stat(entry).st_mode
-        except OSError as exc:
-            errors.append(InputError(entry, stat_problem(entry, exc)))
-            continue
-        is_file = stat.S_ISREG(mode)
-        if name.lower().endswith(NOTE_SUFFIXES) and is_file:
-            continue
-        if not name.endswith(".jsonl"):
-            if name.lower().endswith(".jsonl"):
-                reason = f"step files end in lowercase '.jsonl' (rename it to {name[:-6] + '.jsonl'!r})"
-            else:
-                reason = (f"not a step file ({describe_kind(mode)}); a loop directory holds step files "
-                          f"({STEP_FILE_NAMES}), notes ({', '.join(NOTE_SUFFIXES)}) and hidden entries only")
-            errors.append(InputError(entry, reason))
-            continue
-        if not is_file:
-            why = " (a step file is read once to validate it and again to score it)" if stat.S_ISFIFO(mode) else ""
-            errors.append(InputError(entry, f"is a {describe_kind(mode)}, not a regular file{why}"))
-            continue
-        step = step_from_filename(entry)
-        if step is None:
-            numbers = re.findall(r"\d+", name)
-            if len(numbers) > 1:
-                why = f"the name holds {len(numbers)} numbers, so its step is ambiguous"
-            elif STEP_FILE_RE.fullmatch(name):
-                why = f"step {numbers[0] if len(numbers[0]) <= 30 else numbers[0][:27] + '...'} in the name is over {MAX_STEP}"
-            else:
-                why = "the name is not a step-file name"
-            errors.append(InputError(entry, f"{why}; step files are named {STEP_FILE_NAMES}"))
-            continue
-        if step in found:
-            errors.append(InputError(entry, f"step {step} also comes from {found[step]}"))
-            continue
-        found[step] = entry
-    if errors:
-        raise InputErrors(errors)
-    if not found:
-        raise InputError(directory, f"directory holds no step files ({STEP_FILE_NAMES})")
-    return dict(sorted(found.items()))

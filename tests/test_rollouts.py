@@ -134,7 +134,7 @@ def _nested(levels: int) -> dict:
 
 def test_nesting_up_to_the_limit_is_read_and_written_back_one_more_is_refused(tmp_path: Path) -> None:
     from amaris_cli.jsonio import dumps_line
-    from amaris_cli.rollouts import MAX_DEPTH
+    from amaris_cli.jsonlimits import MAX_DEPTH
 
     at_limit = {"id": "a", "input": "p", "output": "o", "metadata": _nested(MAX_DEPTH - 1)}  # the line is level 1
     [r] = read_rollouts(write_jsonl(tmp_path / "ok.jsonl", [at_limit]))
@@ -147,7 +147,7 @@ def test_nesting_up_to_the_limit_is_read_and_written_back_one_more_is_refused(tm
 
 
 def test_steps_are_integers_from_zero_to_the_limit(tmp_path: Path) -> None:
-    from amaris_cli.rollouts import MAX_STEP
+    from amaris_cli.stepfiles import MAX_STEP
 
     rows = [{"input": "p", "output": "o", "step": 0}, {"input": "p", "output": "o", "step": 3.0},
             {"input": "p", "output": "o", "step": MAX_STEP}]
