@@ -62,10 +62,9 @@ _LONG_DIGITS = re.compile(rb"\d{19}")  # the shortest integer literal that may n
 def check_storable(raw: bytes, record: dict[str, Any]) -> None:
     """Refuse what amaris could not write back exactly: deep nesting, duplicate keys, integers
     outside 64 bits. Cheap byte counts decide; the slow exact checks run only when they flag a line."""
-    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
+    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _deeper_than(raw, MAX_DEPTH):
         top = _too_deep(record, MAX_DEPTH)
-        if top is not None:
-            raise Unstorable(f"field {top!r} nests deeper than {MAX_DEPTH} levels (the limit for one line)")
+        raise Unstorable(f"field {top!r} nests deeper than {MAX_DEPTH} levels (the limit for one line)")
     # Each key has one structural ':'; the re-serialized record has one per key it kept, plus the
     # same ':' inside strings (more if the line escaped one as \u003a). Fewer means a key was dropped.
     dumped = orjson.dumps(record)
@@ -76,6 +75,30 @@ def check_storable(raw: bytes, record: dict[str, Any]) -> None:
         reason = _strict_reason(raw)
         if reason:
             raise Unstorable(reason)
+
+
+_KEEP_ONLY_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+
+
+def _deeper_than(raw: bytes, limit: int) -> bool:
+    """Nesting depth of a valid JSON line, with bytes operations only (no Python loop per byte).
+    Escaped backslashes, then escaped quotes, are removed (left to right, as JSON pairs them), so
+    each '"' left delimits a string; only quotes and brackets are kept, the strings between quotes
+    dropped, then each pass strips the innermost pairs (one level: a pair emptied during a pass is
+    stripped by the next), so a line of depth d is empty after exactly d passes."""
+    skeleton = b""
+    if b'\\"' not in raw:  # the common case: every '"' delimits a string
+        # If no string holds a bracket, each string is an adjacent '""' here; a string that does
+        # hold one leaves a quote behind (one pass pairs neighbours only), and the exact way runs.
+        skeleton = raw.translate(None, _KEEP_ONLY_STRUCTURE).replace(b'""', b"")
+    if not skeleton or b'"' in skeleton:
+        skeleton = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _KEEP_ONLY_STRUCTURE)
+        skeleton = b"".join(skeleton.split(b'"')[::2])
+    for _ in range(limit):
+        if not skeleton:
+            return False
+        skeleton = skeleton.replace(b"[]", b"\0").replace(b"{}", b"\0").replace(b"\0", b"")
+    return bool(skeleton)
 
 
 def _too_deep(record: dict[str, Any], limit: int) -> str | None:

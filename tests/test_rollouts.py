@@ -420,3 +420,36 @@ def test_every_unusable_loop_directory_entry_is_reported_at_once(tmp_path: Path)
     assert reasons["step-006-v2.jsonl"].startswith("the name holds 2 numbers")
     assert reasons["7.jsonl"] == "is a character device, not a regular file"
     assert reasons["README"].startswith("not a step file (regular file)")
+
+
+def test_the_byte_level_depth_check_agrees_with_the_parsed_depth() -> None:
+    """The depth check never parses: it works on bytes (escaped quotes and backslashes, brackets
+    inside strings, both pairings of quotes). Compared with the depth of the parsed value."""
+    import random
+
+    from amaris_cli.jsonlimits import _deeper_than
+
+    def depth(v: object) -> int:
+        if isinstance(v, dict):
+            return 1 + max((depth(x) for x in v.values()), default=0)
+        if isinstance(v, list):
+            return 1 + max((depth(x) for x in v), default=0)
+        return 0
+
+    rng = random.Random(1402)
+    atoms = [1, 'a[{"}', '\\"]', None, "x\\\\", "\\", '\\\\"[', "\n[", "é{", '"', "]\\", "[]", "{}", "\x00", ""]
+
+    def value(levels: int) -> object:
+        if levels == 0 or rng.random() < 0.2:
+            return rng.choice(atoms)
+        if rng.random() < 0.5:
+            return [value(levels - 1) for _ in range(rng.randint(0, 3))]
+        return {f"{rng.choice(atoms)}{i}": value(levels - 1) for i in range(rng.randint(0, 3))}
+
+    for _ in range(3000):
+        line = {"a": value(rng.randint(0, 12))}
+        raw = json.dumps(line, ensure_ascii=rng.random() < 0.5).encode()
+        d = depth(line)
+        for limit in (d - 1, d, d + 1):
+            if limit >= 1:
+                assert _deeper_than(raw, limit) == (d > limit), (raw, d, limit)
