@@ -15,6 +15,12 @@ Field resolution, first match wins (an explicit `--map field=source` beats all o
   step    step, global_step, or the number in the file name ({step}.jsonl, step-003.jsonl)
 
 In trainer data `answer` and `solution` are the *reference*, never the output.
+
+Every line is also checked against what amaris can write back exactly (jsonlimits: nesting depth,
+64-bit integers, duplicate keys), steps are integers 0..MAX_STEP, and a `--map` path must exist on
+every line. Ids are unique: explicit ones must be, and a generated one never takes an id already
+used in the file. Files are read once through inputfiles (kind checked, size capped, bytes hashed);
+loop directories are listed by stepfiles.
 """
 
 from __future__ import annotations
@@ -22,13 +28,17 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from amaris_cli.errors import InputError, InputErrors
+from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
+from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
 from amaris_cli.models import Rollout
+from amaris_cli.stepfiles import MAX_STEP, step_files
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "example_id", "request_id", "extra_info.index"),
@@ -52,7 +62,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 MAPPABLE = tuple(ALIASES)
 CHAT_KEYS = ("messages", "messages_and_choices", "conversation")  # OpenPipe ART writes messages_and_choices
 _MISSING = object()
-_PENDING_ID = "\x00pending"  # replaced by a content hash once the whole file is read
+MAX_LINE_BYTES = 64 << 20
 
 
 def parse_mapping(items: Sequence[str]) -> dict[str, str]:
@@ -69,26 +79,32 @@ def parse_mapping(items: Sequence[str]) -> dict[str, str]:
     return mapping
 
 
-def lookup(record: Mapping[str, Any], path: str) -> Any:
+def resolve_path(record: Mapping[str, Any], path: str) -> tuple[Any, str]:
+    """(value, "") for a dotted path, or (_MISSING, why it is not there)."""
     node: Any = record
-    for part in path.split("."):
-        if isinstance(node, Mapping):
-            if part not in node:
-                return _MISSING
-            node = node[part]
+    parts = path.split(".")
+    for depth, part in enumerate(parts):
+        if isinstance(node, dict):
+            if part in node:
+                node = node[part]
+                continue
+            why = f"has no key {part!r}"
         elif isinstance(node, list) and re.fullmatch(r"-?\d+", part):
             index = int(part)
-            if not -len(node) <= index < len(node):
-                return _MISSING
-            node = node[index]
+            if -len(node) <= index < len(node):
+                node = node[index]
+                continue
+            why = f"has no index {part} (it holds {len(node)} item(s))"
         else:
-            return _MISSING
-    return node
+            why = f"is {type(node).__name__}, not an object or list, so it has no {part!r}"
+        return _MISSING, f"{'.'.join(parts[:depth]) or 'the line'} {why}"
+    return node, ""
 
 
-def step_from_filename(path: Path) -> int | None:
-    numbers = re.findall(r"\d+", path.stem)
-    return int(numbers[-1]) if numbers else None
+def lookup(record: Mapping[str, Any], path: str) -> Any:
+    if "." not in path:  # the common case: one key of the line
+        return record.get(path, _MISSING) if isinstance(record, dict) else _MISSING
+    return resolve_path(record, path)[0]
 
 
 def _render_messages(messages: list[Any]) -> str:
@@ -102,7 +118,12 @@ def _render_messages(messages: list[Any]) -> str:
 
 
 class _BadContent(ValueError):
-    pass
+    """A reason a line is bad, raised deep inside the reader and given its line number above."""
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _content_text(content: Any) -> str:
@@ -136,21 +157,26 @@ class _LineReader:
         self.instance_field = instance_field
 
     def first(self, record: Mapping[str, Any], field: str) -> tuple[str, Any]:
-        if field in self.mapping:
-            return self.mapping[field], lookup(record, self.mapping[field])
+        if field in self.mapping:  # the user said where the field is: not finding it there is an error
+            value, why = resolve_path(record, self.mapping[field])
+            if value is _MISSING:
+                raise _BadContent(f"--map {field}={self.mapping[field]}: path not found: {why}")
+            return self.mapping[field], value
         for source in ALIASES[field]:
             value = lookup(record, source)
             if value is not _MISSING and value is not None:
                 return source, value
         return "", _MISSING
 
-    def rollout(self, record: Any, line: int, file_step: int | None) -> Rollout:
+    def rollout(self, record: Any, line: int, file_step: int | None) -> tuple[Rollout, bool]:
+        """The line's rollout and whether its id is explicit (else it is the content hash, made
+        unique against the whole file later)."""
         try:
             return self._rollout(record, line, file_step)
         except _BadContent as exc:
             raise InputError(self.path, str(exc), line) from None
 
-    def _rollout(self, record: Any, line: int, file_step: int | None) -> Rollout:
+    def _rollout(self, record: Any, line: int, file_step: int | None) -> tuple[Rollout, bool]:
         def bad(reason: str) -> InputError:
             return InputError(self.path, reason, line)
 
@@ -198,17 +224,7 @@ class _LineReader:
                 reference = str(ref)
 
         step_src, step_value = self.first(record, "step")
-        if step_value is _MISSING:
-            step = file_step
-        elif isinstance(step_value, bool) or not isinstance(step_value, int):
-            if isinstance(step_value, float) and step_value.is_integer():
-                step = int(step_value)
-            else:
-                raise bad(f"field {step_src!r} must be an integer, got {step_value!r}")
-        else:
-            step = step_value
-        if step is not None and step < 0:
-            raise bad(f"field {step_src or 'step'!r} must be >= 0, got {step}")
+        step = file_step if step_value is _MISSING else _step_number(step_src, step_value)
 
         id_src, id_value = self.first(record, "id")
         if id_value is _MISSING:
@@ -234,8 +250,8 @@ class _LineReader:
         metadata = record.get("metadata")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise bad("field 'metadata' must be an object")
-        return Rollout(
-            id=rollout_id or _PENDING_ID,
+        rollout = Rollout(
+            id=rollout_id or _content_id(input_value, output_value, reference),
             input=input_value,
             output=output_value,
             supplemental_context=reference,
@@ -243,11 +259,25 @@ class _LineReader:
             instance_id=instance_id,
             metadata=dict(metadata or {}),
         )
+        return rollout, rollout_id is not None
+
+
+def _step_number(source: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
+        raise _BadContent(f"field {source!r} must be an integer, got {_short(value)}")
+    if not 0 <= value <= MAX_STEP:  # compared before int(): 1e300 must not become a 301-digit step
+        raise _BadContent(f"field {source!r} must be an integer from 0 to {MAX_STEP}, got {_short(value)}")
+    return int(value)
+
+
+def _content_id(input_text: str, output: str, reference: str | None) -> str:
+    payload = orjson.dumps([input_text, output, reference])
+    return "r-" + hashlib.sha256(payload).hexdigest()[:16]
 
 
 def content_id(rollout: Rollout) -> str:
-    payload = orjson.dumps([rollout.input, rollout.output, rollout.supplemental_context])
-    return "r-" + hashlib.sha256(payload).hexdigest()[:16]
+    """The id a rollout without one gets (before a `-N` suffix that keeps ids unique in a file)."""
+    return _content_id(rollout.input, rollout.output, rollout.supplemental_context)
 
 
 def instance_key(rollout: Rollout) -> str:
@@ -266,32 +296,64 @@ def group_by_instance(rollouts: Sequence[Rollout]) -> dict[str, list[Rollout]]:
     return groups
 
 
+@dataclass(frozen=True)
+class RolloutFile:
+    """The rollouts of one input and the SHA-256 of the exact bytes they were read from (a pipe
+    cannot be read twice, so the hash to record is this one, not a second read of the path)."""
+
+    path: Path
+    rollouts: list[Rollout]
+    sha256: str
+    size: int
+
+
 def read_rollouts(
     path: Path,
     mapping: Mapping[str, str] | None = None,
     instance_field: str | None = None,
     default_step: int | None = None,
-    max_line_bytes: int = 64 << 20,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> list[Rollout]:
     """All rollouts of one JSONL file, or InputErrors naming every bad line."""
+    return read_rollout_file(path, mapping, instance_field, default_step, max_line_bytes).rollouts
+
+
+def read_rollout_file(
+    path: Path,
+    mapping: Mapping[str, str] | None = None,
+    instance_field: str | None = None,
+    default_step: int | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_input_bytes: int = MAX_INPUT_BYTES,
+) -> RolloutFile:
+    """Read a file or a pipe once (kind checked, size capped, bytes hashed) and validate every line."""
     path = Path(path)
-    if path.is_dir():
-        raise InputError(path, "is a directory, expected a JSONL file")
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    data, digest = read_input_bytes(path, max_input_bytes)
+    rollouts = parse_rollouts(data, path, mapping, instance_field, default_step, max_line_bytes)
+    return RolloutFile(path, rollouts, digest, len(data))
+
+
+def parse_rollouts(
+    data: bytes,
+    path: Path,
+    mapping: Mapping[str, str] | None = None,
+    instance_field: str | None = None,
+    default_step: int | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> list[Rollout]:
+    """The rollouts of JSONL bytes read from `path` (named in errors), or InputErrors for every bad line."""
+    problem = whole_file_problem(data)
+    if problem:
+        raise InputError(path, problem)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a UTF-8 byte-order mark carries no meaning in JSONL
     if not data.strip():
         raise InputError(path, "empty file: no rollouts")
 
     reader = _LineReader(path, mapping or {}, instance_field)
-    file_step = default_step
     errors: list[InputError] = []
     rollouts: list[Rollout] = []
+    generated: list[int] = []  # indexes of rollouts whose id is the content hash
     explicit_ids: dict[str, int] = {}
     last_step: tuple[int, int] | None = None  # (step, line)
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
@@ -301,17 +363,17 @@ def read_rollouts(
             errors.append(InputError(path, f"line is {len(raw)} bytes, over the {max_line_bytes}-byte limit", line_no))
             continue
         try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            errors.append(InputError(path, f"not valid UTF-8 (byte {exc.start}: {raw[exc.start:exc.start+1]!r})", line_no))
-            continue
-        try:
             record = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            errors.append(InputError(path, f"invalid JSON: {exc}", line_no))
+            errors.append(InputError(path, json_error_reason(raw, exc), line_no))
             continue
         try:
-            rollout = reader.rollout(record, line_no, file_step)
+            if isinstance(record, dict):
+                check_storable(raw, record)
+            rollout, explicit = reader.rollout(record, line_no, default_step)
+        except Unstorable as exc:
+            errors.append(InputError(path, str(exc), line_no))
+            continue
         except InputError as exc:
             errors.append(exc)
             continue
@@ -321,26 +383,36 @@ def read_rollouts(
                                          "lines must be in step order", line_no))
                 continue
             last_step = (rollout.step, line_no)
-        if rollout.id != _PENDING_ID:
+        if explicit:
             if rollout.id in explicit_ids:
                 errors.append(InputError(path, f"duplicate id {rollout.id!r} (first on line {explicit_ids[rollout.id]})", line_no))
                 continue
             explicit_ids[rollout.id] = line_no
+        else:
+            generated.append(len(rollouts))
         rollouts.append(rollout)
     if errors:
         raise InputErrors(errors)
-
-    seen: dict[str, int] = {}
-    for index, rollout in enumerate(rollouts):
-        if rollout.id == _PENDING_ID:
-            base = content_id(rollout)
-            count = seen.get(base, 0)
-            seen[base] = count + 1
-            rollout_id = base if count == 0 else f"{base}-{count + 1}"
-            if rollout_id in explicit_ids:
-                rollout_id = f"{rollout_id}-auto"
-            rollouts[index] = rollout.model_copy(update={"id": rollout_id})
+    _assign_generated_ids(rollouts, generated, set(explicit_ids))
     return rollouts
+
+
+def _assign_generated_ids(rollouts: list[Rollout], generated: list[int], taken: set[str]) -> None:
+    """Give each rollout without an id its content hash, or `hash-N` with the smallest N >= 2 not
+    yet used by any id of the file (explicit ones included), in input order: deterministic, and
+    no two rollouts ever share an id. Without collisions this is hash, hash-2, hash-3, ... per content."""
+    next_suffix: dict[str, int] = {}
+    for index in generated:
+        base = rollouts[index].id
+        n = next_suffix.get(base, 1)
+        candidate = base if n == 1 else f"{base}-{n}"
+        while candidate in taken:
+            n += 1
+            candidate = f"{base}-{n}"
+        next_suffix[base] = n + 1
+        taken.add(candidate)
+        if candidate != base:
+            rollouts[index] = rollouts[index].model_copy(update={"id": candidate})
 
 
 def group_by_step(rollouts: list[Rollout], path: Path) -> dict[int, list[Rollout]]:
@@ -359,18 +431,8 @@ def discover_steps(source: Path, mapping: Mapping[str, str] | None = None,
     Directory entries are returned as paths (read lazily, one step at a time)."""
     source = Path(source)
     if source.is_dir():
-        found: dict[int, Path] = {}
-        for p in sorted(source.iterdir()):
-            if p.suffix != ".jsonl" or not p.is_file():
-                continue
-            step = step_from_filename(p)
-            if step is None:
-                raise InputError(p, "step file name carries no step number (expected e.g. 12.jsonl or step-012.jsonl)")
-            if step in found:
-                raise InputError(p, f"step {step} also comes from {found[step]}")
-            found[step] = p
-        if not found:
-            raise InputError(source, "directory holds no step files (*.jsonl named by step number)")
-        return dict(sorted(found.items()))
+        return step_files(source)
     rollouts = read_rollouts(source, mapping, instance_field)
     return dict(group_by_step(rollouts, source).items())
+
+

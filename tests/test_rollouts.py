@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,336 @@ def test_step_directory_and_single_file_inputs(tmp_path: Path) -> None:
     empty_dir.mkdir()
     with pytest.raises(InputError, match="no step files"):
         discover_steps(empty_dir)
+
+
+# --- limits: what is accepted is exactly what amaris can write back -----------------------------
+
+
+def _nested(levels: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def test_nesting_up_to_the_limit_is_read_and_written_back_one_more_is_refused(tmp_path: Path) -> None:
+    from amaris_cli.jsonio import dumps_line
+    from amaris_cli.jsonlimits import MAX_DEPTH
+
+    at_limit = {"id": "a", "input": "p", "output": "o", "metadata": _nested(MAX_DEPTH - 1)}  # the line is level 1
+    [r] = read_rollouts(write_jsonl(tmp_path / "ok.jsonl", [at_limit]))
+    assert json.loads(dumps_line(r.model_dump()))["metadata"] == at_limit["metadata"]  # as steps/N/rollouts.jsonl
+    over = {**at_limit, "metadata": _nested(MAX_DEPTH)}
+    with pytest.raises(InputErrors, match=rf"over.jsonl:1: field 'metadata' nests deeper than {MAX_DEPTH} levels"):
+        read_rollouts(write_jsonl(tmp_path / "over.jsonl", [over]))
+    wide = {"id": "a", "input": "p", "output": "o", "metadata": {"rows": [[i] for i in range(500)]}}  # many brackets, shallow
+    assert read_rollouts(write_jsonl(tmp_path / "wide.jsonl", [wide]))[0].metadata == wide["metadata"]
+
+
+def test_steps_are_integers_from_zero_to_the_limit(tmp_path: Path) -> None:
+    from amaris_cli.stepfiles import MAX_STEP
+
+    rows = [{"input": "p", "output": "o", "step": 0}, {"input": "p", "output": "o", "step": 3.0},
+            {"input": "p", "output": "o", "step": MAX_STEP}]
+    assert [r.step for r in read_rollouts(write_jsonl(tmp_path / "ok.jsonl", rows))] == [0, 3, MAX_STEP]
+    for bad in (MAX_STEP + 1, -1, 1e300, 2.5, "3", True, None):
+        path = write_jsonl(tmp_path / "bad.jsonl", [{"input": "p", "output": "o", "step": bad}])
+        if bad is None:  # null is "no step", as for every alias
+            assert read_rollouts(path)[0].step is None
+            continue
+        with pytest.raises(InputErrors, match="bad.jsonl:1: field 'step' must be an integer"):
+            read_rollouts(path)
+
+
+def test_integers_at_the_64_bit_bounds_round_trip_and_big_ones_as_strings_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "ints.jsonl"
+    path.write_text('{"id": 18446744073709551615, "input": "p", "output": "o", '
+                    '"metadata": {"lo": -9223372036854775808, "hi": 18446744073709551615, "s": "123456789012345678901234567890"}}\n')
+    [r] = read_rollouts(path)
+    assert r.id == "18446744073709551615"
+    assert r.metadata == {"lo": -(2**63), "hi": 2**64 - 1, "s": "123456789012345678901234567890"}
+    path.write_text('{"id": "a", "input": "p", "output": "o", "metadata": {"x": 18446744073709551616}}\n')
+    with pytest.raises(InputErrors, match="ints.jsonl:1: integer 18446744073709551616 does not fit 64 bits"):
+        read_rollouts(path)
+
+
+def test_duplicate_keys_are_refused_and_colons_in_text_are_not_mistaken_for_keys(tmp_path: Path) -> None:
+    path = tmp_path / "keys.jsonl"
+    path.write_text(
+        '{"id": "a", "input": "a: b: c", "output": "x\\u003ay", "metadata": {"k:1": "v:2", "esc": "\\\\u003a"}}\n'
+        '{"id": "b", "input": "p", "output": "o", "metadata": {"caf\\u00e9": 1, "cafe\\u0301": 2}}\n')
+    first, second = read_rollouts(path)
+    assert (first.input, first.output, first.metadata) == ("a: b: c", "x:y", {"k:1": "v:2", "esc": "\\u003a"})
+    assert second.metadata == {"caf\u00e9": 1, "cafe\u0301": 2}  # unicode-normalization twins are two keys in JSON
+    path.write_text('{"id": "a", "input": "p", "output": "o"}\n{"id": "b", "input": "p", "output": "o", "output": "p"}\n')
+    with pytest.raises(InputErrors, match="keys.jsonl:2: duplicate key 'output'"):
+        read_rollouts(path)
+
+
+def test_line_separators_inside_strings_and_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "seps.jsonl"
+    path.write_bytes('{"id": "a", "input": "p\u2028q\u2029r\u0085s", "output": "o\\u2028"}\n \t \n\n\r\n'
+                     '{"id": "b", "input": "p", "output": "o"}'.encode())  # no newline at the end
+    a, b = read_rollouts(path)
+    assert (a.input, a.output, b.id) == ("p\u2028q\u2029r\u0085s", "o\u2028", "b")
+
+
+# --- ids: unique by construction ----------------------------------------------------------------
+
+
+def test_an_explicit_id_equal_to_the_old_placeholder_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "ph.jsonl"
+    path.write_text('{"id": "\\u0000pending", "input": "p", "output": "o"}\n{"input": "p", "output": "o"}\n')
+    explicit, generated = read_rollouts(path)
+    assert explicit.id == "\x00pending"
+    assert generated.id.startswith("r-") and generated.id != explicit.id
+
+
+def test_generated_ids_never_take_an_explicit_id(tmp_path: Path) -> None:
+    """Issue 13's collision: a line without id got `r-<hash>-auto` while a later line carried that
+    very id, so two rollouts shared one and one got the other's verdicts."""
+    from amaris_cli.rollouts import content_id
+
+    a, b = {"input": "p", "output": "right"}, {"input": "p", "output": "wrong"}
+    base_a = content_id(read_rollouts(write_jsonl(tmp_path / "one.jsonl", [a]))[0])
+    rows = [{"id": base_a, **b}, a, {"id": f"{base_a}-auto", **b}, a, {"id": f"{base_a}-2", **b}, a]
+    read = read_rollouts(write_jsonl(tmp_path / "mix.jsonl", rows))
+    ids = [r.id for r in read]
+    assert len(set(ids)) == len(ids), ids
+    assert ids == [base_a, f"{base_a}-3", f"{base_a}-auto", f"{base_a}-4", f"{base_a}-2", f"{base_a}-5"]
+    assert [r.output for r in read] == ["wrong", "right", "wrong", "right", "wrong", "right"]
+    assert [r.id for r in read_rollouts(write_jsonl(tmp_path / "again.jsonl", rows))] == ids  # deterministic
+
+
+def test_generated_ids_without_collisions_are_hash_then_numbered(tmp_path: Path) -> None:
+    rows = [{"input": "p", "output": "o"}] * 3 + [{"input": "q", "output": "o"}]
+    ids = [r.id for r in read_rollouts(write_jsonl(tmp_path / "r.jsonl", rows))]
+    assert ids[1:3] == [f"{ids[0]}-2", f"{ids[0]}-3"] and ids[3].startswith("r-") and "-" not in ids[3][2:]
+
+
+def test_no_mix_of_explicit_and_generated_ids_ever_shares_one(tmp_path: Path) -> None:
+    import random
+
+    from amaris_cli.rollouts import content_id
+
+    contents = [{"input": "p", "output": o} for o in ("a", "b", "c")]
+    bases = [content_id(r) for r in read_rollouts(write_jsonl(tmp_path / "c.jsonl", contents))]
+    candidates = [*bases, *(f"{b}-{n}" for b in bases for n in range(2, 6)), *(f"{b}-auto" for b in bases)]
+    rng = random.Random(14)
+    for trial in range(200):
+        explicit = rng.sample(candidates, rng.randint(0, 8))
+        rows = [{"id": i, "input": "x", "output": i} for i in explicit]
+        rows += [dict(rng.choice(contents)) for _ in range(rng.randint(1, 8))]
+        rng.shuffle(rows)
+        read = read_rollouts(write_jsonl(tmp_path / f"t{trial}.jsonl", rows))
+        ids = [r.id for r in read]
+        assert len(set(ids)) == len(ids), (rows, ids)
+        assert [r.id for r in read if r.input == "x"] == [row["id"] for row in rows if "id" in row]
+
+
+# --- --map: the path given must be there --------------------------------------------------------
+
+
+def test_map_to_a_missing_path_is_an_error_not_a_fallback(tmp_path: Path) -> None:
+    rows = [{"id": "a", "input": "p", "resp": {"text": "o"}, "messages": [{"role": "assistant", "content": "chat"}]},
+            {"id": "b", "input": "p", "resp": {}, "messages": [{"role": "assistant", "content": "chat"}]}]
+    path = write_jsonl(tmp_path / "m.jsonl", rows)
+    with pytest.raises(InputErrors) as info:
+        read_rollouts(path, parse_mapping(["output=resp.text"]))
+    assert [(e.line, e.reason) for e in info.value.errors] == [
+        (2, "--map output=resp.text: path not found: resp has no key 'text'")]
+    ref = write_jsonl(tmp_path / "ref.jsonl", [{"id": "a", "input": "p", "output": "o", "meta": {"ref": None}}])
+    assert read_rollouts(ref, parse_mapping(["supplemental_context=meta.ref"]))[0].supplemental_context is None
+
+
+# --- files: kinds, size cap, the hash of what was read ------------------------------------------
+
+
+def test_read_rollout_file_hashes_exactly_the_bytes_read(tmp_path: Path) -> None:
+    import hashlib
+
+    from amaris_cli.rollouts import read_rollout_file
+
+    data = b'\xef\xbb\xbf{"id": "a", "input": "p", "output": "o"}\r\n'
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(data)
+    loaded = read_rollout_file(path)
+    assert (loaded.sha256, loaded.size, [r.id for r in loaded.rollouts]) == (hashlib.sha256(data).hexdigest(), len(data), ["a"])
+
+
+def test_a_pipe_is_read_once_and_its_real_content_hashed(tmp_path: Path) -> None:
+    """What `amaris score <(jq -c . f.jsonl)` hands over: /dev/fd/N, a pipe with a live writer."""
+    import hashlib
+    import os
+    import threading
+
+    from amaris_cli.rollouts import read_rollout_file
+
+    data = b"".join(b'{"id": "r%d", "input": "p", "output": "o"}\n' % i for i in range(5000))  # > a pipe buffer
+    read_fd, write_fd = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(write_fd, "wb") as fh:
+            fh.write(data[:100])
+            fh.flush()
+            time.sleep(0.3)  # a slow producer: nothing more for a while
+            fh.write(data[100:])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        loaded = read_rollout_file(Path(f"/dev/fd/{read_fd}"))
+    finally:
+        writer.join(timeout=10)
+        os.close(read_fd)
+    assert loaded.sha256 == hashlib.sha256(data).hexdigest()
+    assert [r.id for r in loaded.rollouts] == [f"r{i}" for i in range(5000)]
+
+
+def test_a_fifo_nobody_writes_to_fails_in_bounded_time(tmp_path: Path) -> None:
+    import os
+
+    from amaris_cli.inputfiles import read_input_bytes
+
+    fifo = tmp_path / "in.jsonl"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(InputError, match=r"in.jsonl: no process wrote to this pipe within 0.3 s"):
+        read_input_bytes(fifo, writer_wait=0.3)
+    assert time.monotonic() - started < 5
+
+
+def test_inputs_over_the_size_cap_are_refused(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from amaris_cli.inputfiles import read_input_bytes
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"x" * 5000)
+    with pytest.raises(InputError, match=r"big.jsonl: input is 5000 bytes, over the 4 KiB input limit"):
+        read_input_bytes(big, max_bytes=4096)
+    assert read_input_bytes(big, max_bytes=5000)[0] == b"x" * 5000
+    fifo = tmp_path / "endless"
+    os.mkfifo(fifo)
+    # an endless writer (`yes`), as /dev/zero would be: the reader stops at the cap, the writer gets EPIPE
+    with subprocess.Popen(["sh", "-c", f"yes > {fifo}"], stderr=subprocess.DEVNULL) as producer:
+        try:
+            with pytest.raises(InputError, match=r"endless: input is more than 65536 bytes, over the 64 KiB input limit"):
+                read_input_bytes(fifo, max_bytes=1 << 16, writer_wait=10)
+        finally:
+            producer.kill()
+
+
+def test_dev_zero_is_refused_without_reading_it() -> None:
+    """In a child process with a 2 GiB address-space cap, so a reader that reads /dev/zero to the
+    end fails this test instead of taking the machine's memory."""
+    import resource
+    import subprocess
+    import sys
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    code = "from amaris_cli.rollouts import read_rollouts\ntry: read_rollouts('/dev/zero')\nexcept Exception as e: print(e)"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, preexec_fn=cap)
+    assert child.stdout.strip() == "/dev/zero: is a character device, expected a JSONL file or a pipe", child.stderr[-500:]
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling", "loop", "missing"])
+def test_non_files_are_refused_by_kind_before_reading(kind: str, tmp_path: Path) -> None:
+    import os
+
+    path = {"directory": tmp_path, "missing": tmp_path / "nope.jsonl",
+            "dangling": tmp_path / "dangling.jsonl", "loop": tmp_path / "loop.jsonl"}[kind]
+    if kind == "dangling":
+        os.symlink(tmp_path / "gone.jsonl", path)
+    if kind == "loop":
+        os.symlink(path, path)
+    reason = {"directory": "is a directory", "missing": "file not found",
+              "dangling": "dangling symlink (points to", "loop": "symlink loop"}[kind]
+    started = time.monotonic()
+    with pytest.raises(InputError, match=re.escape(f"{path}: {reason}")):
+        read_rollouts(path)
+    assert time.monotonic() - started < 5
+
+
+# --- loop directories: every entry used or reported ---------------------------------------------
+
+
+def test_step_file_names_and_ignored_entries(tmp_path: Path) -> None:
+    import os
+
+    d = tmp_path / "steps"
+    d.mkdir()
+    for name in ("12.jsonl", "step-13.jsonl", "step_000014.jsonl", "step15.jsonl", "global_step_16.jsonl", "global_step-17.jsonl"):
+        write_jsonl(d / name, [{"input": "p", "output": "o"}])
+    write_jsonl(tmp_path / "elsewhere.jsonl", [{"input": "p", "output": "o"}])
+    os.symlink(tmp_path / "elsewhere.jsonl", d / "18.jsonl")  # a symlink to a regular file is used
+    for ignored in ("README.md", "notes.TXT", "run.log", ".hidden.jsonl", ".DS_Store"):
+        (d / ignored).write_text("x")
+    (d / ".git").mkdir()
+    found = discover_steps(d)
+    assert list(found) == [12, 13, 14, 15, 16, 17, 18]
+    assert found[14] == d / "step_000014.jsonl"
+
+
+def test_every_unusable_loop_directory_entry_is_reported_at_once(tmp_path: Path) -> None:
+    import os
+
+    d = tmp_path / "steps"
+    d.mkdir()
+    write_jsonl(d / "0.jsonl", [{"input": "p", "output": "o"}])
+    os.mkfifo(d / "1.jsonl")
+    os.symlink(d / "gone.jsonl", d / "2.jsonl")
+    os.symlink(d / "3.jsonl", d / "3.jsonl")
+    (d / "4.jsonl").mkdir()
+    (d / "5.JSONL").write_text("{}\n")
+    (d / "step-006-v2.jsonl").write_text("{}\n")
+    os.symlink("/dev/null", d / "7.jsonl")
+    (d / "README").write_text("no suffix: not a note\n")
+    with pytest.raises(InputErrors) as info:
+        discover_steps(d)
+    reasons = {Path(e.path).name: e.reason for e in info.value.errors}
+    assert set(reasons) == {"1.jsonl", "2.jsonl", "3.jsonl", "4.jsonl", "5.JSONL", "step-006-v2.jsonl", "7.jsonl", "README"}
+    assert reasons["1.jsonl"].startswith("is a FIFO (named pipe), not a regular file")
+    assert reasons["2.jsonl"].startswith("dangling symlink")
+    assert reasons["3.jsonl"].startswith("symlink loop")
+    assert reasons["4.jsonl"] == "is a directory, not a regular file"
+    assert "lowercase '.jsonl'" in reasons["5.JSONL"]
+    assert reasons["step-006-v2.jsonl"].startswith("the name holds 2 numbers")
+    assert reasons["7.jsonl"] == "is a character device, not a regular file"
+    assert reasons["README"].startswith("not a step file (regular file)")
+
+
+def test_the_byte_level_depth_check_agrees_with_the_parsed_depth() -> None:
+    """The depth check never parses: it works on bytes (escaped quotes and backslashes, brackets
+    inside strings, both pairings of quotes). Compared with the depth of the parsed value."""
+    import random
+
+    from amaris_cli.jsonlimits import _deeper_than
+
+    def depth(v: object) -> int:
+        if isinstance(v, dict):
+            return 1 + max((depth(x) for x in v.values()), default=0)
+        if isinstance(v, list):
+            return 1 + max((depth(x) for x in v), default=0)
+        return 0
+
+    rng = random.Random(1402)
+    atoms = [1, 'a[{"}', '\\"]', None, "x\\\\", "\\", '\\\\"[', "\n[", "é{", '"', "]\\", "[]", "{}", "\x00", ""]
+
+    def value(levels: int) -> object:
+        if levels == 0 or rng.random() < 0.2:
+            return rng.choice(atoms)
+        if rng.random() < 0.5:
+            return [value(levels - 1) for _ in range(rng.randint(0, 3))]
+        return {f"{rng.choice(atoms)}{i}": value(levels - 1) for i in range(rng.randint(0, 3))}
+
+    for _ in range(3000):
+        line = {"a": value(rng.randint(0, 12))}
+        raw = json.dumps(line, ensure_ascii=rng.random() < 0.5).encode()
+        d = depth(line)
+        for limit in (d - 1, d, d + 1):
+            if limit >= 1:
+                assert _deeper_than(raw, limit) == (d > limit), (raw, d, limit)

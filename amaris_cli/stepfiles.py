@@ -1,0 +1,82 @@
+"""Step files of a `loop` directory: explicit names, and every entry either used or reported."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from amaris_cli.errors import InputError, InputErrors
+from amaris_cli.inputfiles import describe_kind, stat_problem
+
+MAX_STEP = 10**9
+NOTE_SUFFIXES = (".md", ".txt", ".rst", ".log")  # regular files a loop directory may hold besides steps
+STEP_FILE_RE = re.compile(r"(?:(?:global_)?step[-_]?)?(\d+)\.jsonl")
+STEP_FILE_NAMES = ("N.jsonl, step-N.jsonl, step_N.jsonl, stepN.jsonl, global_step_N.jsonl, global_step-N.jsonl "
+                   f"(N = 0..{MAX_STEP})")
+
+
+def step_from_filename(path: Path) -> int | None:
+    """The step a step file's name gives (see STEP_FILE_NAMES), or None when the name is not one."""
+    match = STEP_FILE_RE.fullmatch(Path(path).name)
+    if match is None or len(match.group(1).lstrip("0")) > len(str(MAX_STEP)):
+        return None
+    step = int(match.group(1))
+    return step if step <= MAX_STEP else None
+
+
+def step_files(directory: Path) -> dict[int, Path]:
+    """The step files of a loop directory by step. Every entry is used or reported: hidden entries
+    and notes (regular files ending in NOTE_SUFFIXES) are ignored; anything else that is not a
+    regular file named like a step file (STEP_FILE_NAMES) is an error naming it."""
+    found: dict[int, Path] = {}
+    errors: list[InputError] = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        raise InputError(directory, stat_problem(directory, exc)) from None
+    for name in names:
+        if name.startswith("."):
+            continue
+        entry = directory / name
+        try:
+            mode = os.stat(entry).st_mode
+        except OSError as exc:
+            errors.append(InputError(entry, stat_problem(entry, exc)))
+            continue
+        is_file = stat.S_ISREG(mode)
+        if name.lower().endswith(NOTE_SUFFIXES) and is_file:
+            continue
+        if not name.endswith(".jsonl"):
+            if name.lower().endswith(".jsonl"):
+                reason = f"step files end in lowercase '.jsonl' (rename it to {name[:-6] + '.jsonl'!r})"
+            else:
+                reason = (f"not a step file ({describe_kind(mode)}); a loop directory holds step files "
+                          f"({STEP_FILE_NAMES}), notes ({', '.join(NOTE_SUFFIXES)}) and hidden entries only")
+            errors.append(InputError(entry, reason))
+            continue
+        if not is_file:
+            why = " (a step file is read once to validate it and again to score it)" if stat.S_ISFIFO(mode) else ""
+            errors.append(InputError(entry, f"is a {describe_kind(mode)}, not a regular file{why}"))
+            continue
+        step = step_from_filename(entry)
+        if step is None:
+            numbers = re.findall(r"\d+", name)
+            if len(numbers) > 1:
+                why = f"the name holds {len(numbers)} numbers, so its step is ambiguous"
+            elif STEP_FILE_RE.fullmatch(name):
+                why = f"step {numbers[0] if len(numbers[0]) <= 30 else numbers[0][:27] + '...'} in the name is over {MAX_STEP}"
+            else:
+                why = "the name is not a step-file name"
+            errors.append(InputError(entry, f"{why}; step files are named {STEP_FILE_NAMES}"))
+            continue
+        if step in found:
+            errors.append(InputError(entry, f"step {step} also comes from {found[step]}"))
+            continue
+        found[step] = entry
+    if errors:
+        raise InputErrors(errors)
+    if not found:
+        raise InputError(directory, f"directory holds no step files ({STEP_FILE_NAMES})")
+    return dict(sorted(found.items()))
