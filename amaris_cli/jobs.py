@@ -27,7 +27,7 @@ from amaris_cli.jsonio import write_bytes_atomic
 from amaris_cli.llm.client import AgentUsage
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.policy import FailurePolicy
-from amaris_cli.rundir import RunDir, sha256_file
+from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import earlier_steps, scoring_limit, scoring_version, update_due, wait_for_evolutions
 from amaris_cli.session import JudgeChoice, Session, open_session
 from amaris_cli.stages.analyze import analyze_step
@@ -97,16 +97,16 @@ def _finish(result: JobResult, session: Session, started: float) -> None:
 def score_job(rollouts_file: Path, run_path: Path, step: int, *, mapping: dict[str, str], rubric_version: int | None,
               lag: int, on_error: str | None, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
               rewards_out: Path | None, rewards_format: str, say: Say, on_record: Hook | None = None) -> ScoreResult:
-    from amaris_cli.rollouts import read_rollouts
+    from amaris_cli.rollouts import read_rollout_file
 
     started = time.monotonic()
     run = RunDir(run_path)
     settings = _settings(run, flags)
     policy = FailurePolicy.resolve(on_error, settings)
-    # Read and validate everything before the run is touched.
-    rollouts = [r.model_copy(update={"step": step})
-                for r in read_rollouts(rollouts_file, mapping, settings.pipeline.instance_field)]
-    source = {"path": str(rollouts_file), "sha256": sha256_file(rollouts_file)}
+    # Read (once: it may be a pipe) and validate everything before the run is touched.
+    loaded = read_rollout_file(rollouts_file, mapping, settings.pipeline.instance_field)
+    rollouts = [r.model_copy(update={"step": step}) for r in loaded.rollouts]
+    source = {"path": str(rollouts_file), "sha256": loaded.sha256}
     result = ScoreResult(scores_path=artifacts.scores_path(run, step), rewards_path=rewards_out)
     with _step_lock(run, step, "score"):
         version = scoring_version(run, step, lag, rubric_version, wait=wait, say=say)
@@ -244,29 +244,39 @@ def parse_step_range(text: str | None) -> tuple[int | None, int | None]:
 
 def loop_plans(source: Path, run: RunDir, step_range: str | None, mapping: dict[str, str], settings: Settings,
                lag: int, rescore: bool) -> dict[int, StepPlan]:
-    """Every selected step's rollouts, validated before the run is touched."""
-    from amaris_cli.rollouts import discover_steps, read_rollouts
+    """Every selected step's rollouts, validated before the run is touched; each input is read once
+    (it may be a pipe) and the hash of those bytes is what provenance records."""
+    from amaris_cli.rollouts import group_by_step, read_rollout_file
+    from amaris_cli.stepfiles import step_files
 
     lo, hi = parse_step_range(step_range)
     instance_field = settings.pipeline.instance_field
-    discovered = discover_steps(source, mapping, instance_field)
+    discovered: dict[int, Path | tuple[list[Any], str]]
+    if source.is_dir():
+        discovered = dict(step_files(source))
+    else:
+        whole = read_rollout_file(source, mapping, instance_field)
+        discovered = {s: (rows, whole.sha256) for s, rows in group_by_step(whole.rollouts, source).items()}
     selected = {s: v for s, v in discovered.items() if (lo is None or s >= lo) and (hi is None or s <= hi)}
     if not selected:
         raise InputError(source, f"no steps in range {step_range!r} (found {', '.join(map(str, discovered)) or 'none'})")
     plans: dict[int, StepPlan] = {}
     errors: list[InputError] = []
     for step, src in selected.items():
-        try:
-            rows = src if isinstance(src, list) else read_rollouts(src, mapping, instance_field, default_step=step)
-        except InputErrors as exc:
-            errors.extend(exc.errors)
-            continue
-        except InputError as exc:
-            errors.append(exc)
-            continue
-        where = src if isinstance(src, Path) else source
+        if isinstance(src, Path):
+            try:
+                loaded = read_rollout_file(src, mapping, instance_field, default_step=step)
+            except InputErrors as exc:
+                errors.extend(exc.errors)
+                continue
+            except InputError as exc:
+                errors.append(exc)
+                continue
+            rows, where, sha = loaded.rollouts, src, loaded.sha256
+        else:
+            (rows, sha), where = src, source
         plans[step] = StepPlan(rollouts=[r.model_copy(update={"step": step}) for r in rows],
-                               source={"path": str(where), "sha256": sha256_file(where)}, lag=lag, rescore=rescore)
+                               source={"path": str(where), "sha256": sha}, lag=lag, rescore=rescore)
     if errors:
         raise InputErrors(errors)
     return plans

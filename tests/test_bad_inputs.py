@@ -166,8 +166,6 @@ def test_a_line_over_the_cli_line_limit_is_refused(scored_run: Path, tmp_path: P
     assert snapshot(scored_run) == before
 
 
-@pytest.mark.xfail(strict=True, reason="needs commands.run_score to record read_rollout_file(...).sha256 "
-                                       "instead of re-reading the path with sha256_file (lead: issue 14 wiring)")
 def test_a_pipe_input_records_the_hash_of_what_was_scored(tmp_path: Path) -> None:
     """`amaris score <(jq -c . f.jsonl)`: the pipe is read once; run.json must hold the hash of
     those bytes, not of a second (empty) read."""
@@ -193,5 +191,6 @@ def test_a_pipe_input_records_the_hash_of_what_was_scored(tmp_path: Path) -> Non
         writer.join(timeout=10)
         os.close(read_fd)
     assert result.exit_code == 0, result.stderr
-    recorded = json.loads((run / "run.json").read_text())["inputs"]["0"]["sha256"]
+    provenance = json.loads((run / "steps" / "000000" / "provenance.json").read_text())
+    recorded = provenance["files"]["rollouts.jsonl"]["inputs"]["source"]["sha256"]
     assert recorded == hashlib.sha256(data).hexdigest()
