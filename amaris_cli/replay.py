@@ -28,6 +28,7 @@ class OfflineMiss(AmarisError):
 class Recorded:
     response: str
     usage: Usage
+    finish_reason: str | None = None
 
 
 class ReplayCache:
@@ -41,7 +42,7 @@ class ReplayCache:
             record = CallRecord.model_validate(row)
             if record.response is None:
                 continue  # a failed call answers nothing
-            self._answers.setdefault(record.request_hash, Recorded(record.response, record.usage))
+            self._answers.setdefault(record.request_hash, Recorded(record.response, record.usage, record.finish_reason))
             self._by_context.setdefault((record.agent, record.step, record.context), []).append(record)
 
     def __len__(self) -> int:

@@ -1,7 +1,8 @@
 """calls.jsonl: one line per request sent (or answered from a replay record).
 
 It is what makes cost accounting, debugging and exact replay possible, so it records the full
-messages and the full response text. It never records a key: only the endpoint and the model.
+messages and the full response text. It never records a key: only the endpoint (without credentials) and the model;
+replies are redacted before they are written.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class CallRecord(BaseModel):
     params: dict[str, Any]
     response: str | None
     usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None  # "length": cut at the token limit (an invalid answer, also on replay)
     latency_s: float
     attempts: int
     error: str | None = None
