@@ -15,7 +15,10 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u206
 
 
 def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    char = match.group()
+    if char == "\r":
+        return "\\r"
+    code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

@@ -242,7 +242,7 @@ class LLMClient:
             raise _Transient(f"connection failed: {one_line(str(exc.__cause__ or exc), 300)}", "connection") from None
         except openai.APIStatusError as exc:
             status = exc.status_code
-            detail = self.redact(str(getattr(exc, "message", exc)))
+            detail = self.redact(_status_detail(exc))
             fatal = fatal_status(name, agent.base_url, agent.model, agent.api_key_env, status, detail,
                                  exc.response.headers.get("location"))
             if fatal is not None:
@@ -464,6 +464,14 @@ class LLMClient:
                     ]
         usage.failures += 1
         return answer
+
+
+def _status_detail(exc: Any) -> str:
+    """What the endpoint said in an error answer: the OpenAI-style error message, else the SDK's text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return str(getattr(exc, "message", exc))
 
 
 def _describe(exc: Exception) -> str:
