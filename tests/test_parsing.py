@@ -22,6 +22,11 @@ def test_extracts_the_one_object(reply: str) -> None:
     assert extract_json_object(reply) == {"verdicts": []}
 
 
+def test_a_think_tag_quoted_inside_the_answer_is_text() -> None:
+    reply = '{"reason": "the response leaves a <think> tag open", "score": 0}'
+    assert extract_json_object(reply) == {"reason": "the response leaves a <think> tag open", "score": 0}
+
+
 def test_structural_repairs_keep_literal_values() -> None:
     assert extract_json_object("{'score': 0.5, 'ok': true,}") == {"score": 0.5, "ok": True}
 

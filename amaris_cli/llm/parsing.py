@@ -20,6 +20,7 @@ scale is never rescaled, because 1 on a 0-10 scale and 1 on a 0-1 scale cannot b
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -41,9 +42,6 @@ class ReplyError(ValueError):
 
 def _strip_thinking(text: str) -> str:
     text = _THINK_BLOCK.sub("", text)
-    if _THINK_OPEN.search(text):
-        raise ReplyError("the reply has a <think> block that is never closed (reasoning cut or unfinished); "
-                         "finish the reasoning, close it with </think>, then give the JSON object")
     closes = list(_THINK_CLOSE.finditer(text))  # an unopened close: the draft before it is dropped
     return text[closes[-1].end():] if closes else text
 
@@ -165,19 +163,29 @@ def extract_json_object(text: str) -> dict[str, Any]:
         except orjson.JSONDecodeError:
             pass
     candidates: list[tuple[dict[str, Any], str | None]] = []
+    spans: list[tuple[int, int]] = []
+    cut_at: int | None = None
     i = 0
     while (start := body.find("{", i)) != -1:
         end = _closing_brace(body, start)
         if end == -1:
             if ":" in body[start:]:
-                raise ReplyError("the reply's JSON object is cut off before its closing brace; "
-                                 "give the complete object")
+                cut_at = start
             break
+        spans.append((start, end + 1))
         found = _candidate(body[start : end + 1])
         if found is not None:
             candidates.append(found)
         i = end + 1
-    distinct = {orjson.dumps(value, option=orjson.OPT_SORT_KEYS): (value, problem) for value, problem in candidates}
+    # "<think>" quoted inside an answer (a reason about think tags) is text, not an open block.
+    for opened in _THINK_OPEN.finditer(body):
+        if not any(a <= opened.start() < b for a, b in spans):
+            raise ReplyError("the reply has a <think> block that is never closed (reasoning cut or unfinished); "
+                             "finish the reasoning, close it with </think>, then give the JSON object")
+    if cut_at is not None:
+        raise ReplyError("the reply's JSON object is cut off before its closing brace; give the complete object")
+    # stdlib json: any int json-repair returns (orjson refuses those beyond 64 bits)
+    distinct = {json.dumps(value, sort_keys=True): (value, problem) for value, problem in candidates}
     if not distinct:
         raise ReplyError("the reply holds no JSON object")
     if len(distinct) > 1:
