@@ -16,9 +16,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_serializer,
+    model_validator,
+)
 
 from amaris_cli.errors import ConfigError
+from amaris_cli.llm.endpoint import strip_userinfo
 from amaris_cli.models import Criterion
 
 AGENTS = ("scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater")
@@ -45,6 +54,14 @@ class AgentOverrides(_Section):
     max_reasks: int | None = Field(default=None, ge=0, le=5)
     response_format: ResponseFormat | None = None
     token_limit_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+    max_tokens_cap: int | None = Field(default=None, gt=0)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+
+    @field_serializer("base_url", when_used="json")
+    def _no_credentials(self, url: str | None) -> str | None:
+        # run.json holds the config as JSON: credentials in a URL are used, never written.
+        return strip_userinfo(url)
 
 
 class AgentSettings(_Section):
@@ -64,12 +81,27 @@ class AgentSettings(_Section):
     response_format: ResponseFormat = "json_object"
     # OpenAI's reasoning models accept only max_completion_tokens; most other servers only max_tokens.
     token_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # A reply cut at the token limit is re-asked with twice the budget, and a group call asks for
+    # what its responses x criteria need: never more than this (nor less than max_tokens).
+    max_tokens_cap: int = 8192
+    # Provider tiers, honoured before sending (unset: no limit). Agents sharing endpoint, key,
+    # model and limits share one budget, as the provider counts them together.
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+
+    @property
+    def token_cap(self) -> int:
+        return max(self.max_tokens, self.max_tokens_cap)
+
+    @field_serializer("base_url", when_used="json")
+    def _no_credentials(self, url: str | None) -> str | None:
+        return strip_userinfo(url)
 
     def answer_inputs(self) -> dict[str, Any]:
         """The keys that can change an answer (what a derived file depends on); not the endpoint,
         the key, limits or timeouts."""
         return self.model_dump(include={"model", "temperature", "max_tokens", "token_limit_param", "response_format",
-                                        "extra_body", "service_tier", "max_reasks"})
+                                        "extra_body", "service_tier", "max_reasks", "max_tokens_cap"})
 
 
 class TrainingSettings(_Section):
@@ -188,6 +220,9 @@ _AGENT_ENV_KEYS = {
     "MAX_REASKS": "max_reasks",
     "RESPONSE_FORMAT": "response_format",
     "TOKEN_LIMIT_PARAM": "token_limit_param",
+    "MAX_TOKENS_CAP": "max_tokens_cap",
+    "REQUESTS_PER_MINUTE": "requests_per_minute",
+    "TOKENS_PER_MINUTE": "tokens_per_minute",
 }
 
 

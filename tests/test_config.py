@@ -76,3 +76,97 @@ def test_token_limit_param_changes_the_request_field(tmp_path: Path) -> None:
     assert "max_tokens" in client.params_for(settings.agent("scorer"), "scorer", QueriesAnswer)
     params = client.params_for(settings.agent("updater"), "updater", QueriesAnswer)
     assert params["max_completion_tokens"] == 2048 and "max_tokens" not in params
+
+
+AGENT_LAYERS = ("flags[A]", "flags[default]", "env[A]", "env[default]", "file[A]", "file[default]")
+
+
+@pytest.mark.parametrize("agent", ["scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater"])
+def test_each_agent_key_resolves_in_the_documented_order(tmp_path: Path, agent: str) -> None:
+    """flags[A] > flags[default] > env[A] > env[default] > file[A] > file[default] > built-in, removing the
+    top layer each time; and no other agent ever sees A's own values."""
+    other = "updater" if agent != "updater" else "scorer"
+    for top in range(len(AGENT_LAYERS) + 1):
+        present = AGENT_LAYERS[top:]
+        file_text = ""
+        if "file[default]" in present:
+            file_text += '[agents.default]\nmodel = "file[default]"\n'
+        if "file[A]" in present:
+            file_text += f'[agents.{agent}]\nmodel = "file[A]"\n'
+        env = {}
+        if "env[default]" in present:
+            env["AMARIS_MODEL"] = "env[default]"
+        if "env[A]" in present:
+            env[f"AMARIS_{agent.upper()}_MODEL"] = "env[A]"
+        flags: dict = {"agents": {}}
+        if "flags[default]" in present:
+            flags["agents"]["default"] = {"model": "flags[default]"}
+        if "flags[A]" in present:
+            flags["agents"][agent] = {"model": "flags[A]"}
+        settings = load_settings(config_file=write(tmp_path, file_text), environ=env, flags=flags)
+        expected = present[0] if present else "gpt-4o-mini"
+        assert settings.agent(agent).model == expected, f"layers {present}"
+        default_layers = [layer for layer in present if layer.endswith("[default]")]
+        assert settings.agent(other).model == (default_layers[0] if default_layers else "gpt-4o-mini")
+
+
+def test_the_cli_model_flag_beats_a_per_agent_model_in_the_file(tmp_path: Path, sim_factory) -> None:
+    from tests.conftest import TEST_CONFIG, invoke, judge_env, write_jsonl
+
+    judge = sim_factory()
+    config = write(tmp_path, TEST_CONFIG + '\n[agents.scorer]\nmodel = "file-scorer"\n')
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    rollouts = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "input": "2+2?", "output": "4", "answer": "4"}])
+    result = invoke("score", rollouts, "--run", run, "--step", "0", "--model", "flag-model", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert {r["model"] for r in judge.requests} == {"flag-model"}
+
+
+def documented_keys() -> set[str]:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    keys: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            cell = line.split("|")[1]
+            keys.update(part.strip().strip("`") for part in cell.split(",") if part.strip().startswith("`"))
+    return keys
+
+
+def settings_keys() -> set[str]:
+    from amaris_cli.config import AgentSettings, Settings
+
+    keys = {f"agents.<agent>.{name}" for name in AgentSettings.model_fields}
+    for section, field in Settings.model_fields.items():
+        if section in ("agents",):
+            continue
+        if section == "prices":
+            keys.add("prices.<model>")
+        elif section == "prompts_dir":
+            keys.add(section)
+        else:
+            keys.update(f"{section}.{name}" for name in field.annotation.model_fields)  # type: ignore[union-attr]
+    return keys
+
+
+def test_every_config_key_is_documented_and_every_documented_key_exists() -> None:
+    documented, existing = documented_keys(), settings_keys()
+    assert existing - documented == set(), "keys missing from the README's configuration table"
+    assert documented - existing == set(), "README keys that the settings do not have"
+
+
+def test_every_config_key_is_read_by_something() -> None:
+    """A key that no code reads is a promise the tool does not keep (pipeline.on_error was one)."""
+    import re
+
+    package = Path(__file__).resolve().parent.parent / "amaris_cli"
+    code = "\n".join(p.read_text() for p in package.rglob("*.py") if p.name != "config.py")
+    unread = []
+    for key in settings_keys():
+        name = key.rsplit(".", 1)[-1]
+        if name in ("<model>",):
+            name = "prices"
+        if not re.search(rf"\.{name}\b|\"{name}\"", code):
+            unread.append(key)
+    assert unread == []

@@ -1,4 +1,4 @@
-"""Getting a verdict out of the ways real judges answer badly."""
+"""The answer contract, unit by unit: one JSON object per reply, one scale per score."""
 
 from __future__ import annotations
 
@@ -14,31 +14,53 @@ from amaris_cli.llm.parsing import ReplyError, extract_json_object, normalize_sc
     '<think>maybe {"verdicts": [1]} no</think>{"verdicts": []}',
     'draft... </think>\n{"verdicts": []}',
     'Final: {"verdicts": []} thanks',
-    '{"verdicts": [],}',  # trailing comma: repaired
+    '{"verdicts": [],}',  # trailing comma: structure repaired, no value invented
+    'I read the {criteria} first. {"verdicts": []}',  # braces in prose are not an answer
+    '{"verdicts": []}\nAgain: {"verdicts": []}',  # the same object twice is not ambiguous
 ])
-def test_extracts_the_final_object(reply: str) -> None:
+def test_extracts_the_one_object(reply: str) -> None:
     assert extract_json_object(reply) == {"verdicts": []}
 
 
-def test_truncated_json_is_repaired() -> None:
-    assert extract_json_object('{"verdicts": [{"criterion_id": "a", "score": 1')["verdicts"][0]["criterion_id"] == "a"
+def test_a_think_tag_quoted_inside_the_answer_is_text() -> None:
+    reply = '{"reason": "the response leaves a <think> tag open", "score": 0}'
+    assert extract_json_object(reply) == {"reason": "the response leaves a <think> tag open", "score": 0}
 
 
-@pytest.mark.parametrize("reply", ["", "   ", "no json here", "[1, 2, 3]"])
-def test_no_object_is_an_error(reply: str) -> None:
-    with pytest.raises(ReplyError):
+def test_structural_repairs_keep_literal_values() -> None:
+    assert extract_json_object("{'score': 0.5, 'ok': true,}") == {"score": 0.5, "ok": True}
+
+
+@pytest.mark.parametrize(("reply", "reason"), [
+    ("", "empty"),
+    ("   ", "empty"),
+    ("no json here", "no JSON object"),
+    ("[1, 2, 3]", "array"),
+    ('{"verdicts": [{"criterion_id": "a", "score": 1', "cut off"),
+    ('{"score": 0.}', "not written completely"),  # json-repair would read 0.0
+    ('{"score": .5}', "not written completely"),
+    ('{"score": 0.9}\nIf the rubric were lenient: {"score": 1}', "2 different JSON objects"),
+    ('<think>Draft: {"score": 1}', "never closed"),
+    ('<think>a</think> {"score": 1} <think>b', "never closed"),
+])
+def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
+    with pytest.raises(ReplyError, match=reason):
         extract_json_object(reply)
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    (0.7, 0.7), (1, 1.0), (0, 0.0), (7, 0.7), (10, 1.0), (85, 0.85), ("8/10", 0.8), ("3 / 4", 0.75),
-    ("40%", 0.4), ("0.5", 0.5), (True, 1.0), (False, 0.0), ("yes", 1.0), ("not met", 0.0), ("partial", 0.5),
+    (0.7, 0.7), (1, 1.0), (0, 0.0), (0.0, 0.0), ("0.5", 0.5), (True, 1.0), (False, 0.0),
+    ("yes", 1.0), ("not met", 0.0), ("partial", 0.5),
+    ("8/10", 0.8), ("3 / 4", 0.75), ("40%", 0.4),  # the scale is written in the value itself
 ])
-def test_scores_on_other_scales_are_normalized(value: object, expected: float) -> None:
+def test_scores_on_the_scale_or_explicit_are_read(value: object, expected: float) -> None:
     assert normalize_score(value) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("value", [-1, 150, "11/10", "120%", "great", None, float("nan")])
-def test_impossible_scores_are_errors_not_guesses(value: object) -> None:
+@pytest.mark.parametrize("value", [
+    7, 9, 10, 85, 1.01, "7", "85",  # another scale: never rescaled (9 is not 0.9)
+    -1, -0.1, 150, "11/10", "120%", "great", None, float("nan"), float("inf"), [1],
+])
+def test_scores_off_the_scale_are_errors_not_guesses(value: object) -> None:
     with pytest.raises(ReplyError):
         normalize_score(value)

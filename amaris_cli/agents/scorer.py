@@ -1,4 +1,9 @@
-"""The scorer: one call per rollout, one verdict per criterion, reward computed by amaris."""
+"""The scorer: one call per rollout, one verdict per criterion, reward computed by amaris.
+
+Scores follow the answer contract (llm/parsing.py): a number from 0 to 1 (or true/false, a word
+such as "met", an explicit "7/10" or "85%"); one score off that scale makes the whole answer
+invalid (re-asked, then `failed`), since it shows the judge used another scale for all of them.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,23 @@ from amaris_cli.llm.parsing import normalize_score
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
 from amaris_cli.prompts import render
 from amaris_cli.rubrics import compute_reward
+from amaris_cli.terminal import one_line
+
+# Completion tokens an answer needs, estimated generously: a verdict is
+# {"criterion_id": "...", "score": 0.5, "reason": "<one line>"}; a group entry adds its number.
+TOKENS_PER_VERDICT = 56
+TOKENS_PER_RESPONSE = 12
+TOKENS_OVERHEAD = 24
+
+
+def answer_budget(criteria: int, responses: int = 1) -> int:
+    """Completion tokens for `responses` x `criteria` verdicts with one-line reasons."""
+    return TOKENS_OVERHEAD + responses * (TOKENS_PER_RESPONSE + criteria * TOKENS_PER_VERDICT)
+
+
+def responses_that_fit(criteria: int, budget: int) -> int:
+    """The most responses whose verdicts fit in `budget` completion tokens (at least one)."""
+    return max(1, (budget - TOKENS_OVERHEAD) // (TOKENS_PER_RESPONSE + criteria * TOKENS_PER_VERDICT))
 
 
 class JudgeVerdict(BaseModel):
@@ -44,7 +66,7 @@ class JudgeVerdict(BaseModel):
     @field_validator("reason", mode="before")
     @classmethod
     def _one_line(cls, value: Any) -> str:
-        return " ".join(str(value or "").split())[:500]
+        return one_line(str(value or ""), 500)
 
 
 class ScorerAnswer(BaseModel):
@@ -106,7 +128,8 @@ def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: in
 async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> ScoreRecord:
     messages = scorer_messages(kit, rubric, rollout, step)
     answer = await kit.client.ask(
-        "scorer", messages, ScorerAnswer, step=step, context=rollout.id, check=check_against(rubric)
+        "scorer", messages, ScorerAnswer, step=step, context=rollout.id, check=check_against(rubric),
+        max_tokens=answer_budget(len(rubric.criteria)),
     )
     base = {"rollout_id": rollout.id, "step": step, "rubric_version": rubric.version, "instance_id": rubric.instance_id}
     if answer.value is None:

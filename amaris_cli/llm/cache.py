@@ -5,8 +5,7 @@ Every request amaris sends is named by its hash (llm/hashing.py). Two logs can a
 - the run's own calls.jsonl: a stage that recomputes a file because its inputs changed sends many
   requests that did not change; those are answered from the earlier line with the same hash, so only
   what changed costs a model call. Only answers amaris accepted are reused: a request whose earlier
-  answer was invalid goes to the model again (that is how "re-run to retry" works), and a record that
-  failed is always retried (`fresh`).
+  answer was invalid, or that failed, goes to the model again (that is how "re-run to retry" works).
 - a replay's source log (`amaris replay SRC`): every recorded answer is reused, accepted or not, so
   the replay takes exactly the recorded path. `offline` makes a request the source lacks an error that
   names the step, the agent and what differs.
@@ -40,7 +39,7 @@ class CallCache:
         self.offline = offline
 
     def lookup(self, request_hash: str, agent: str, step: int | None, context: str, model: str,
-               messages: list[dict[str, Any]], params: dict[str, Any], fresh: bool = False) -> Cached | None:
+               messages: list[dict[str, Any]], params: dict[str, Any]) -> Cached | None:
         if self.source is not None:
             found = self.source.find(step, request_hash, accepted_only=False)
             if found is not None:
@@ -50,7 +49,7 @@ class CallCache:
                     f"--offline: step {step}, agent {agent} ({context or 'no context'}): the request is not in "
                     f"{self.source_log}: {self.explain(agent, step, context, model, messages, params)}; "
                     "run without --offline to call the model for it")
-        if self.own is not None and not fresh:
+        if self.own is not None:
             found = self.own.find(step, request_hash, accepted_only=True)
             if found is not None:
                 return Cached(found, "cache")

@@ -2,7 +2,7 @@
 
 The log is what makes cost accounting, debugging and exact replay possible, so a request answered
 by a model is recorded in full (messages and response text). It never records a key: only the
-endpoint and the model. Several processes append to one log at once (`score` of step t+1 beside
+endpoint (without credentials) and the model; replies are redacted before they are written. Several processes append to one log at once (`score` of step t+1 beside
 `evolve` of step t): each line is written with one `write` under an exclusive `flock` on the log,
 and a line torn by a killed writer is cut before the next append.
 
@@ -56,6 +56,7 @@ class CallRecord(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     response: str | None
     usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None  # "length": cut at the token limit (an invalid answer, also on replay)
     latency_s: float
     attempts: int
     error: str | None = None

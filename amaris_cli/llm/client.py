@@ -1,11 +1,23 @@
 """Calling agents through any OpenAI-compatible endpoint with the official `openai` SDK.
 
 The SDK's own retries are off (max_retries=0): amaris retries itself so that every attempt is
-counted, backoff honours Retry-After, and the failure policy is explicit. One logical question
-(`ask`) may send several requests: transport retries repeat the same request; a reply that is
-not valid JSON of the expected shape is re-asked once with the validation error, which is a
-new request (and a new line in calls.jsonl). A question that finally fails returns an error,
-never a made-up value.
+counted, backoff honours Retry-After (up to `llm.retry_max_delay`), and the failure policy is
+explicit. One logical question (`ask`) may send several requests: transport retries repeat the
+same request; a reply that breaks the answer contract (llm/parsing.py) is re-asked with the reason,
+which is a new request (and a new line in calls.jsonl). A question that finally fails returns an
+error, never a made-up value.
+
+Each attempt
+  - waits for the agent's rate limits (llm/ratelimit.py) and its concurrency limits;
+  - goes alone until the endpoint has answered once: a 401/403/404, a redirect, an HTML page or an
+    event stream (llm/endpoint.py) then stops the stage after one request (`EndpointFatal`) instead
+    of being repeated for every rollout;
+  - has a deadline: `timeout` bounds the whole attempt (a body dripped a byte at a time included),
+    on top of the SDK's per-read timeout;
+  - reads only the completion's shape (llm/wire.py): a malformed 200 body is a transient fault,
+    retried; an error in amaris's own code is not caught as one.
+Secrets (the keys, credentials inside a base URL) are redacted from replies, reasons and errors
+before anything is stored or returned.
 """
 
 from __future__ import annotations
@@ -24,14 +36,23 @@ from pydantic import BaseModel, ValidationError
 from amaris_cli.config import AGENTS, AgentSettings, Settings
 from amaris_cli.llm.cache import CallCache
 from amaris_cli.llm.calllog import CallLog, CallRecord, Usage, Written
+from amaris_cli.llm.endpoint import (
+    EndpointFatal,
+    fatal_content_type,
+    fatal_status,
+    strip_userinfo,
+    url_secrets,
+)
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
+from amaris_cli.llm.ratelimit import RateLimiter, estimate_tokens
+from amaris_cli.llm.wire import WireError, read_completion
 from amaris_cli.rundir import now_iso
+from amaris_cli.terminal import one_line
 
 T = TypeVar("T", bound=BaseModel)
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524}
-MAX_RETRY_AFTER = 120.0
 
 
 @dataclass
@@ -44,6 +65,7 @@ class AgentUsage:
     failures: int = 0
     replayed: int = 0
     faults: dict[str, int] = field(default_factory=dict)
+    rate_limited_s: float = 0.0  # seconds spent waiting for requests_per_minute / tokens_per_minute
 
     def fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -58,23 +80,42 @@ class Answer(Generic[T]):
 
 
 class _Transient(Exception):
-    def __init__(self, message: str, kind: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, kind: str, retry_after: float | None = None, answered: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.retry_after = retry_after
+        self.answered = answered  # the endpoint answered over HTTP (it exists and took the request)
 
 
 class _Fatal(Exception):
-    pass
+    """This question cannot be answered (e.g. HTTP 400, or every attempt failed)."""
+
+
+class _Stopped(Exception):
+    """Not sent: an earlier request to the same endpoint got a fatal answer."""
+
+    def __init__(self, fatal: EndpointFatal) -> None:
+        super().__init__(str(fatal))
+        self.fatal = fatal
 
 
 @dataclass
 class _Reply:
     text: str
     usage: Usage
+    finish_reason: str | None = None
     written: Written | None = None  # where the log holds it (indexed once amaris knows if it used it)
     request_hash: str = ""
     indexable: bool = True  # false when the log line is a pointer to an earlier answer
+
+
+@dataclass
+class _Endpoint:
+    """What is known about one endpoint, key and model during a command."""
+
+    confirmed: bool = False  # it has answered over HTTP with something other than a fatal error
+    fatal: EndpointFatal | None = None
+    first_contact: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -93,6 +134,10 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     except ValueError:
         parsed = email.utils.parsedate_to_datetime(value) if value else None
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _endpoint_key(agent: AgentSettings) -> tuple[str | None, str, str]:
+    return (agent.base_url, agent.api_key_env, agent.model)
 
 
 class LLMClient:
@@ -115,24 +160,30 @@ class LLMClient:
         self._global = asyncio.Semaphore(settings.llm.concurrency)
         self._agent_limits = {a: asyncio.Semaphore(s.concurrency) for a, s in self._agents.items()}
         self._clients: dict[tuple[str | None, str], Any] = {}
+        self._endpoints: dict[tuple[str | None, str, str], _Endpoint] = {}
+        self._limiters: dict[tuple[Any, ...], RateLimiter] = {}
         self._secrets = {v for s in self._agents.values() if (v := self.environ.get(s.api_key_env))}
+        for s in self._agents.values():
+            self._secrets |= url_secrets(s.base_url)
         self.usage: dict[str, AgentUsage] = {}
 
     # --- plumbing -----------------------------------------------------------------------
     def _client(self, agent: AgentSettings) -> Any:
         key = (agent.base_url, agent.api_key_env)
         if key not in self._clients:
-            from openai import AsyncOpenAI  # heavy import, only when a call is made
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient  # heavy import, only when a call is made
 
             self._clients[key] = AsyncOpenAI(
                 api_key=self.environ.get(agent.api_key_env) or "not-set",
                 base_url=agent.base_url,
                 max_retries=0,
+                # A redirect of a POST is a misconfigured base URL: report it, do not follow it.
+                http_client=DefaultAsyncHttpxClient(follow_redirects=False),
             )
         return self._clients[key]
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
+        for secret in sorted(self._secrets, key=len, reverse=True):
             if len(secret) >= 4:
                 text = text.replace(secret, "[redacted]")
         return text
@@ -141,6 +192,18 @@ class LLMClient:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+
+    def _endpoint(self, agent: AgentSettings) -> _Endpoint:
+        return self._endpoints.setdefault(_endpoint_key(agent), _Endpoint())
+
+    def _limiter(self, agent: AgentSettings) -> RateLimiter | None:
+        if not agent.requests_per_minute and not agent.tokens_per_minute:
+            return None
+        # Agents sharing endpoint, key, model and limits share one budget: the provider counts them together.
+        key = (*_endpoint_key(agent), agent.requests_per_minute, agent.tokens_per_minute)
+        if key not in self._limiters:
+            self._limiters[key] = RateLimiter(agent.requests_per_minute, agent.tokens_per_minute)
+        return self._limiters[key]
 
     def params_for(self, agent: AgentSettings, name: str, schema: type[BaseModel]) -> dict[str, Any]:
         params: dict[str, Any] = {"temperature": agent.temperature, agent.token_limit_param: agent.max_tokens}
@@ -157,69 +220,106 @@ class LLMClient:
             params["extra_body"] = agent.extra_body
         return params
 
-    # --- one request, with transport retries --------------------------------------------
-    async def _send_once(self, agent: AgentSettings, messages: list[dict[str, Any]], params: dict[str, Any]) -> _Reply:
+    # --- one attempt ------------------------------------------------------------------------
+    async def _send_once(self, name: str, agent: AgentSettings, messages: list[dict[str, Any]],
+                         params: dict[str, Any]) -> _Reply:
         import openai
 
         client = self._client(agent)
         kwargs = {k: v for k, v in params.items() if k != "extra_body"}
         try:
-            completion = await client.chat.completions.create(
-                model=agent.model,
-                messages=messages,
+            # The SDK's timeout bounds each read; wait_for bounds the attempt as a whole.
+            raw = await asyncio.wait_for(
+                client.chat.completions.with_raw_response.create(
+                    model=agent.model,
+                    messages=messages,
+                    timeout=agent.timeout,
+                    extra_body=params.get("extra_body"),
+                    **kwargs,
+                ),
                 timeout=agent.timeout,
-                extra_body=params.get("extra_body"),
-                **kwargs,
             )
-        except openai.APITimeoutError:
-            raise _Transient(f"timed out after {agent.timeout:g}s (raise agents.*.timeout if the judge is slow)", "timeout") from None
+        except (TimeoutError, openai.APITimeoutError):
+            raise _Transient(f"timed out after {agent.timeout:g}s for the whole attempt "
+                             f"(raise agents.{name}.timeout if the judge is slow)", "timeout") from None
         except openai.APIConnectionError as exc:
-            raise _Transient(f"connection failed: {exc.__cause__ or exc}", "connection") from None
+            raise _Transient(f"connection failed: {one_line(str(exc.__cause__ or exc), 300)}", "connection") from None
         except openai.APIStatusError as exc:
             status = exc.status_code
-            detail = str(getattr(exc, "message", exc))[:300]
+            detail = self.redact(_status_detail(exc))
+            fatal = fatal_status(name, agent.base_url, agent.model, agent.api_key_env, status, detail,
+                                 exc.response.headers.get("location"))
+            if fatal is not None:
+                raise fatal from None
+            detail = one_line(detail, 300)
             if status in RETRYABLE_STATUS:
                 kind = "rate_limit" if status == 429 else f"http_{status}"
-                hint = " (rate limited: reduce --concurrency or wait)" if status == 429 else ""
-                raise _Transient(f"HTTP {status}{hint}: {detail}", kind, _retry_after(exc.response.headers)) from None
-            if status in (401, 403):
-                raise _Fatal(f"HTTP {status} from {agent.base_url or 'the default endpoint'}: authentication failed; check the key in ${agent.api_key_env}") from None
-            if status == 404:
-                raise _Fatal(f"HTTP 404: model {agent.model!r} or endpoint {agent.base_url or 'default'} not found: {detail}") from None
+                hint = " (rate limited: lower requests_per_minute / --concurrency, or wait)" if status == 429 else ""
+                raise _Transient(f"HTTP {status}{hint}: {detail}", kind, _retry_after(exc.response.headers),
+                                 answered=True) from None
             hint = ""
             if status == 400 and "max_tokens" in detail and "max_completion_tokens" in detail:
-                hint = " (set token_limit_param = \"max_completion_tokens\" for this agent)"
-            elif status == 400 and "response_format" in params:
-                hint = " (if the endpoint rejects response_format, set response_format = \"json_object\" or \"text\")"
+                hint = f" (set agents.{name}.token_limit_param = \"max_completion_tokens\")"
+            if any(word in detail for word in ("response_format", "json_schema", "json_object")):
+                hint += (f" (if the endpoint rejects response_format, set agents.{name}.response_format = "
+                         "\"json_object\" or \"text\")")
             raise _Fatal(f"HTTP {status}: {detail}{hint}") from None
-        except openai.APIResponseValidationError as exc:
-            raise _Transient(f"malformed response body: {exc}", "malformed_body") from None
-        except (ValueError, TypeError) as exc:  # body that is not JSON at all
-            raise _Transient(f"malformed response body: {exc}", "malformed_body") from None
-        choices = getattr(completion, "choices", None)
-        if not choices:
-            raise _Transient("the response had no choices", "empty_choices")
-        message = getattr(choices[0], "message", None)
-        text = getattr(message, "content", None) if message is not None else None
-        if not isinstance(text, str):
-            raise _Transient("the response had no message content", "empty_content")
-        usage = getattr(completion, "usage", None)
+        response = raw.http_response
+        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        fatal = fatal_content_type(name, agent.base_url, agent.model, content_type)
+        if fatal is not None:
+            raise fatal
+        try:
+            completion = read_completion(response.content)
+        except WireError as exc:
+            raise _Transient(self.redact(str(exc)), exc.kind, answered=True) from None
         return _Reply(
-            text=text,
-            usage=Usage(
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            ),
+            text=self.redact(completion.text),
+            usage=Usage(prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens),
+            finish_reason=completion.finish_reason,
         )
 
+    async def _attempt(self, name: str, agent: AgentSettings, messages: list[dict[str, Any]],
+                       params: dict[str, Any], usage: AgentUsage) -> _Reply:
+        endpoint = self._endpoint(agent)
+
+        async def send() -> _Reply:
+            try:
+                async with self._agent_limits[name], self._global:
+                    usage.requests += 1
+                    return await self._send_once(name, agent, messages, params)
+            except EndpointFatal as exc:
+                endpoint.fatal = exc
+                raise
+
+        if endpoint.fatal is not None:
+            raise _Stopped(endpoint.fatal)
+        if endpoint.confirmed:
+            return await send()
+        async with endpoint.first_contact:  # until the endpoint has answered, one request at a time
+            if endpoint.fatal is not None:
+                raise _Stopped(endpoint.fatal)
+            if not endpoint.confirmed:
+                try:
+                    reply = await send()
+                except _Transient as exc:
+                    endpoint.confirmed = exc.answered
+                    raise
+                endpoint.confirmed = True
+                return reply
+        return await send()
+
+    # --- one request, with transport retries --------------------------------------------
     async def _request(
         self, name: str, step: int | None, context: str, messages: list[dict[str, Any]], schema: type[BaseModel],
-        fresh: bool = False,
+        budget: int | None = None,
     ) -> _Reply:
         agent = self._agents[name]
         if (name, schema) not in self._params:
             self._params[name, schema] = self.params_for(agent, name, schema)
         params = self._params[name, schema]
+        if budget is not None and budget != params[agent.token_limit_param]:
+            params = {**params, agent.token_limit_param: budget}
         rhash = request_hash(name, agent.model, messages, params)
         usage = self.usage.setdefault(name, AgentUsage())
 
@@ -228,18 +328,19 @@ class LLMClient:
             return self.call_log.write(
                 CallRecord(
                     ts=now_iso(), agent=name, step=step, context=context, request_hash=rhash,
-                    model=agent.model, base_url=agent.base_url, messages=None if pointer else messages,
+                    model=agent.model, base_url=strip_userinfo(agent.base_url), messages=None if pointer else messages,
                     params=params, response=reply.text if reply and not pointer else None,
-                    usage=reply.usage if reply else Usage(),
+                    usage=reply.usage if reply else Usage(), finish_reason=reply.finish_reason if reply else None,
                     latency_s=round(time.monotonic() - started, 4), attempts=attempts,
                     error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
                 )
             )
 
         if self.cache is not None:
-            cached = self.cache.lookup(rhash, name, step, context, agent.model, messages, params, fresh=fresh)
+            cached = self.cache.lookup(rhash, name, step, context, agent.model, messages, params)
             if cached is not None:
-                reply = _Reply(text=cached.record.response or "", usage=cached.record.usage, request_hash=rhash)
+                reply = _Reply(text=cached.record.response or "", usage=cached.record.usage,
+                               finish_reason=cached.record.finish_reason, request_hash=rhash)
                 usage.replayed += 1
                 usage.prompt_tokens += reply.usage.prompt_tokens
                 usage.completion_tokens += reply.usage.completion_tokens
@@ -250,13 +351,15 @@ class LLMClient:
                 reply.indexable = not pointer
                 return reply
 
+        limiter = self._limiter(agent)
+        estimate = estimate_tokens(messages, int(params[agent.token_limit_param]))
         started = time.monotonic()
         last_error = "no attempt made"
         for attempt in range(1, agent.max_attempts + 1):
             try:
-                async with self._agent_limits[name], self._global:
-                    usage.requests += 1
-                    reply = await self._send_once(agent, messages, params)
+                if limiter is not None:
+                    usage.rate_limited_s += await limiter.acquire(estimate)
+                reply = await self._attempt(name, agent, messages, params, usage)
             except _Transient as exc:
                 usage.fault(exc.kind)
                 last_error = str(exc)
@@ -265,9 +368,17 @@ class LLMClient:
                 usage.retries += 1
                 await asyncio.sleep(self._backoff(attempt, exc.retry_after))
                 continue
+            except _Stopped as exc:
+                raise exc.fatal from None  # nothing was sent: no call to record
+            except EndpointFatal as exc:
+                usage.failures += 1
+                record(None, str(exc), attempt, started)
+                raise
             except _Fatal as exc:
                 record(None, str(exc), attempt, started)
                 raise
+            if limiter is not None:
+                limiter.settle(estimate, reply.usage.prompt_tokens + reply.usage.completion_tokens)
             usage.prompt_tokens += reply.usage.prompt_tokens
             usage.completion_tokens += reply.usage.completion_tokens
             reply.request_hash = rhash
@@ -286,7 +397,7 @@ class LLMClient:
         cap = self.settings.llm.retry_max_delay
         delay = random.uniform(0, min(cap, base * 2 ** (attempt - 1)))  # full jitter
         if retry_after is not None:
-            delay = max(delay, min(retry_after, MAX_RETRY_AFTER))
+            delay = max(delay, min(retry_after, cap))  # the endpoint's wish, within the configured limit
         return delay
 
     # --- one question ---------------------------------------------------------------------
@@ -301,40 +412,65 @@ class LLMClient:
         check: Callable[[T], None] | None = None,
         parse: Callable[[dict[str, Any]], T] | None = None,
         reasks: int | None = None,
-        fresh: bool = False,
+        max_tokens: int | None = None,
     ) -> Answer[T]:
         """Ask `agent`; return the validated answer or the reason there is none.
 
         `parse` turns the JSON object into the model (default: `schema.model_validate`); `check`
-        tests it against the request (e.g. one verdict per criterion) and raises ValueError. `fresh`
-        asks the model even when this run's log holds an accepted answer (retrying a failed record).
+        tests it against the request (e.g. one verdict per criterion) and raises ValueError.
+        `max_tokens` asks for a larger completion budget than the agent's (up to its cap), for
+        answers known to be long. Raises EndpointFatal when the endpoint cannot answer at all.
         """
         usage = self.usage.setdefault(agent, AgentUsage())
+        settings = self._agents[agent]
         answer: Answer[T] = Answer(value=None, error=None)
         convo = list(messages)
         if reasks is None:
-            reasks = self._agents[agent].max_reasks
+            reasks = settings.max_reasks
+        cap = settings.token_cap
+        budget = min(cap, max(settings.max_tokens, max_tokens or 0))
         for round_ in range(reasks + 1):
             try:
-                reply = await self._request(agent, step, context, convo, schema, fresh=fresh)
+                reply = await self._request(agent, step, context, convo, schema, budget)
             except _Fatal as exc:
                 usage.failures += 1
                 answer.error = self.redact(str(exc))
                 return answer
             answer.prompt_tokens += reply.usage.prompt_tokens
             answer.completion_tokens += reply.usage.completion_tokens
+            if reply.finish_reason == "length":
+                # A cut reply is never repaired into an answer: ask again with room for the whole of it.
+                self._remember(reply, accepted=False)
+                at_cap = budget >= cap
+                problem = f"the reply was cut at the token limit ({budget} tokens, finish_reason \"length\")"
+                answer.error = f"invalid answer: {problem}" + (
+                    f"; the budget is at agents.{agent}.max_tokens_cap ({cap})" if at_cap else "")
+                if round_ < reasks:
+                    usage.reasks += 1
+                    if not at_cap:
+                        budget = min(cap, budget * 2)
+                        convo = list(messages)
+                    else:
+                        convo = [
+                            *messages,
+                            {"role": "assistant", "content": reply.text[:4000]},
+                            {"role": "user", "content": f"Your answer could not be used: {problem}.\n"
+                             "Reply again with only the JSON object, keeping every reason to one short line."},
+                        ]
+                continue
             try:
                 data = extract_json_object(reply.text)
                 value = parse(data) if parse else schema.model_validate(data)
                 if check:
                     check(value)
                 answer.value = value
+                answer.error = None
                 self._remember(reply, accepted=True)
                 return answer
             except (ReplyError, ValidationError, ValueError) as exc:
                 self._remember(reply, accepted=False)
-                problem = _describe(exc)
-                answer.error = self.redact(f"invalid answer: {problem}")
+                problem = one_line(self.redact(_describe(exc)), 2000)
+                answer.error = f"invalid answer: {problem}"
                 if round_ < reasks:
                     usage.reasks += 1
                     convo = [
@@ -345,6 +481,14 @@ class LLMClient:
                     ]
         usage.failures += 1
         return answer
+
+
+def _status_detail(exc: Any) -> str:
+    """What the endpoint said in an error answer: the OpenAI-style error message, else the SDK's text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return str(getattr(exc, "message", exc))
 
 
 def _describe(exc: Exception) -> str:

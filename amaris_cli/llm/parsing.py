@@ -1,20 +1,39 @@
-"""Getting one JSON object out of what a real judge answers.
+"""The answer contract: exactly one JSON answer out of a judge's reply, or the reason there is none.
 
-Judges wrap JSON in code fences, prefix `<think>` drafts, add chatter, truncate, and give scores
-on 0-10 or 0-100 scales or as "8/10" and "40%". We strip thinking and fences, parse strictly,
-then with json-repair, then take the last balanced object; scores are normalized to [0, 1].
+The same rules hold for every agent. A reply is valid only when, after dropping closed
+`<think>`/`<thinking>` drafts (and anything before an unopened `</think>`), it holds exactly one
+JSON object; code fences and chatter around it are fine. It is invalid when
+  - a `<think>` block is never closed (the reasoning was cut or never finished; a draft is not an answer);
+  - it holds several different objects (an honest verdict, then "if the rubric were lenient: {...}":
+    which one did the judge mean?);
+  - an object is cut before its closing brace (a truncated answer is not repaired into a verdict);
+  - an object is not valid JSON and json-repair would have to invent a value: json-repair fixes
+    structure only (quotes, trailing commas, comments); every number and boolean of the repaired
+    object must be written, complete, in the reply (`"score": 0.` is not 0.0).
+A reply cut by the token limit (`finish_reason == "length"`) is invalid too; the client checks that.
+
+Scores (`normalize_score`) are on one scale, the one the scorer prompt states: a number from 0 to 1.
+Booleans, the words in `WORD_SCORES`, and a fraction or percentage written as one ("7/10", "85%")
+are read as what they say. Anything else, a bare 7 or 85 included, is invalid: a number off the
+scale is never rescaled, because 1 on a 0-10 scale and 1 on a 0-1 scale cannot be told apart.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+from collections import Counter
 from typing import Any
 
 import json_repair
 import orjson
 
-_THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
+_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
+_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_LITERAL = re.compile(r"true|false|null", re.I)
 
 
 class ReplyError(ValueError):
@@ -22,106 +41,197 @@ class ReplyError(ValueError):
 
 
 def _strip_thinking(text: str) -> str:
-    text = _THINK.sub("", text)
-    closing = re.search(r"</think(?:ing)?>", text, re.I)  # an unopened close: drop the draft before it
-    return text[closing.end():] if closing else text
+    text = _THINK_BLOCK.sub("", text)
+    closes = list(_THINK_CLOSE.finditer(text))  # an unopened close: the draft before it is dropped
+    return text[closes[-1].end():] if closes else text
 
 
-def _last_balanced_object(text: str) -> str | None:
-    end = text.rfind("}")
-    while end != -1:
-        depth = 0
-        in_str = False
-        for i in range(end, -1, -1):
-            ch = text[i]
-            if in_str:
-                if ch == '"' and not (i > 0 and text[i - 1] == "\\"):
-                    in_str = False
+def _closing_brace(text: str, start: int) -> int:
+    """Index of the brace closing the object that opens at `start`, or -1 if it is never closed."""
+    depth = 0
+    in_str = False
+    escaped = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _literals(span: str) -> Counter[Any]:
+    """The complete number and true/false literals written outside strings in `span`.
+
+    A number counts only when a delimiter follows it (`,`, `}`, `]`, after optional spaces): a
+    number at the end of a cut text, or `0.` in `"score": 0.}`, is not a complete literal."""
+    found: Counter[Any] = Counter()
+    i, n = 0, len(span)
+    while i < n:
+        ch = span[i]
+        if ch == '"':
+            i += 1
+            while i < n and span[i] != '"':
+                i += 2 if span[i] == "\\" else 1
+            i += 1
+            continue
+        if ch == "-" or ch.isdigit():
+            if i > 0 and (span[i - 1].isalnum() or span[i - 1] in "._"):
+                i += 1
                 continue
-            if ch == '"':
-                in_str = True
-            elif ch == "}":
-                depth += 1
-            elif ch == "{":
-                depth -= 1
-                if depth == 0:
-                    return text[i : end + 1]
-        end = text.rfind("}", 0, end)
+            m = _NUMBER.match(span, i)
+            if m:
+                rest = span[m.end():].lstrip()
+                if rest[:1] in (",", "}", "]"):
+                    found[("number", float(m.group()))] += 1
+                i = m.end() if m.end() > i else i + 1
+                continue
+        if ch in "tfnTFN":
+            m = _LITERAL.match(span, i)
+            if m and not (i > 0 and span[i - 1].isalnum()) and not span[m.end():m.end() + 1].isalnum():
+                found[("literal", m.group().lower())] += 1
+                i = m.end()
+                continue
+        i += 1
+    return found
+
+
+def _invented(value: Any, literals: Counter[Any], path: str = "") -> str | None:
+    """The path of the first number or boolean in `value` that `literals` does not hold, or None."""
+    if isinstance(value, bool):
+        key: tuple[str, Any] = ("literal", "true" if value else "false")
+    elif isinstance(value, int | float):
+        key = ("number", float(value))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if (where := _invented(v, literals, f"{path}.{k}" if path else str(k))) is not None:
+                return where
+        return None
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if (where := _invented(v, literals, f"{path}[{i}]")) is not None:
+                return where
+        return None
+    else:
+        return None
+    if literals[key] <= 0:
+        return path or "(value)"
+    literals[key] -= 1
     return None
 
 
+def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
+    """The object in a balanced `{...}` span and the problem with it, or None if it is not an answer."""
+    try:
+        value = orjson.loads(span)
+    except orjson.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        return (value, None) if value else None
+    if ":" not in span:  # braces in prose ("{x}"), not an object
+        return None
+    repaired = json_repair.repair_json(span, return_objects=True)
+    if not isinstance(repaired, dict) or not repaired:
+        return None
+    where = _invented(repaired, _literals(span))
+    if where is not None:
+        return repaired, (f"the JSON object is not valid JSON and the value of {where} is not written completely "
+                          "in it; write every value out")
+    return repaired, None
+
+
 def extract_json_object(text: str) -> dict[str, Any]:
+    """The one JSON object of a reply (see the module doc), or a ReplyError naming what is wrong."""
     if not text or not text.strip():
         raise ReplyError("the reply was empty")
     body = _strip_thinking(text).strip()
-    fenced = _FENCE.findall(body)
-    candidates = [f.strip() for f in reversed(fenced)] + [body]
-    for candidate in candidates:
+    if body.startswith("["):
         try:
-            value = orjson.loads(candidate)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    last = _last_balanced_object(body)
-    if last is not None:
-        try:
-            value = orjson.loads(last)
-            if isinstance(value, dict):
-                return value
+            if isinstance(orjson.loads(body), list):
+                raise ReplyError("the reply is a JSON array; answer with one JSON object")
         except orjson.JSONDecodeError:
             pass
-    start = body.find("{")
-    if start != -1:
-        repaired = json_repair.repair_json(body[start:], return_objects=True)
-        if isinstance(repaired, dict) and repaired:
-            return repaired
-        if isinstance(repaired, list):
-            objects = [v for v in repaired if isinstance(v, dict) and v]
-            if objects:
-                return objects[-1]
-    raise ReplyError("the reply holds no JSON object")
+    candidates: list[tuple[dict[str, Any], str | None]] = []
+    spans: list[tuple[int, int]] = []
+    cut_at: int | None = None
+    i = 0
+    while (start := body.find("{", i)) != -1:
+        end = _closing_brace(body, start)
+        if end == -1:
+            if ":" in body[start:]:
+                cut_at = start
+            break
+        spans.append((start, end + 1))
+        found = _candidate(body[start : end + 1])
+        if found is not None:
+            candidates.append(found)
+        i = end + 1
+    # "<think>" quoted inside an answer (a reason about think tags) is text, not an open block.
+    for opened in _THINK_OPEN.finditer(body):
+        if not any(a <= opened.start() < b for a, b in spans):
+            raise ReplyError("the reply has a <think> block that is never closed (reasoning cut or unfinished); "
+                             "finish the reasoning, close it with </think>, then give the JSON object")
+    if cut_at is not None:
+        raise ReplyError("the reply's JSON object is cut off before its closing brace; give the complete object")
+    # stdlib json: any int json-repair returns (orjson refuses those beyond 64 bits)
+    distinct = {json.dumps(value, sort_keys=True): (value, problem) for value, problem in candidates}
+    if not distinct:
+        raise ReplyError("the reply holds no JSON object")
+    if len(distinct) > 1:
+        raise ReplyError(f"the reply holds {len(distinct)} different JSON objects; answer with exactly one "
+                         "(your final answer, and no alternatives)")
+    value, problem = next(iter(distinct.values()))
+    if problem:
+        raise ReplyError(problem)
+    return value
 
 
-_WORD_SCORES = {
+WORD_SCORES = {
     "yes": 1.0, "true": 1.0, "met": 1.0, "pass": 1.0, "passed": 1.0, "present": 1.0, "satisfied": 1.0,
     "no": 0.0, "false": 0.0, "not met": 0.0, "unmet": 0.0, "fail": 0.0, "failed": 0.0,
     "absent": 0.0, "not present": 0.0, "not satisfied": 0.0, "partial": 0.5, "partially": 0.5,
 }
+SCALE = "a score is a number from 0 to 1 (1 = fully met, or the pitfall clearly present; 0 = not met, or absent)"
 
 
 def normalize_score(value: Any) -> float:
-    """A verdict score in [0, 1] from what judges write: 0.7, 7 (of 10), 70 (of 100), "7/10",
-    "70%", true, "met". Anything else is an error, never a guess."""
+    """A verdict score in [0, 1]: a number on that scale, true/false, a word of WORD_SCORES, or an
+    explicit fraction ("7/10") or percentage ("85%"). Anything else is a ReplyError, never a guess."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, str):
         text = value.strip().lower()
-        if text in _WORD_SCORES:
-            return _WORD_SCORES[text]
+        if text in WORD_SCORES:
+            return WORD_SCORES[text]
         if m := re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)", text):
             num, den = float(m.group(1)), float(m.group(2))
             if den <= 0 or not 0 <= num <= den:
-                raise ReplyError(f"score {value!r} is not a fraction between 0 and 1")
+                raise ReplyError(f"score {value!r} is not a fraction between 0 and 1; {SCALE}")
             return num / den
         if m := re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*%", text):
             pct = float(m.group(1))
             if not 0 <= pct <= 100:
-                raise ReplyError(f"score {value!r} is not a percentage between 0 and 100")
+                raise ReplyError(f"score {value!r} is not a percentage between 0 and 100; {SCALE}")
             return pct / 100
-        try:
-            value = float(text)
-        except ValueError:
-            raise ReplyError(f"score {value!r} is not a number") from None
-    if isinstance(value, int | float):
-        x = float(value)
-        if x != x or x < 0:
-            raise ReplyError(f"score {value!r} is negative or not a number")
-        if x <= 1:
-            return x
-        if x <= 10:
-            return x / 10
-        if x <= 100:
-            return x / 100
-        raise ReplyError(f"score {value!r} is out of range (expected 0 to 1)")
-    raise ReplyError(f"score {value!r} is not a number")
+        if not re.fullmatch(r"-?\d+(?:\.\d+)?", text):
+            raise ReplyError(f"score {value!r} is not a number; {SCALE}")
+        number: float = float(text)
+    elif isinstance(value, int | float):
+        number = float(value)
+    else:
+        raise ReplyError(f"score {value!r} is not a number; {SCALE}")
+    if not math.isfinite(number) or not 0 <= number <= 1:
+        raise ReplyError(f"score {value!r} is off the scale: {SCALE}. Scores on other scales (0-10, 0-100) "
+                         "are not converted; give every score from 0 to 1")
+    return number

@@ -6,10 +6,21 @@ GET /_stats (request and fault counters, for tests and benchmarks).
 
 Faults are injected deterministically: a `fault_plan` applies to the first requests in order,
 then each request draws from `fault_rate` with a seeded generator indexed by the request's
-sequence number, so a run with the same settings sees the same faults. Kinds:
-429 (with Retry-After), 500, 503, reset (connection dropped), hang (no answer until the client
-times out), malformed (a body that is not JSON), truncated (cut-off JSON content), wrong_shape
-(valid JSON of the wrong shape), empty_choices.
+sequence number, so a run with the same settings sees the same faults. Transient kinds (the
+default mix of `fault_rate`, FAULT_KINDS): 429 (with Retry-After), 500, 503, reset (connection
+dropped), hang (no answer until the client times out), malformed (a body that is not JSON),
+truncated (cut-off JSON content), wrong_shape (valid JSON of the wrong shape), empty_choices.
+
+Answers a real judge gives that do not mean what a naive reader takes (REPLY_KINDS): scale10 (every
+score on a 0-10 scale: 9 met, 1 not met, 5 half), two_objects (the verdict, then "if the rubric were lenient: {...}"), length
+(cut at `"score": 0.` with finish_reason "length"), unclosed_think (`<think>` and a draft, never
+closed), echo_auth (the request's Authorization header copied into every reason).
+
+Broken bodies and endpoints (WIRE_KINDS, ENDPOINT_KINDS): drip (the body one byte every
+`drip_interval` seconds), bad_usage (`usage.prompt_tokens = "many"`), choices_object, choices_number,
+content_not_string; 401, 403, 404, redirect (302 to a login page), html (a 200 HTML page),
+event_stream (a 200 text/event-stream); 400 (this request refused: context too long). With `enforce_max_tokens`, a reply longer than the request's
+token limit is cut there with finish_reason "length", as a real server does.
 """
 
 from __future__ import annotations
@@ -30,6 +41,11 @@ import orjson
 from amaris_cli.simjudge import rules
 
 FAULT_KINDS = ("429", "500", "503", "reset", "hang", "malformed", "truncated", "wrong_shape", "empty_choices")
+REPLY_KINDS = ("scale10", "two_objects", "length", "unclosed_think", "echo_auth")
+WIRE_KINDS = ("drip", "bad_usage", "choices_object", "choices_number", "content_not_string")
+ENDPOINT_KINDS = ("401", "403", "404", "redirect", "html", "event_stream")
+REQUEST_KINDS = ("400",)  # this request is refused (context too long), the endpoint is fine
+ALL_FAULT_KINDS = FAULT_KINDS + REPLY_KINDS + WIRE_KINDS + ENDPOINT_KINDS + REQUEST_KINDS
 
 
 @dataclass
@@ -39,10 +55,16 @@ class SimJudgeConfig:
     fault_kinds: tuple[str, ...] = FAULT_KINDS
     fault_plan: list[str] = field(default_factory=list)
     agent_faults: dict[str, str] = field(default_factory=dict)  # agent -> kind, on every request
+    # agent -> share of its questions that always get a `wrong_shape` answer (re-asks included): chosen by
+    # a hash of the question's first user message, so the same rollouts fail whatever the request order
+    agent_fault_rate: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     retry_after: float = 0.05
     hang_seconds: float = 600.0
     scripted: dict[str, list[str]] = field(default_factory=dict)  # agent -> raw contents, used first
+    drip_interval: float = 0.2  # seconds between the bytes of a `drip` body
+    enforce_max_tokens: bool = False  # cut replies longer than the request's token limit, as servers do
+    error_detail: str = ""  # appended to injected error messages (a hostile endpoint's text)
 
 
 class SimJudge:
@@ -50,6 +72,7 @@ class SimJudge:
         self.config = config or SimJudgeConfig()
         self.stats: Counter[str] = Counter()
         self.requests: list[dict[str, Any]] = []  # bodies of chat requests, for tests
+        self.arrivals: list[float] = []  # time.monotonic() of each chat request, for rate-limit tests
         self.keep_requests = False
         self._seq = 0
         self._plan = deque(self.config.fault_plan)
@@ -131,7 +154,7 @@ class SimJudge:
                     headers[key.strip().lower()] = value.strip()
                 length = int(headers.get("content-length", "0") or 0)
                 body = await reader.readexactly(length) if length else b""
-                keep = await self._route(method, path.split("?")[0], body, writer)
+                keep = await self._route(method, path.split("?")[0], body, writer, headers)
                 if not keep or headers.get("connection", "").lower() == "close":
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -147,8 +170,9 @@ class SimJudge:
     @staticmethod
     def _write(writer: asyncio.StreamWriter, status: int, payload: bytes, extra: dict[str, str] | None = None,
                content_type: str = "application/json") -> None:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
-                  500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
+        reason = {200: "OK", 302: "Found", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+                  404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+                  503: "Service Unavailable"}.get(status, "Error")
         head = [f"HTTP/1.1 {status} {reason}", f"content-type: {content_type}",
                 f"content-length: {len(payload)}", "connection: keep-alive"]
         head += [f"{k}: {v}" for k, v in (extra or {}).items()]
@@ -158,13 +182,14 @@ class SimJudge:
     def _error(kind: str, message: str, code: str | None = None) -> bytes:
         return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
-    async def _route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def _route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter,
+                     headers: dict[str, str] | None = None) -> bool:
         if method == "GET" and path == "/_stats":
             self._write(writer, 200, orjson.dumps(dict(self.stats)))
         elif method == "GET" and path in ("/v1/models", "/models"):
             self._write(writer, 200, orjson.dumps({"object": "list", "data": [{"id": "sim-judge", "object": "model", "owned_by": "amaris"}]}))
         elif method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
-            return await self._chat(body, writer)
+            return await self._chat(body, writer, headers or {})
         elif method == "POST" and path in ("/v1/embeddings", "/embeddings"):
             self._embeddings(body, writer)
         else:
@@ -172,10 +197,15 @@ class SimJudge:
         await writer.drain()
         return True
 
-    def _next_fault(self, agent: str | None) -> str | None:
+    def _next_fault(self, agent: str | None, messages: list[dict[str, Any]] | None = None) -> str | None:
         self._seq += 1
         if agent and agent in self.config.agent_faults:
             return self.config.agent_faults[agent]
+        if agent and agent in self.config.agent_fault_rate and messages:
+            first = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+            draw = int(hashlib.sha256(f"{self.config.seed}:{first}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+            if draw < self.config.agent_fault_rate[agent]:
+                return "wrong_shape"
         if self._plan:
             fault = self._plan.popleft()
             return fault or None
@@ -185,8 +215,9 @@ class SimJudge:
                 return rng.choice(self.config.fault_kinds)
         return None
 
-    async def _chat(self, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def _chat(self, body: bytes, writer: asyncio.StreamWriter, headers: dict[str, str]) -> bool:
         self.stats["requests"] += 1
+        self.arrivals.append(time.monotonic())
         try:
             request = orjson.loads(body)
             messages = request["messages"]
@@ -211,14 +242,14 @@ class SimJudge:
         self.stats[f"agent:{agent}"] += 1
         if self.config.latency:
             await asyncio.sleep(self.config.latency)
-        fault = self._next_fault(agent)
+        fault = self._next_fault(agent, messages)
         if fault:
             self.stats[f"fault:{fault}"] += 1
         if fault in ("429", "500", "503"):
             status = int(fault)
             extra = {"retry-after": f"{self.config.retry_after:g}"} if status == 429 else None
             kind = "rate_limit_error" if status == 429 else "server_error"
-            self._write(writer, status, self._error(kind, f"sim-judge injected HTTP {status}"), extra)
+            self._write(writer, status, self._error(kind, f"sim-judge injected HTTP {status}{self.config.error_detail}"), extra)
             await writer.drain()
             return True
         if fault == "reset":
@@ -231,36 +262,111 @@ class SimJudge:
             self._write(writer, 200, b"<html>upstream proxy error</html>", content_type="application/json")
             await writer.drain()
             return True
+        if fault == "400":
+            message = f"This model's maximum context length is 8192 tokens{self.config.error_detail}"
+            self._write(writer, 400, self._error("invalid_request_error", message, "context_length_exceeded"))
+            await writer.drain()
+            return True
+        if fault in ENDPOINT_KINDS:
+            self._endpoint_fault(fault, writer)
+            await writer.drain()
+            return True
 
         scripted = self._scripted.get(agent or "")
+        finish_reason = "stop"
         if scripted:
             content = scripted.popleft()
         elif answer is None:
             content = "I cannot tell which amaris agent this prompt is for."
         else:
-            content = orjson.dumps(answer).decode()
+            content = self._reply(fault, answer, headers)
+            if fault == "length":
+                content, finish_reason = _cut_at_a_score(content), "length"
         if fault == "truncated":
             content = content[: max(1, len(content) // 2)]
         elif fault == "wrong_shape":
             content = orjson.dumps({"result": "ok", "items": [1, 2, 3]}).decode()
+        limit = request.get("max_completion_tokens") or request.get("max_tokens")
+        if self.config.enforce_max_tokens and isinstance(limit, int) and len(content) // 4 + 1 > limit:
+            content, finish_reason = content[: max(0, limit - 1) * 4], "length"
         prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
         completion_tokens = len(content) // 4 + 1
         self.stats["prompt_tokens"] += prompt_tokens
         self.stats["completion_tokens"] += completion_tokens
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
+        choices: Any = [] if fault == "empty_choices" else [choice]
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
+        if fault == "bad_usage":
+            usage["prompt_tokens"] = "many"
+        elif fault == "choices_object":
+            choices = {"0": choice}
+        elif fault == "choices_number":
+            choices = 1
+        elif fault == "content_not_string":
+            choice["message"]["content"] = [{"type": "text", "text": content}]
         payload = {
             "id": f"chatcmpl-sim{self._seq}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.get("model", "sim-judge"),
-            "choices": [] if fault == "empty_choices" else [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            ],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "choices": choices,
+            "usage": usage,
         }
+        if fault == "drip":
+            return await self._drip(writer, orjson.dumps(payload))
         self._write(writer, 200, orjson.dumps(payload))
         await writer.drain()
         return True
+
+    @staticmethod
+    def _reply(fault: str | None, answer: Any, headers: dict[str, str]) -> str:
+        """The reply text for an answer, as a judge in the given reply mode writes it."""
+        if fault == "scale10":
+            # a 0-10 judge seen in the wild: "met" is 9, "not met" 1, half met 5
+            return orjson.dumps(_map_scores(answer, lambda score: round(1 + 8 * score, 6))).decode()
+        if fault == "echo_auth":
+            echoed = f" (request header Authorization: {headers.get('authorization', '')})"
+            return orjson.dumps(_map_reasons(answer, lambda reason: reason + echoed)).decode()
+        content = orjson.dumps(answer).decode()
+        if fault == "two_objects":
+            lenient = orjson.dumps(_map_scores(answer, lambda _score: 1.0)).decode()
+            return f"{content}\n\nIf the rubric were lenient, the verdict would be:\n{lenient}"
+        if fault == "unclosed_think":
+            return f"<think>Let me draft the verdict first.\n{content}\nNow let me check each criterion again"
+        return content
+
+    def _endpoint_fault(self, fault: str, writer: asyncio.StreamWriter) -> None:
+        detail = self.config.error_detail
+        if fault == "401":
+            self._write(writer, 401, self._error("invalid_request_error", f"Incorrect API key provided{detail}", "invalid_api_key"))
+        elif fault == "403":
+            self._write(writer, 403, self._error("permission_error", f"You are not allowed to use this model{detail}"))
+        elif fault == "404":
+            self._write(writer, 404, self._error("invalid_request_error", f"The model does not exist{detail}", "model_not_found"))
+        elif fault == "redirect":
+            self._write(writer, 302, b"", {"location": f"http://{self.host}:{self.port}/login"})
+        elif fault == "html":
+            page = b"<!doctype html><html><head><title>Sign in</title></head><body>Please sign in</body></html>"
+            self._write(writer, 200, page, content_type="text/html; charset=utf-8")
+        elif fault == "event_stream":
+            stream = b'data: {"choices": [{"delta": {"content": "{}"}}]}\n\ndata: [DONE]\n\n'
+            self._write(writer, 200, stream, content_type="text/event-stream")
+
+    async def _drip(self, writer: asyncio.StreamWriter, payload: bytes) -> bool:
+        """A 200 whose body arrives one byte every `drip_interval` seconds."""
+        head = ["HTTP/1.1 200 OK", "content-type: application/json", f"content-length: {len(payload)}",
+                "connection: close"]
+        try:
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+            await writer.drain()
+            for i in range(len(payload)):
+                writer.write(payload[i : i + 1])
+                await writer.drain()
+                await asyncio.sleep(self.config.drip_interval)
+        except (ConnectionError, RuntimeError):
+            pass  # the client gave up
+        return False
 
     def _embeddings(self, body: bytes, writer: asyncio.StreamWriter) -> None:
         self.stats["embedding_requests"] += 1
@@ -280,3 +386,27 @@ def hashed_embedding(text: str, dims: int = 128) -> list[float]:
         vec[h % dims] += 1.0 if (h >> 16) & 1 else -1.0
     norm = math.sqrt(sum(v * v for v in vec)) or 1.0
     return [v / norm for v in vec]
+
+
+def _map_scores(answer: Any, fn: Any) -> Any:
+    """The answer with fn applied to every verdict score (scorer and group-scorer answers)."""
+    if isinstance(answer, dict):
+        return {k: (fn(v) if k == "score" and isinstance(v, int | float) and not isinstance(v, bool)
+                    else _map_scores(v, fn)) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [_map_scores(v, fn) for v in answer]
+    return answer
+
+
+def _map_reasons(answer: Any, fn: Any) -> Any:
+    if isinstance(answer, dict):
+        return {k: (fn(v) if k == "reason" and isinstance(v, str) else _map_reasons(v, fn)) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [_map_reasons(v, fn) for v in answer]
+    return answer
+
+
+def _cut_at_a_score(content: str) -> str:
+    """The reply cut just after the first digit and point of a score (`"score": 0.`), else halved."""
+    m = re.search(r'"score":\s*\d\.', content)
+    return content[: m.end()] if m else content[: max(1, len(content) // 2)]

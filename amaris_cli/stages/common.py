@@ -38,10 +38,12 @@ async def bounded_map(items: Sequence[A], fn: Callable[[A], Awaitable[B]], limit
             if on_done is not None:
                 on_done(results[i])  # type: ignore[arg-type]
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(limit, len(items))))]
+    tasks = [asyncio.create_task(worker()) for _ in range(max(1, min(limit, len(items))))]
     try:
         await asyncio.gather(*tasks)
     except BaseException:
+        # One worker failed (e.g. the endpoint rejected the key): stop the others instead of letting
+        # them send the rest of the stage's requests after the stage has already failed.
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,104 @@
+"""What an endpoint is called in anything amaris writes or prints, and the answers that stop a stage.
+
+A base URL may carry credentials (`http://user:pass@host/v1`, for a proxy with basic auth). They
+are used for the requests and nowhere else: `public_url` is the form that may be written
+(calls.jsonl, run.json, error messages), and `url_secrets` lists the parts the client redacts.
+
+Some answers say that every further request to the endpoint would fail the same way: a rejected
+key (401/403), an unknown model or path (404), a redirect, an HTML page or an event stream where a
+JSON completion was expected. Sending the rest of a stage's requests would only repeat the error,
+so the client raises `EndpointFatal` after the first one; its message names the endpoint and what
+to check.
+"""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from amaris_cli.errors import AmarisError
+from amaris_cli.terminal import one_line
+
+SDK_DEFAULT_URL = "https://api.openai.com/v1"
+
+
+class EndpointFatal(AmarisError):
+    """The endpoint's answer means no request to it can succeed until the configuration changes."""
+
+    exit_code = 2
+
+
+def public_url(url: str | None) -> str:
+    """The URL without user info (credentials); the SDK default when none is configured."""
+    if not url:
+        return f"{SDK_DEFAULT_URL} (the SDK default)"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(an unparsable base URL)"
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def strip_userinfo(url: str | None) -> str | None:
+    """`url` without credentials, None kept (for fields that record the configured value)."""
+    return None if url is None else public_url(url)
+
+
+def url_secrets(url: str | None) -> set[str]:
+    """The credential parts of a base URL, to be redacted wherever they might be echoed."""
+    if not url:
+        return set()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return set()
+    if "@" not in parts.netloc:
+        return set()
+    # The user name alone is not secret (and redacting a common word would garble replies).
+    raw = parts.netloc.rsplit("@", 1)[0]
+    userinfo = unquote(raw)
+    basic = base64.b64encode(userinfo.encode()).decode()  # as an echoed `Authorization: Basic ...` shows it
+    return {s for s in (raw, raw.partition(":")[2], userinfo, userinfo.partition(":")[2], basic) if s}
+
+
+def _where(agent: str, url: str | None, model: str) -> str:
+    return f"the {agent} endpoint {public_url(url)} (model {model!r})"
+
+
+def fatal_status(agent: str, url: str | None, model: str, key_env: str, status: int, detail: str,
+                 location: str | None = None) -> EndpointFatal | None:
+    """The fatal error for an HTTP status, or None when the status is not fatal for the endpoint."""
+    where = _where(agent, url, model)
+    said = f" (it said: {one_line(detail, 300)})" if detail else ""
+    if status == 401:
+        return EndpointFatal(f"{where} answered HTTP 401 (unauthorized): the API key was rejected{said}; "
+                             f"check the key in ${key_env} (set, current, and issued for this endpoint)")
+    if status == 403:
+        return EndpointFatal(f"{where} answered HTTP 403 (forbidden): the key may not use this model or endpoint{said}; "
+                             f"check the key in ${key_env}, its project or organization permissions, and the model name")
+    if status == 404:
+        return EndpointFatal(f"{where} answered HTTP 404 (not found){said}: the model does not exist there or the base URL "
+                             f"is wrong; check agents.{agent}.model and the base URL (OpenAI-compatible servers "
+                             "usually end in /v1)")
+    if 300 <= status < 400:
+        target = f" to {public_url(location)}" if location else ""
+        return EndpointFatal(f"{where} answered HTTP {status} (a redirect{target}): amaris does not follow redirects "
+                             "of its POST requests; set the base URL to the address the endpoint really serves")
+    return None
+
+
+def fatal_content_type(agent: str, url: str | None, model: str, content_type: str) -> EndpointFatal | None:
+    """The fatal error for a 200 answer whose content type is not a JSON completion, or None."""
+    where = _where(agent, url, model)
+    if content_type in ("text/html", "application/xhtml+xml"):
+        return EndpointFatal(f"{where} answered with an HTML page ({content_type}) where a JSON completion was "
+                             "expected: the base URL points to a web page, a login portal or a proxy, not to an "
+                             "OpenAI-compatible API; check the base URL (usually ending in /v1)")
+    if content_type == "text/event-stream":
+        return EndpointFatal(f"{where} answered with an event stream (text/event-stream) although no streaming was "
+                             "requested: check the base URL and any proxy in front of the endpoint that forces streaming")
+    return None
+

@@ -1,0 +1,188 @@
+"""A reward is either the one the judge meant, or an explicit failure (issue 13).
+
+Every case runs the real `score` command against the sim-judge over HTTP and reads scores.jsonl:
+a judge answering in a way that does not mean what a naive reader takes (a 0-10 scale, two verdicts,
+a cut reply, an unclosed draft) must give `failed` with the reason, or, when the re-ask is answered
+properly, exactly the reward the judge meant.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from amaris_cli.agents.group_scorer import split_to_fit
+from amaris_cli.agents.scorer import answer_budget
+from amaris_cli.models import RubricSet, Verdict
+from amaris_cli.rubrics import compute_reward
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
+
+ROLLOUTS = [
+    {"id": "right", "input": "What is 6*7?", "output": "First 6*7 = 42, so the result is 42.\nFinal answer: 42", "answer": "42"},
+    {"id": "wrong", "input": "What is 6*7?", "output": "First 6*7 = 41, so the result is 41.\nFinal answer: 41", "answer": "42"},
+]
+# What the sim-judge means for these rollouts: correct-answer (w=2) 1 / 0, shows-reasoning (w=1) 0.5.
+MEANT = {"right": round((2 * 1.0 + 0.5) / 3, 6), "wrong": round((2 * 0.0 + 0.5) / 3, 6)}
+
+
+def new_run(tmp: Path, name: str = "run", config: str = TEST_CONFIG) -> Path:
+    path = tmp / f"{name}.toml"
+    path.write_text(config)
+    run = tmp / name
+    assert invoke("init", run, "--config", path).exit_code == 0
+    return run
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def scores(run: Path, step: int = 0) -> dict[str, dict]:
+    return {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
+
+
+PERSISTENT = [  # the judge answers every request of the scorer this way
+    ("scale10", "off the scale"),
+    ("two_objects", "2 different JSON objects"),
+    ("length", "cut at the token limit"),
+    ("unclosed_think", "never closed"),
+    ("truncated", "cut off before its closing brace"),
+]
+
+
+@pytest.mark.parametrize(("mode", "reason"), PERSISTENT)
+def test_a_judge_that_never_answers_on_the_contract_gives_failed_never_a_number(
+        tmp_path: Path, sim_factory, mode: str, reason: str) -> None:
+    judge = sim_factory(agent_faults={"scorer": mode})
+    run = new_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 4, result.stderr
+    for record in scores(run).values():
+        assert record["status"] == "failed" and record["reward"] is None and record["verdicts"] == []
+        assert reason in record["error"], record["error"]
+    assert judge.stats["requests"] == 2 * 3, "each rollout is asked once and re-asked max_reasks (2) times"
+
+
+@pytest.mark.parametrize("mode", ["scale10", "two_objects", "length", "unclosed_think", "truncated"])
+def test_a_judge_that_corrects_itself_on_the_reask_gives_the_reward_it_meant(tmp_path: Path, sim_factory, mode: str) -> None:
+    judge = sim_factory(fault_plan=[mode])  # the first request only
+    run = new_run(tmp_path)
+    env = judge_env(judge, AMARIS_SCORER_CONCURRENCY="1")
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert {rid: (r["status"], r["reward"]) for rid, r in scores(run).items()} == {
+        rid: ("scored", reward) for rid, reward in MEANT.items()}
+    assert judge.stats["requests"] == 3  # one bad reply, its re-ask, the other rollout
+
+
+def test_a_cut_reply_is_asked_again_with_twice_the_budget_up_to_the_cap(tmp_path: Path, sim_factory) -> None:
+    judge = sim_factory(agent_faults={"scorer": "length"})
+    run = new_run(tmp_path)
+    env = judge_env(judge, AMARIS_SCORER_MAX_TOKENS="1000", AMARIS_SCORER_MAX_TOKENS_CAP="3000")
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 4
+    assert [r["max_tokens"] for r in judge.requests] == [1000, 2000, 3000]
+    assert len(judge.requests[1]["messages"]) == 2, "a longer budget re-sends the question, not a correction"
+    assert "max_tokens_cap (3000)" in scores(run)["right"]["error"]
+
+
+@pytest.mark.parametrize("score", [0.5, 0.0])
+def test_a_length_cut_at_a_verdict_number_is_never_repaired_into_that_number(tmp_path: Path, sim_factory, score: float) -> None:
+    # `"score": 0.` with finish_reason "length": json-repair would read 0.0.
+    cut = '{"verdicts": [{"criterion_id": "correct-answer", "score": 1.0, "reason": "ok"}, ' \
+          '{"criterion_id": "shows-reasoning", "score": 0.'
+    full = json.dumps({"verdicts": [{"criterion_id": "correct-answer", "score": 1.0, "reason": "ok"},
+                                    {"criterion_id": "shows-reasoning", "score": score, "reason": "ok"}]})
+    judge = sim_factory(scripted={"scorer": [cut + "}]}", cut + "}]}", cut + "}]}"]})  # closed, but the number is cut
+    run = new_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 4
+    assert "not written completely" in scores(run)["right"]["error"]
+    judge = sim_factory(scripted={"scorer": [cut + "}]}", full]})
+    run = new_run(tmp_path, "again")
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert scores(run)["right"]["reward"] == round((2 + score) / 3, 6)
+
+
+@pytest.mark.parametrize(("reply", "reward"), [
+    ({"correct-answer": True, "shows-reasoning": "partial"}, (2 + 0.5) / 3),
+    ({"correct-answer": "7/10", "shows-reasoning": "50%"}, (1.4 + 0.5) / 3),
+    ({"correct-answer": "not met", "shows-reasoning": 1}, 1 / 3),
+])
+def test_explicit_scales_and_words_are_read_as_written(tmp_path: Path, sim_factory, reply: dict, reward: float) -> None:
+    content = json.dumps({"verdicts": [{"criterion_id": k, "score": v, "reason": "r"} for k, v in reply.items()]})
+    judge = sim_factory(scripted={"scorer": [content]})
+    run = new_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert scores(run)["right"]["reward"] == pytest.approx(reward, abs=1e-6)
+
+
+def test_a_loop_against_a_judge_on_a_0_to_10_scale_records_no_wrong_reward(tmp_path: Path, sim_factory) -> None:
+    judge = sim_factory(agent_faults={"scorer": "scale10"})
+    run = new_run(tmp_path)
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--on-error", "skip", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    replies = {}  # (step, rollout) -> the judge's last answer, in its own scale (9 met, 1 not met)
+    for call in read_jsonl(run / "calls.jsonl"):
+        if call["agent"] == "scorer" and call["response"]:
+            replies[call["step"], call["context"]] = json.loads(call["response"])
+    failed = scored = 0
+    for step in range(6):
+        for rid, record in scores(run, step).items():
+            if record["status"] == "failed":
+                assert record["reward"] is None and "off the scale" in record["error"]
+                failed += 1
+                continue
+            rubric = RubricSet.model_validate_json((run / "rubrics" / f"step-{record['rubric_version']:06d}.json").read_text())
+            meant = [Verdict(criterion_id=v["criterion_id"], score=(v["score"] - 1) / 8, reason="")
+                     for v in replies[step, rid]["verdicts"]]
+            assert record["reward"] == compute_reward(rubric, meant), (step, rid)
+            scored += 1
+    assert failed > 0 and failed + scored == 96
+    # A reply whose every score is 0 or 1 reads the same on both scales; with these rollouts every reply
+    # of the 0-10 judge holds a 5 or a 9, so every one is invalid.
+    assert scored == 0
+
+
+def test_group_calls_ask_for_the_budget_their_answer_needs_and_split_when_it_exceeds_the_cap(
+        tmp_path: Path, sim_factory) -> None:
+    assert answer_budget(5, 16) >= 3100, "16 responses x 5 criteria need about 3,100 tokens"
+    assert [len(p) for p in split_to_fit([str(i) for i in range(16)], 5, 3000)] == [8, 8]
+    groups = EXAMPLES / "math_groups" / "step-000.jsonl"
+    reference = new_run(tmp_path, "reference")
+    judge = sim_factory(enforce_max_tokens=True)
+    assert invoke("score", groups, "--run", reference, "--step", "0", env=judge_env(judge)).exit_code == 0
+    # A budget far too small for 3 responses x 2 criteria: the call asks for what the answer needs.
+    run = new_run(tmp_path, "grown")
+    result = invoke("score", groups, "--run", run, "--step", "0", "--group-by", "input",
+                    env=judge_env(judge, AMARIS_SCORER_MAX_TOKENS="64"))
+    assert result.exit_code == 0, result.stderr
+    group_requests = [r for r in judge.requests if "<<<BEGIN RESPONSE_1 " in r["messages"][1]["content"]]
+    assert {r["max_tokens"] for r in group_requests} == {answer_budget(2, 3)}
+    assert scores(run) == scores(reference)
+    # A cap that fits two responses: each group of 3 distinct outputs is judged in two calls.
+    judge.requests.clear()
+    run = new_run(tmp_path, "split")
+    cap = answer_budget(2, 2)
+    result = invoke("score", groups, "--run", run, "--step", "0", "--group-by", "input",
+                    env=judge_env(judge, AMARIS_SCORER_MAX_TOKENS="64", AMARIS_SCORER_MAX_TOKENS_CAP=str(cap)))
+    assert result.exit_code == 0, result.stderr
+    assert len(judge.requests) == 8 and all(r["max_tokens"] <= cap for r in judge.requests)
+    contexts = sorted({c["context"] for c in read_jsonl(run / "calls.jsonl")})
+    assert contexts[0].endswith(":1/2") and contexts[1].endswith(":2/2")
+    assert scores(run) == scores(reference)
+
+
+def test_a_cut_reply_replays_offline_to_the_same_files(tmp_path: Path, sim_factory) -> None:
+    judge = sim_factory(fault_plan=["length"])
+    run = new_run(tmp_path)
+    source = write_jsonl(tmp_path / "l.jsonl", [dict(r, step=0) for r in ROLLOUTS])
+    assert invoke("loop", source, "--run", run, env=judge_env(judge)).exit_code == 0
+    assert any(c["finish_reason"] == "length" for c in read_jsonl(run / "calls.jsonl"))
+    result = invoke("replay", run, "--out", tmp_path / "dst", "--offline", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "dst" / "steps/000000/scores.jsonl").read_bytes() == (run / "steps/000000/scores.jsonl").read_bytes()

@@ -1,0 +1,213 @@
+"""Derived files know their inputs: a changed input makes what was derived from it be recomputed,
+an unchanged one is reused without a model call; one failure policy in every command; exact numbers
+to the agents; a replay never touches its source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from statistics import fmean
+
+import pytest
+
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, snapshot, write_jsonl
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def new_run(tmp_path: Path, name: str = "run", extra: str = "") -> Path:
+    config = tmp_path / f"{name}.toml"
+    config.write_text(TEST_CONFIG + extra)
+    run = tmp_path / name
+    assert invoke("init", run, "--config", config).exit_code == 0
+    return run
+
+
+def step(run: Path, n: int) -> Path:
+    return run / "steps" / f"{n:06d}"
+
+
+def agent_requests(judge, agent: str) -> int:
+    return judge.stats[f"agent:{agent}"]
+
+
+def evolve_by_stages(run: Path, n: int, env: dict[str, str]) -> list:
+    return [invoke(cmd, "--run", run, "--step", n, env=env) for cmd in ("analyze", "summarize", "update")]
+
+
+def test_rescoring_a_step_makes_its_summary_stats_and_update_follow_the_new_scores(tmp_path, sim) -> None:
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    rows = read_jsonl(EXAMPLES / "math" / "step-000.jsonl")
+    source = write_jsonl(tmp_path / "r.jsonl", rows)
+    assert invoke("score", source, "--run", run, "--step", "0", env=env).exit_code == 0
+    assert all(r.exit_code == 0 for r in evolve_by_stages(run, 0, env))
+    old_summary = read_json(step(run, 0) / "summary.json")
+    assert old_summary["n_rollouts"] == 16
+
+    cut = write_jsonl(tmp_path / "cut.jsonl", rows[:4])
+    updater_before = agent_requests(sim, "updater")
+    result = invoke("score", cut, "--run", run, "--step", "0", "--force", env=env)
+    assert result.exit_code == 0, result.stderr
+    outputs = evolve_by_stages(run, 0, env)
+    assert all(r.exit_code == 0 for r in outputs), [r.stderr for r in outputs]
+    assert "1 done, 0 reused" in outputs[1].stderr, outputs[1].stderr
+
+    summary = read_json(step(run, 0) / "summary.json")
+    stats = read_json(step(run, 0) / "stats.json")
+    scores = read_jsonl(step(run, 0) / "scores.jsonl")
+    assert summary["n_rollouts"] == 4 and stats["n_rollouts"] == 4 and len(scores) == 4
+    assert stats["mean_reward"] == pytest.approx(fmean(s["reward"] for s in scores), abs=1e-6)
+    for criterion in stats["criteria"]:
+        values = [v["score"] for s in scores for v in s["verdicts"] if v["criterion_id"] == criterion["criterion_id"]]
+        assert criterion["mean"] == pytest.approx(fmean(values), abs=1e-6)
+    assert summary["stats"] == stats
+    assert agent_requests(sim, "updater") == updater_before + 1, "the updater is asked again"
+    provenance = read_json(step(run, 0) / "provenance.json")["files"]
+    assert provenance["update.json"]["inputs"]["summary"] == provenance["summary.json"]["sha256"]
+
+
+def test_scoring_again_with_another_rubric_version_recomputes_what_follows(tmp_path, sim) -> None:
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=env).exit_code == 0
+    before = read_json(step(run, 1) / "summary.json")
+    assert read_jsonl(step(run, 1) / "scores.jsonl")[0]["rubric_version"] == 1
+    result = invoke("score", EXAMPLES / "math" / "step-001.jsonl", "--run", run, "--step", "1", "--rubric-version", "0",
+                    env=env)
+    assert result.exit_code == 0, result.stderr
+    assert all(r.exit_code == 0 for r in evolve_by_stages(run, 1, env))
+    after = read_json(step(run, 1) / "summary.json")
+    assert read_jsonl(step(run, 1) / "scores.jsonl")[0]["rubric_version"] == 0
+    assert after["stats"]["mean_reward"] != before["stats"]["mean_reward"]
+    ids = {c["criterion_id"] for c in after["stats"]["criteria"]}
+    assert ids == {c["id"] for c in read_json(run / "rubrics" / "step-000000.json")["adaptive"]} | {"correct-answer"}
+
+
+def test_an_unchanged_stage_is_reused_without_a_model_call_and_a_changed_setting_recomputes(tmp_path, sim) -> None:
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=env).exit_code == 0
+    requests = sim.stats["requests"]
+    again = evolve_by_stages(run, 0, env)
+    assert all(r.exit_code == 0 for r in again)
+    assert sim.stats["requests"] == requests
+    assert "0 done, 1 reused" in again[1].stderr
+    # A setting the summary depends on: the summary is recomputed, the analyses are not.
+    result = invoke("summarize", "--run", run, "--step", "0", "--chunk-size", "4", env=env)
+    assert result.exit_code == 0 and "1 done, 0 reused" in result.stderr
+    assert read_json(step(run, 0) / "summary.json")["chunks"] == 4
+    assert agent_requests(sim, "analyzer") == 16
+
+
+def test_a_loop_does_not_summarize_a_step_whose_analyses_failed_under_fail(tmp_path, sim_factory) -> None:
+    judge = sim_factory(agent_fault_rate={"analyzer": 0.5}, seed=3)
+    run = new_run(tmp_path)
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(judge))
+    assert result.exit_code == 4, result.stderr
+    analyses = read_jsonl(step(run, 0) / "analyses.jsonl")
+    failed = sum(a["status"] == "failed" for a in analyses)
+    assert 0 < failed < len(analyses), "some analyses fail and some do not"
+    assert f"{failed} of 16 rollouts could not be analyzed" in result.stderr
+    assert not (step(run, 0) / "summary.json").exists()
+    assert not (run / "rubrics" / "step-000001.json").exists()
+    assert not step(run, 1).exists()
+    # the same under skip: the step goes on with the analyses that worked
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", "--on-error", "skip",
+                    env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert read_json(step(run, 0) / "summary.json")["n_analyzed"] < 16
+
+
+def test_the_neutral_reward_reaches_the_trainer(tmp_path, sim_factory) -> None:
+    judge = sim_factory(agent_faults={"scorer": "wrong_shape"})
+    run = new_run(tmp_path)
+    rows = [{"id": f"r{i}", "input": "What is 2+2?", "output": "4", "answer": "4"} for i in range(3)]
+    source = write_jsonl(tmp_path / "r.jsonl", rows)
+    result = invoke("score", source, "--run", run, "--step", "0", "--on-error", "neutral", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    exported = [json.loads(line) for line in invoke("rewards", "--run", run, "--step", "0").stdout.splitlines()]
+    assert exported == [{"id": f"r{i}", "reward": 0.5, "status": "failed"} for i in range(3)]
+    assert json.loads(invoke("rewards", "--run", run, "--step", "0", "--format", "list").stdout) == [0.5] * 3
+
+
+def test_the_config_failure_policy_applies_without_a_flag(tmp_path, sim_factory) -> None:
+    judge = sim_factory(agent_faults={"scorer": "wrong_shape"})
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("[pipeline]\nchunk_size = 8", "[pipeline]\nchunk_size = 8\non_error = \"skip\""))
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    source = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "input": "2+2?", "output": "4", "answer": "4"}])
+    assert invoke("score", source, "--run", run, "--step", "0", env=judge_env(judge)).exit_code == 0
+    assert invoke("score", source, "--run", run, "--step", "0", "--on-error", "fail", env=judge_env(judge)).exit_code == 4
+
+
+def test_a_replay_leaves_its_source_byte_for_byte_and_offline_needs_no_endpoint(tmp_path, sim) -> None:
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
+    with open(run / "calls.jsonl", "ab") as fh:
+        fh.write(b'{"agent": "scorer", "torn')  # a writer killed mid-line
+    before = snapshot(run)
+    result = invoke("replay", run, "--out", tmp_path / "offline", "--offline", "--json")  # no endpoint at all
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["calls_made"] == 0
+    assert snapshot(run) == before, "the source is only read, its torn line included"
+    ablation = invoke("replay", run, "--out", tmp_path / "nodyn", "--no-dynamic", "--offline")
+    assert ablation.exit_code == 5 and "is not in" in ablation.stderr and "updater" in ablation.stderr
+    assert not (tmp_path / "nodyn").exists()
+    assert snapshot(run) == before
+
+
+def test_inspect_and_compare_count_only_calls_made_as_spent(tmp_path, sim) -> None:
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
+    assert invoke("replay", run, "--out", tmp_path / "replayed", "--offline").exit_code == 0
+    table = json.loads(invoke("compare", run, tmp_path / "replayed", "--json").stdout)
+    source, replayed = table["runs"]
+    assert source["calls_made"] > 0 and source["tokens"] > 0
+    assert replayed["calls_made"] == 0 and replayed["tokens"] == 0 and replayed["calls_reused"] == source["calls_made"]
+    assert table["comparable"] == {"0": True, "1": True}
+    inspected = json.loads(invoke("inspect", tmp_path / "replayed", "--json").stdout)
+    assert inspected["totals"]["prompt_tokens"] == 0 and inspected["totals"]["completion_tokens"] == 0
+
+
+def test_compare_marks_steps_whose_arms_were_scored_with_different_rubrics(tmp_path, sim) -> None:
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", env=judge_env(sim)).exit_code == 0
+    frozen = new_run(tmp_path, "frozen")
+    for n in range(3):
+        assert invoke("score", EXAMPLES / "math" / f"step-{n:03d}.jsonl", "--run", frozen, "--step", n,
+                      "--rubric-version", "0", env=judge_env(sim)).exit_code == 0
+    table = json.loads(invoke("compare", run, frozen, "--json").stdout)
+    assert table["comparable"]["0"] is True
+    assert table["comparable"]["1"] is False and table["comparable"]["2"] is False
+    printed = invoke("compare", run, frozen)
+    assert "no: rubrics differ" in printed.stderr
+
+
+def test_summarizer_and_updater_get_amaris_counts_and_are_not_asked_to_estimate(tmp_path, sim) -> None:
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    summary = read_json(step(run, 0) / "summary.json")
+    analyses = read_jsonl(step(run, 0) / "analyses.jsonl")
+    by_hand: dict[str, int] = {}
+    for a in analyses:
+        for name in {p["pattern"] for p in a["analysis"]["reward_hacking"]["patterns"]}:
+            by_hand[name] = by_hand.get(name, 0) + 1
+    assert {h["pattern"]: h["count"] for h in summary["hacking"]} == by_hand
+    calls = read_jsonl(run / "calls.jsonl")
+    for agent in ("summarizer", "meta_summarizer", "query_generator", "updater"):
+        call = next(c for c in calls if c["agent"] == agent)
+        system, user = call["messages"][0]["content"], call["messages"][1]["content"]
+        assert "prevalence" not in system, f"{agent} is asked to estimate a prevalence"
+        if agent != "summarizer":  # a chunk gets its own chunk's counts
+            for name, count in by_hand.items():
+                assert f"{name}: {count} of 16 analyzed rollouts" in user, agent
+    updater = next(c for c in calls if c["agent"] == "updater")["messages"][1]["content"]
+    assert json.dumps(summary["stats"]["criteria"][0], sort_keys=True, separators=(",", ":")) in updater
