@@ -279,7 +279,7 @@
       r.st === 1 ? h("span", { class: "reward" }, "reward " + fmt(r.r)) : h("span", { class: "badge failed" }, r.st === 0 ? "failed" : "not scored"),
       r.v !== undefined ? h("span", { class: "muted" }, "v" + r.v) : null,
       h("span", {}, squares), patterns,
-      r.an && r.an.mis ? h("span", { class: "badge changed" }, "misjudged") : null,
+      r.an && r.an.mis ? h("span", { class: "badge changed", title: "the analyzer judged that the rubric scored this rollout wrongly" }, "rubric misjudged") : null,
       r.out !== undefined ? h("span", { class: "snippet" }, b.strings[r.out].slice(0, 160)) : null,
     ];
   }
