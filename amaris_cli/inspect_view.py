@@ -59,8 +59,8 @@ def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
 def rewards_table(data: dict[str, Any]) -> Table:
     table = _table("reward per step",
                    "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
-                   "deviation over the scored rollouts; distribution: rollouts per fifth of the reward range "
-                   "(0-0.2 ... 0.8-1), bar height relative to the step's fullest fifth")
+                   "deviation over the scored rollouts; distribution: rollouts in each fifth of the reward range, "
+                   "from 0-0.2 to 0.8-1, as bars relative to the step's fullest fifth")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True),
                             ("mean", True), ("sd", True), ("distribution", False)):
         _col(table, header, numeric)
