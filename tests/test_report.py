@@ -318,3 +318,15 @@ def test_report_of_a_missing_run_is_an_error(tmp_path: Path) -> None:
     result = invoke("report", tmp_path / "nothing")
     assert result.exit_code != 0 and "not an amaris run directory" in result.stderr
     assert not (tmp_path / "nothing").exists(), "a report of nothing creates nothing"
+
+
+def test_make_demo_ends_by_saying_what_to_run_next() -> None:
+    from tests.conftest import ROOT
+
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "$(BIN)/amaris report runs/demo" in recipe
+    for said in ("$(BIN)/amaris inspect runs/demo", "$(BIN)/amaris report runs/demo", "source $(BIN)/activate",
+                 "runs/demo/report.html", "fixed example files", "the rubric got stricter"):
+        assert said in recipe, said
+    readme = (ROOT / "README.md").read_text()
+    assert ".venv/bin/amaris inspect runs/demo" in readme and "source .venv/bin/activate" in readme
