@@ -70,3 +70,18 @@ def test_inspect_reads_at_80_columns_and_a_missing_step_is_an_error(tmp_path: Pa
     assert "step 9 does not exist" in missing.stderr and "steps 0-2" in missing.stderr
     assert "vNone" not in missing.stderr + missing.stdout
     assert invoke("inspect", run, "--step", "9", "--json").exit_code == 2
+
+
+def test_tokens_count_only_calls_sent_to_a_model(tmp_path: Path, sim) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    source, replayed = tmp_path / "run", tmp_path / "replayed"
+    assert invoke("init", source, "--config", config).exit_code == 0
+    assert invoke("loop", EXAMPLES / "math", "--run", source, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    result = invoke("replay", source, "--out", replayed, "--offline", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    original = json.loads(invoke("inspect", source, "--json").stdout)["totals"]
+    again = json.loads(invoke("inspect", replayed, "--json").stdout)["totals"]
+    assert original["model_calls"] > 0 and original["recorded_calls"] == 0 and original["prompt_tokens"] > 0
+    assert again["model_calls"] == 0 and again["recorded_calls"] == original["model_calls"]
+    assert again["prompt_tokens"] == 0 and again["completion_tokens"] == 0, "a replayed call spent no tokens"

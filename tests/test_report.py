@@ -330,3 +330,36 @@ def test_make_demo_ends_by_saying_what_to_run_next() -> None:
         assert said in recipe, said
     readme = (ROOT / "README.md").read_text()
     assert ".venv/bin/amaris inspect runs/demo" in readme and "source .venv/bin/activate" in readme
+
+
+def test_per_instance_report_links_each_step_to_its_instance_rubrics(tmp_path: Path, sim, chromium: str) -> None:
+    from tests.test_per_instance import population
+
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    source = write_jsonl(tmp_path / "all.jsonl", population(0) + population(1))
+    assert invoke("loop", source, "--run", run, env=judge_env(sim)).exit_code == 0
+    out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+    overview = embedded(out.read_text())["amaris-overview"]
+    assert {r["instance"] for r in overview["rubrics"]} == {None, "six-times-seven", "five-plus-five"}
+    assert {(k["instance"], k["version"]) for k in overview["steps"][1]["rubrics"]} == {
+        ("six-times-seven", 1), ("five-plus-five", 1)}
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    browser = Browser(chromium, profile)
+    try:
+        page = browser.open(out.resolve().as_uri() + "#/step/1")
+        page.wait("document.body.dataset.ready === '1' && !!document.querySelector('details.rollout')")
+        links = page.eval("[...document.querySelectorAll('#main a[href^=\"#/rubric/\"]')].map(a => a.getAttribute('href'))")
+        assert len(links) == 2
+        for href in links:
+            page.eval(f"location.hash = {json.dumps(href)}")
+            page.wait("!!document.querySelector('table.criteria')")
+            assert "instance" in page.eval("document.querySelector('#main h2').textContent")
+        page.eval("location.hash = '#/update/0'")
+        page.wait("document.querySelectorAll('.rationale').length === 2")
+        assert page.events("Runtime.exceptionThrown") == []
+    finally:
+        browser.close()

@@ -86,9 +86,15 @@ class PatternCount(BaseModel):
     known: bool
 
 
+class RubricKey(BaseModel):
+    instance: str | None
+    version: int
+
+
 class StepView(BaseModel):
     step: int
     versions: list[int]
+    rubrics: list[RubricKey]  # the rubrics that scored the step (an instance's own, per-instance)
     n: int
     scored: int
     failed: int
@@ -185,7 +191,7 @@ def histogram(values: list[float], bins: int = 10) -> list[int]:
 
 
 def step_view(run: RunDir, step: int, scores: list[ScoreRecord], analyses: list[AnalysisRecord],
-              kinds: dict[str, str]) -> StepView:
+              kinds: dict[str, str], rubrics: list[tuple[str | None, int]]) -> StepView:
     rewards = [s.reward for s in scores if s.status == "scored" and s.reward is not None]
     summaries = load_summaries(run, step)
     # Hacking counts are amaris's own (SummaryRecord.hacking), summed over the step's summaries.
@@ -199,7 +205,8 @@ def step_view(run: RunDir, step: int, scores: list[ScoreRecord], analyses: list[
                for p, (n, known) in sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))]
     global_summary = next((s for s in summaries if s.instance_id is None), None)
     updates = sum(load_update(run, step, s.instance_id) is not None for s in summaries)
-    return StepView(step=step, versions=sorted({s.rubric_version for s in scores}), n=len(scores),
+    return StepView(step=step, versions=sorted({s.rubric_version for s in scores}),
+                    rubrics=[RubricKey(instance=i, version=v) for i, v in rubrics], n=len(scores),
                     scored=sum(s.status == "scored" for s in scores), failed=sum(s.status == "failed" for s in scores),
                     analyzed=sum(a.status == "analyzed" for a in analyses),
                     mean=_r(fmean(rewards), 6) if rewards else None, std=_r(pstdev(rewards), 6) if rewards else None,
@@ -315,15 +322,13 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
     updates: list[dict[str, Any]] = []
     rubric_cache: dict[tuple[str | None, int], RubricSet] = {}
 
-    def kinds_for(scores: list[ScoreRecord]) -> dict[str, str]:
-        """Criterion kinds of the rubrics that scored the step (an instance's own rubric when it has one)."""
-        kinds: dict[str, str] = {}
-        for instance, version in {(s.instance_id, s.rubric_version) for s in scores}:
-            key = (instance if instance is not None and run.rubric_path(version, instance).exists() else None, version)
-            if key not in rubric_cache:
-                rubric_cache[key] = run.load_rubric(version, key[0])
-            kinds.update({c.id: c.kind for c in rubric_cache[key].criteria})
-        return kinds
+    def rubrics_for(scores: list[ScoreRecord]) -> list[tuple[str | None, int]]:
+        """The rubrics that scored the step: (instance, version), the instance's own when it has one."""
+        keys = {(i if i is not None and run.rubric_path(v, i).exists() else None, v)
+                for i, v in {(s.instance_id, s.rubric_version) for s in scores}}
+        for key in keys - rubric_cache.keys():
+            rubric_cache[key] = run.load_rubric(key[1], key[0])
+        return sorted(keys, key=lambda k: (k[0] or "", k[1]))
 
     for step in steps:
         scores = load_scores(run, step)
@@ -331,7 +336,9 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
         for s in scores:
             if s.instance_id is not None and s.instance_id not in instances:
                 instances.append(s.instance_id)
-        steps_out.append(step_view(run, step, scores, analyses, kinds_for(scores)))
+        used = rubrics_for(scores)
+        kinds = {c.id: c.kind for key in used for c in rubric_cache[key].criteria}
+        steps_out.append(step_view(run, step, scores, analyses, kinds, used))
         blocks[step] = rollout_block(step, step_rollouts(run, step), scores, analyses, text_limit)
         for summary in load_summaries(run, step):
             update = load_update(run, step, summary.instance_id)

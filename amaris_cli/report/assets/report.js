@@ -367,7 +367,7 @@
       h("div", { class: "crumbs" }, link("#/", "overview"), " / step " + step, "  ", i > 0 ? link(stepHref(D.steps[i - 1].step), "← step " + D.steps[i - 1].step) : null, " ", i < D.steps.length - 1 ? link(stepHref(D.steps[i + 1].step), "step " + D.steps[i + 1].step + " →") : null),
       h("h2", {}, `Step ${step}`),
       h("p", {}, `${st.n} rollouts, ${st.scored} scored, ${st.failed} failed, ${st.analyzed} analyzed; mean reward ${fmt(st.mean)} (sd ${fmt(st.std, 2)}); scored with `,
-        st.versions.map((v) => link(rubricHref(v, null), "rubric v" + v)), ". ",
+        st.rubrics.map((k, n) => [n ? ", " : "", link(rubricHref(k.version, k.instance), "rubric v" + k.version + (k.instance !== null ? " (" + k.instance + ")" : ""))]), ". ",
         ups.length ? [link(updateHref(step), "The update after this step"), ": ", ups.map((u) => h("span", { class: "badge strategy" }, u.update.strategy))] : "No update after this step."),
       st.summary ? h("p", { class: "summary" }, h("b", {}, "Summary: "), st.summary) : null,
     ];
@@ -438,7 +438,7 @@
     if (!r) return [h("p", { class: "err" }, `Rubric version ${version}${inst ? " of instance " + inst : ""} is not in this run.`), link("#/rubrics", "all rubric versions")];
     const added = new Set(r.diff ? r.diff.added : []);
     const changed = new Set(r.diff ? r.diff.changed.map((c) => c.id) : []);
-    const used = D.steps.filter((st) => st.versions.includes(version)).map((st) => st.step);
+    const used = D.steps.filter((st) => st.rubrics.some((k) => k.version === version && (k.instance ?? "") === (inst ?? ""))).map((st) => st.step);
     const table = h("table", { class: "criteria" }, h("tr", {}, h("th", {}, "criterion"), h("th", {}, "id"), h("th", {}, "kind"), h("th", { class: "num" }, "weight"), h("th", {}, "")));
     for (const c of r.criteria) {
       table.appendChild(h("tr", { class: added.has(c.id) ? "diff-added" : changed.has(c.id) ? "diff-changed" : "" },
