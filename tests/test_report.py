@@ -363,3 +363,13 @@ def test_per_instance_report_links_each_step_to_its_instance_rubrics(tmp_path: P
         assert page.events("Runtime.exceptionThrown") == []
     finally:
         browser.close()
+
+
+def test_long_texts_keep_head_and_tail_and_say_where_the_rest_is() -> None:
+    from amaris_cli.report.collect import clip_text
+
+    text = "A" * 5000 + "MIDDLE" + "Z" * 5000
+    clipped = clip_text(text, 6000, "steps/000003/rollouts.jsonl")
+    assert clipped.startswith("A" * 4500) and clipped.endswith("Z" * 1500) and "MIDDLE" not in clipped
+    assert "4006 characters not shown here; the whole text is in steps/000003/rollouts.jsonl" in clipped
+    assert clip_text("short", 6000, "x") == "short"

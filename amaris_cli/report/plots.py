@@ -78,7 +78,8 @@ def plots(overview: Overview) -> dict[str, bytes] | None:
                     [min(1.0, m + (s.std or 0.0)) for m, s in zip(means, scored, strict=True)], alpha=0.2,
                     label="± 1 sd (clipped to [0, 1])")
     ax.plot(xs, means, marker="o", label="mean reward")
-    ax.set_xlabel("step"), ax.set_ylabel("reward"), ax.set_ylim(0, 1), ax.legend(loc="best")
+    ax.set_xlabel("step"), ax.set_ylabel("reward"), ax.set_ylim(0, 1)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
     out["reward"] = _png(fig)
     plt.close(fig)
 
@@ -113,6 +114,7 @@ def plots(overview: Overview) -> dict[str, bytes] | None:
         if r.diff is not None:
             ax.annotate(f"+{len(r.diff.added)} -{len(r.diff.removed)} ~{len({c.id for c in r.diff.changed})}",
                         (r.version, total), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+    ax.set_ylim(0, max([a + b for a, b in zip(rewards, pitfalls, strict=True)], default=1) * 1.18)
     ax.set_xlabel("rubric version (written by the update of the step before)"), ax.set_ylabel("criteria")
     ax.legend(loc="upper left", fontsize=8)
     out["rubric"] = _png(fig)
