@@ -17,6 +17,19 @@ demo: $(STAMP)
 	rm -rf runs/demo
 	$(BIN)/amaris init runs/demo --config examples/amaris.toml
 	$(BIN)/amaris loop examples/math --run runs/demo --judge auto
+	$(BIN)/amaris report runs/demo
+	@echo ""
+	@echo "The rollouts are fixed example files (examples/math): the model does not change between steps."
+	@echo "When the mean reward falls, the rubric got stricter (it now penalizes the hacks the analyzer"
+	@echo "found), not the model worse."
+	@echo ""
+	@echo "amaris is installed in $(VENV): run $(BIN)/amaris, or 'source $(BIN)/activate' first, then amaris."
+	@echo "Next:"
+	@echo "  $(BIN)/amaris inspect runs/demo           per step: rubric, reward, update, hacking; tokens"
+	@echo "  $(BIN)/amaris inspect runs/demo --step 2  one step: criteria, update rationale, memory hits"
+	@echo "  $(BIN)/amaris report runs/demo            write the HTML report again"
+	@echo "The report (written above): file://$(CURDIR)/runs/demo/report.html"
+	@echo "  open it in a browser and click a step, rollout, rubric version or update to see what is behind it"
 
 test: $(STAMP)
 	$(BIN)/ruff check amaris_cli tests examples bench

@@ -385,67 +385,12 @@ def run_sim_judge(host: str, port: int, latency: float, fault_rate: float, fault
 
 
 def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
+    from amaris_cli.inspect_view import inspect_view
     from amaris_cli.inspection import inspect_run
     from amaris_cli.rundir import RunDir
 
-    run = RunDir(run_path)
-    data = inspect_run(run, step)
+    data = inspect_run(RunDir(run_path), step)
     if json_out:
         emit_json(data)
         return
-    steps = Table(title=f"{run_path}: steps", title_justify="left")
-    for col in ("step", "rub", "n", "fail", "reward", "±", "update", "+/-/~", "top hacking", "state"):
-        steps.add_column(col, justify="right" if col in ("step", "n", "fail", "reward", "±") else "left", no_wrap=True)
-    for s in data["steps"]:
-        ops = [m["op"] for m in s["applied"]]
-        edits = f"{ops.count('add')}/{ops.count('remove')}/{len(ops) - ops.count('add') - ops.count('remove')}" if s["strategy"] else "-"
-        top = s["hacking"][0] if s["hacking"] else None
-        hacking = f"{top['pattern'][:22]} {top['prevalence']:.0%}" if top else "-"
-        steps.add_row(str(s["step"]), f"v{s['rubric_version']}", str(s["rollouts"]), str(s["failed"]), fmt(s["mean_reward"]),
-                      fmt(s["std_reward"], 2), (s["strategy"] or "-")[:4], edits, hacking, s["state"])
-    err.print(steps)
-    tokens = Table(title="tokens and cost by agent (of calls made; calls answered from a record cost nothing)",
-                   title_justify="left")
-    for col in ("agent", "made", "from record", "prompt", "completion", "cost $"):
-        tokens.add_column(col, justify="left" if col == "agent" else "right")
-    agents: dict[str, dict[str, float]] = {}
-    for per_agent in data["usage"].values():
-        for agent, row in per_agent.items():
-            total = agents.setdefault(agent, {k: 0 for k in row})
-            for k, v in row.items():
-                total[k] += v
-    for agent, row in sorted(agents.items()):
-        tokens.add_row(agent, str(int(row["calls"])), str(int(row["replayed"])), str(int(row["prompt_tokens"])),
-                       str(int(row["completion_tokens"])), f"{row['cost']:.4f}" if data["totals"]["priced_models"] else "-")
-    err.print(tokens)
-    memory = data["memory_entries"]
-    err.print(f"memory entries (from the run's files): {memory['analysis']} analyses, {memory['summary']} summaries, "
-              f"{memory['update']} updates; rubric versions {data['rubric_versions']}")
-    if not data["totals"]["priced_models"]:
-        err.print("no prices configured: add [prices.MODEL] prompt = X, completion = Y ($ per 1M tokens) for costs",
-                  markup=False, style="dim")
-    detail = data.get("detail")
-    if detail:
-        crit = Table(title=f"step {detail['step']}: criteria (rubric v{detail['rubric_version']})", title_justify="left")
-        for col in ("criterion", "kind", "w", "mean", "spread", "at 1", "at 0"):
-            crit.add_column(col, no_wrap=True, justify="left" if col in ("criterion", "kind") else "right")
-        stats = {c["criterion_id"]: c for c in detail["criteria"]}
-        for c in detail.get("rubric", []):
-            st = stats.get(c["id"], {})
-            name = ("* " if c["anchor"] else "") + c["id"]
-            crit.add_row(name[:30], c["kind"][:6], f"{c['weight']:g}", fmt(st.get("mean"), 2), fmt(st.get("spread"), 2),
-                         fmt(st.get("saturation_top"), 2), fmt(st.get("saturation_bottom"), 2))
-        crit.caption = "* anchor; spread across rollouts; at 1 / at 0: share of rollouts saturated"
-        crit.caption_justify = "left"
-        err.print(crit)
-        if detail["stale"]:
-            err.print(f"stale (their inputs changed since they were written): {', '.join(detail['stale'])}")
-        if detail["summary"]:
-            err.print(f"summary: {detail['summary']}")
-        for m in detail["applied"]:
-            err.print(f"  [green]{m['op']}[/] {escape(m.get('id', ''))}: {escape(m.get('text', ''))} {escape(m.get('reason', ''))}", markup=True)
-        for r in detail["rejected"]:
-            err.print(f"  [red]rejected[/] {r['modification']['op']} {escape(r['modification'].get('id') or '')}: {escape(r['reason'])}", markup=True)
-        if detail["retrieval"]:
-            ret = detail["retrieval"]
-            err.print(f"retrieval: {len(ret['static'])} static entries, {len(ret['queries'])} queries, {len(ret['dynamic'])} hits")
+    err.print(inspect_view(data))

@@ -311,9 +311,9 @@ def bench_tokens(tmp: Path) -> None:
     from amaris_cli.agents.common import AgentKit
     from amaris_cli.agents.scorer import scorer_messages
     from amaris_cli.agents.updater import updater_messages
+    from amaris_cli.artifacts import load_summary
     from amaris_cli.llm.client import LLMClient
     from amaris_cli.models import Criterion, MemoryHit, RubricSet, StaticEntry, SummaryRecord
-    from amaris_cli.records import load_summary
     from amaris_cli.rundir import RunDir
 
     print("[5] tokens (from the sim-judge's usage: characters / 4)")

@@ -1,33 +1,375 @@
-"""`amaris report`: a self-contained HTML page with the plots embedded, and the plots as PNG files."""
+"""`amaris report`: one offline HTML file in which a run's rollouts, verdict reasons, rubric versions and
+updates are a click away, checked in a real headless Chromium through the DevTools protocol, plus the
+PNG plots next to it.
+"""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
+import os
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from amaris_cli.report import write_report
+from amaris_cli.report.collect import rubric_diff
+from amaris_cli.report.page import DATA_TYPE
+from amaris_cli.rundir import RunDir
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+from tests.browser import Browser, CountingProxy, Page, find_chromium
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.report_synth import synthetic_run
 
-pytest.importorskip("matplotlib", reason="matplotlib is the optional [report] extra (installed by make test)")
+# Markup in a rollout must arrive on the page as text: nothing may run or load.
+XSS_OUTPUT = ('Final answer: 7\n</script><script>window.__pwned = 1</script>'
+              '<img src=x onerror="window.__pwned = 2"><b>not bold</b>')
+XSS_INPUT_PREFIX = '<img src="http://127.0.0.1:9/x.png" onerror=alert(1)> '
 
 
-def test_report_is_self_contained_and_exports_pngs(tmp_path: Path, sim) -> None:
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Steps 0-2 of the example rollouts through the sim-judge; one rollout of step 0 carries markup."""
+    base = tmp_path_factory.mktemp("report")
+    source = base / "rollouts"
+    source.mkdir()
+    for step in range(3):
+        rows = read_jsonl(EXAMPLES / "math" / f"step-{step:03d}.jsonl")
+        if step == 0:
+            rows[0]["output"] = XSS_OUTPUT
+            rows[0]["input"] = XSS_INPUT_PREFIX + rows[0]["input"]
+        write_jsonl(source / f"step-{step:03d}.jsonl", rows)
+    config = base / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = base / "run"
+    judge = SimJudge(SimJudgeConfig()).start_in_thread()
+    try:
+        assert invoke("init", run, "--config", config).exit_code == 0
+        result = invoke("loop", source, "--run", run, env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    finally:
+        judge.stop()
+    yield run
+
+
+@pytest.fixture(scope="module")
+def report_html(report_run: Path) -> Path:
+    out = report_run.parent / "out" / "r.html"
+    result = invoke("report", report_run, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = find_chromium()
+    if found is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it in CI)")
+    return found
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where screenshots go: $AMARIS_REPORT_SCREENSHOTS (to look at them), else the test's tmp dir."""
+    directory = Path(os.environ.get("AMARIS_REPORT_SCREENSHOTS") or tmp_path / "screenshots")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def embedded(page: str) -> dict[str, object]:
+    """The data blocks of the page, decoded as the browser does."""
+    blocks = re.findall(rf'<script type="{re.escape(DATA_TYPE)}"[^>]*?(?:id="([^"]+)"|data-step="(\d+)")>([^<]*)</script>', page)
+    return {name or f"step-{step}": json.loads(gzip.decompress(base64.b64decode(data))) for name, step, data in blocks}
+
+
+def test_report_is_one_offline_file_with_the_data_embedded(report_run: Path, report_html: Path) -> None:
+    page = report_html.read_text()
+    assert len(re.findall(r"<script>", page)) == 1, "one script, the viewer; everything else is inert data"
+    assert len(re.findall(r"<script[^>]*>", page)) == 1 + 1 + 3  # viewer, overview, one block per step
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert "<link" not in page and "@import" not in page and "url(" not in page
+    assert set(re.findall(r"https?://[^\s\"'<>)]+", page)) == {"http://www.w3.org/2000/svg"}, "no address but the SVG namespace"
+    assert "__pwned" not in page and "onerror" not in page, "rollout text only travels inside the encoded data"
+    data = embedded(page)
+    overview = data["amaris-overview"]
+    assert [s["step"] for s in overview["steps"]] == [0, 1, 2]
+    assert len(overview["rubrics"]) == 4 and len(overview["updates"]) == 3
+    block = data["step-0"]
+    first = next(r for r in block["rollouts"] if r["id"] == "s0-r00")
+    assert block["strings"][first["out"]] == XSS_OUTPUT
+    score = read_jsonl(report_run / "steps/000000/scores.jsonl")[0]
+    reasons = [block["strings"][i] for i in first["vd"][2::3]]
+    assert reasons == [v["reason"] for v in score["verdicts"]]
+    for stem in ("reward", "criteria", "rubric", "hacking"):
+        assert report_html.with_name(f"r-{stem}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_report_in_a_browser_reaches_reasons_rubric_texts_and_rationale_without_network(
+        report_run: Path, report_html: Path, chromium: str, tmp_path: Path, screenshots: Path) -> None:
+    proxy = CountingProxy()
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    browser = Browser(chromium, profile, [f"--proxy-server=http://127.0.0.1:{proxy.port}", "--proxy-bypass-list=<-loopback>",
+                                          "--host-resolver-rules=MAP * ~NOTFOUND"])
+    url = report_html.resolve().as_uri()
+    try:
+        page = browser.open(url)
+        assert page.wait("document.body.dataset.ready") == "1"
+        check_overview(page, report_run)
+        page.screenshot(screenshots / "report-overview.png")
+        check_step_drilldown(page, report_run)
+        page.screenshot(screenshots / "report-step.png")
+        check_filters(page, report_run)
+        check_newest_rubric(page, report_run)
+        page.screenshot(screenshots / "report-rubric.png")
+        check_update(page, report_run)
+        page.screenshot(screenshots / "report-update.png")
+        check_markup_stays_text(page)
+        page.screenshot(screenshots / "report-markup.png")
+
+        requested = [e["request"]["url"] for e in page.events("Network.requestWillBeSent")]
+        assert requested == [url], f"the page requested more than itself: {requested}"
+        assert page.eval("performance.getEntriesByType('resource').map(e => e.name)") == []
+        assert page.eval("performance.getEntriesByType('navigation').map(e => e.name)") == [url]
+        problems = [e["entry"]["text"] for e in page.events("Log.entryAdded") if e["entry"]["level"] == "error"]
+        assert problems == [], problems
+        assert page.events("Runtime.exceptionThrown") == []
+    finally:
+        browser.close()
+        proxy.close()
+    assert proxy.requests == [], f"requests left the browser: {proxy.requests}"
+
+
+def check_overview(page: Page, run: Path) -> None:
+    facts = page.eval("document.getElementById('facts').textContent")
+    assert "3 steps" in facts and "calls sent to a model" in facts and " ." not in facts
+    assert page.eval("document.querySelectorAll('#main circle.pt').length") >= 3
+    criteria = {v["criterion_id"] for step in range(3) for s in read_jsonl(run / f"steps/{step:06d}/scores.jsonl")
+                for v in s["verdicts"]}
+    panels = page.eval("[...document.querySelectorAll('.panel')].map(p => p.dataset.criterion)")
+    assert sorted(panels) == sorted(criteria), "one panel per criterion: equal values cannot hide each other"
+    grader = next(c["id"] for c in read_json(run / "rubrics/step-000003.json")["adaptive"] if "addresses the grader" in c["text"])
+    assert page.eval(f"document.querySelector('.panel[data-criterion=\"{grader}\"]').closest('.charts').previousElementSibling.textContent").startswith("Pitfalls: prevalence")
+    heat = page.eval("[...document.querySelectorAll('table.heat tr td:first-child')].map(td => td.textContent)")
+    assert "grader_addressed_instructions" in heat and "self_praise" in heat
+
+
+def check_step_drilldown(page: Page, run: Path) -> None:
+    page.eval("document.querySelectorAll('#steps-table tr.click')[1].click()")
+    page.wait("location.hash === '#/step/1' && !!document.querySelector('details.rollout')")
+    score = read_jsonl(run / "steps/000001/scores.jsonl")[3]
+    analysis = read_jsonl(run / "steps/000001/analyses.jsonl")[3]["analysis"]
+    rubric = {c["id"]: c for c in (lambda r: r["anchors"] + r["adaptive"])(read_json(run / "rubrics/step-000001.json"))}
+    page.eval(f"document.querySelector('details.rollout[data-id=\"{score['rollout_id']}\"] > summary').click()")
+    page.wait("!!document.querySelector('details[open] .rbody table.verdicts')")
+    rows = page.eval("[...document.querySelectorAll('details[open] table.verdicts tr')].slice(1)"
+                     ".map(tr => [tr.cells[0].textContent, tr.cells[4].textContent])")
+    assert [r[1] for r in rows] == [v["reason"] for v in score["verdicts"]]
+    for (cell, _), v in zip(rows, score["verdicts"], strict=True):
+        assert cell.startswith(rubric[v["criterion_id"]]["text"]), "the criterion's text, not only its id"
+    shown = page.eval("document.querySelector('details[open] .analysis').textContent")
+    assert analysis["overall_assessment"] in shown and analysis["rubric_judgement"]["assessment"] in shown
+
+
+def set_filter(page: Page, name: str, value: str) -> int:
+    page.eval(f"(() => {{ const s = document.querySelector('select[name={name}]'); s.value = {json.dumps(value)};"
+              " s.dispatchEvent(new Event('change')); })()")
+    page.wait(f"decodeURIComponent(location.hash).includes('{name}={value}') && !!document.querySelector('.pager')")
+    text = page.eval("document.querySelector('.pager').textContent")
+    shown = page.eval("document.querySelectorAll('details.rollout').length")
+    matching = int(re.search(r"of (\d+) matching", text).group(1))
+    assert shown == min(matching, 50)
+    return matching
+
+
+def check_filters(page: Page, run: Path) -> None:
+    analyses = read_jsonl(run / "steps/000001/analyses.jsonl")
+    flagged = sum(any(p["pattern"] == "grader_addressed_instructions" for p in a["analysis"]["reward_hacking"]["patterns"])
+                  for a in analyses)
+    assert flagged > 0
+    assert set_filter(page, "pattern", "grader_addressed_instructions") == flagged
+    summary = read_json(run / "steps/000001/summary.json")
+    assert flagged == next(h["count"] for h in summary["hacking"] if h["pattern"] == "grader_addressed_instructions")
+    page.eval("location.hash = '#/step/2'")
+    page.wait("location.hash === '#/step/2' && !!document.querySelector('details.rollout')")
+    scores = read_jsonl(run / "steps/000002/scores.jsonl")
+    grader = next(v["criterion_id"] for v in scores[0]["verdicts"] if "grader" in v["criterion_id"])
+    present = sum(v["score"] >= 0.5 for s in scores for v in s["verdicts"] if v["criterion_id"] == grader)
+    set_filter(page, "crit", grader)
+    assert set_filter(page, "verdict", "high") == present
+    assert set_filter(page, "verdict", "low") == len(scores) - present
+
+
+def check_newest_rubric(page: Page, run: Path) -> None:
+    page.eval("document.querySelector('nav a[href=\"#/rubrics\"]').click()")
+    page.wait("location.hash === '#/rubrics' && document.querySelectorAll('#main tr.click').length === 4")
+    page.eval("[...document.querySelectorAll('#main tr.click')].pop().click()")
+    page.wait("location.hash.startsWith('#/rubric/3') && !!document.querySelector('table.criteria')")
+    newest = read_json(run / "rubrics/step-000003.json")
+    texts = page.eval("[...document.querySelectorAll('table.criteria tr')].slice(1).map(tr => tr.cells[0].textContent)")
+    assert texts == [c["text"] for c in newest["anchors"] + newest["adaptive"]]
+    page.eval("location.hash = '#/rubric/2'")
+    page.wait("location.hash === '#/rubric/2' && !!document.querySelector('ul.diff')")
+    before = {c["id"] for c in (lambda r: r["anchors"] + r["adaptive"])(read_json(run / "rubrics/step-000001.json"))}
+    after = read_json(run / "rubrics/step-000002.json")
+    added = [c["id"] for c in after["anchors"] + after["adaptive"] if c["id"] not in before]
+    assert added, "the example run adds criteria in its second update"
+    diff = page.eval("[...document.querySelectorAll('ul.diff li')].map(li => li.textContent)")
+    assert len([d for d in diff if d.startswith("added")]) == len(added)
+    assert all(any(cid in d for d in diff) for cid in added)
+
+
+def check_update(page: Page, run: Path) -> None:
+    page.eval("location.hash = '#/step/1'")
+    page.wait("location.hash === '#/step/1' && !!document.querySelector('#main a[href=\"#/update/1\"]')")
+    page.eval("document.querySelector('#main a[href=\"#/update/1\"]').click()")
+    page.wait("location.hash === '#/update/1' && !!document.querySelector('.rationale')")
+    update = read_json(run / "steps/000001/update.json")
+    retrieval = read_json(run / "steps/000001/retrieval.json")
+    assert page.eval("document.querySelector('.rationale').textContent") == update["rationale"]
+    assert page.eval("document.querySelector('.badge.strategy').textContent") == update["strategy"]
+    applied = page.eval("[...document.querySelectorAll('table.applied tr')].slice(1).map(tr => tr.cells[1].textContent)")
+    assert applied == [m["id"] for m in update["applied"]]
+    static = page.eval("[...document.querySelectorAll('table.static tr')].slice(1).map(tr => tr.cells[0].textContent)")
+    assert static == [e["id"] for e in retrieval["static"]] and static
+    hits = page.eval("[...document.querySelectorAll('table.hits tr')].filter(tr => tr.cells[0].tagName === 'TD')"
+                     ".map(tr => [...tr.cells].map(c => c.textContent))")
+    assert retrieval["dynamic"], "the example run's second update has memory hits"
+    assert sorted((h[0], int(h[1]), h[2], h[4]) for h in hits) == sorted(
+        (h["id"], h["step"], h["type"], h["text"]) for h in retrieval["dynamic"])
+    queries = page.eval("[...document.querySelectorAll('p.query')].map(p => p.textContent)")
+    assert [q.split(": ", 1)[1] for q in queries] == retrieval["queries"]
+
+
+def check_markup_stays_text(page: Page) -> None:
+    page.eval("location.hash = '#/step/0?open=s0-r00'")
+    page.wait("location.hash.startsWith('#/step/0') && !!document.querySelector('details[open] .rbody')")
+    texts = page.eval("[...document.querySelectorAll('details[open] pre.text')].map(p => p.textContent)")
+    assert XSS_OUTPUT in texts and any(t.startswith(XSS_INPUT_PREFIX) for t in texts)
+    assert page.eval("document.querySelectorAll('#main img, #main script').length") == 0
+    assert page.eval("[...document.querySelectorAll('#main b')].some(b => b.textContent === 'not bold')") is False
+    assert page.eval("typeof window.__pwned") == "undefined"
+
+
+def test_report_of_10000_rollouts_is_small_and_opens(tmp_path: Path, screenshots: Path) -> None:
+    run = synthetic_run(tmp_path, 10_000)
+    out = write_report(RunDir(run), tmp_path / "big.html", note=lambda _: None)[0]
+    size = out.stat().st_size
+    print(f"report of a step with 10,000 rollouts: {size / 1e6:.2f} MB")
+    assert size < 10e6, size
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("chromium is not installed: the size was checked, not the page")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    browser = Browser(chromium, profile)
+    try:
+        page = browser.open(out.resolve().as_uri() + "#/step/0")
+        page.wait("!!document.querySelector('.pager')", timeout=60)
+        assert "of 10000 matching" in page.eval("document.querySelector('.pager').textContent")
+        assert page.eval("document.querySelectorAll('details.rollout').length") == 50, "one page of rollouts at a time"
+        summary = read_json(run / "steps/000000/summary.json")
+        top = summary["hacking"][0]
+        assert set_filter(page, "pattern", top["pattern"]) == top["count"]
+        page.screenshot(screenshots / "report-10000.png")
+    finally:
+        browser.close()
+
+
+def test_without_matplotlib_the_html_is_still_written(report_run: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    notes: list[str] = []
+    written = write_report(RunDir(report_run), tmp_path / "r.html", note=notes.append)
+    assert written == [tmp_path / "r.html"] and written[0].stat().st_size > 0
+    assert notes and "matplotlib" in notes[0]
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_rubric_diff_names_added_removed_and_changed_fields() -> None:
+    from amaris_cli.models import Criterion, RubricSet
+
+    anchor = Criterion(id="correct", text="The answer is correct.", weight=2)
+    before = RubricSet(version=1, anchors=[anchor], adaptive=[
+        Criterion(id="short", text="The answer is short.", weight=1),
+        Criterion(id="grader", text="Addresses the grader.", weight=1, kind="pitfall")])
+    after = RubricSet(version=2, anchors=[anchor], adaptive=[
+        Criterion(id="grader", text="Addresses the grader or asks for a score.", weight=2, kind="pitfall"),
+        Criterion(id="units", text="States units.", weight=0.5)])
+    diff = rubric_diff(before, after)
+    assert diff.previous == 1 and diff.added == ["units"] and [c.id for c in diff.removed] == ["short"]
+    assert [(c.id, c.field, c.old, c.new) for c in diff.changed] == [
+        ("grader", "text", "Addresses the grader.", "Addresses the grader or asks for a score."), ("grader", "weight", 1, 2)]
+
+
+def test_report_of_a_missing_run_is_an_error(tmp_path: Path) -> None:
+    result = invoke("report", tmp_path / "nothing")
+    assert result.exit_code != 0 and "not an amaris run directory" in result.stderr
+    assert not (tmp_path / "nothing").exists(), "a report of nothing creates nothing"
+
+
+def test_make_demo_ends_by_saying_what_to_run_next() -> None:
+    from tests.conftest import ROOT
+
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "$(BIN)/amaris report runs/demo" in recipe
+    for said in ("$(BIN)/amaris inspect runs/demo", "$(BIN)/amaris report runs/demo", "source $(BIN)/activate",
+                 "runs/demo/report.html", "fixed example files", "the rubric got stricter"):
+        assert said in recipe, said
+    readme = (ROOT / "README.md").read_text()
+    assert ".venv/bin/amaris inspect runs/demo" in readme and "source .venv/bin/activate" in readme
+
+
+def test_per_instance_report_links_each_step_to_its_instance_rubrics(tmp_path: Path, sim, chromium: str) -> None:
+    from tests.test_per_instance import population
+
     config = tmp_path / "c.toml"
     config.write_text(TEST_CONFIG)
     run = tmp_path / "run"
-    assert invoke("init", run, "--config", config).exit_code == 0
-    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", env=judge_env(sim)).exit_code == 0
-    out = tmp_path / "out" / "r.html"
-    result = invoke("report", run, "--out", out)
-    assert result.exit_code == 0, result.stderr
-    page = out.read_text()
-    assert len(re.findall(r"<img alt='[^']+' src='data:image/png;base64,", page)) == 4
-    assert not re.search(r"(src|href)=['\"]https?://", page), "the report must not need the network"
-    for title in ("Reward per step", "Per-criterion pass rate over steps", "Rubric size and changes",
-                  "Reward-hacking patterns over steps"):
-        assert title in page
-    for stem in ("reward", "criteria", "rubric", "hacking"):
-        png = out.with_name(f"r-{stem}.png")
-        assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-    assert "<td>CORRECTIVE</td>" in page or "<td>MAINTENANCE</td>" in page
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    source = write_jsonl(tmp_path / "all.jsonl", population(0) + population(1))
+    assert invoke("loop", source, "--run", run, env=judge_env(sim)).exit_code == 0
+    out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+    overview = embedded(out.read_text())["amaris-overview"]
+    assert {r["instance"] for r in overview["rubrics"]} == {None, "six-times-seven", "five-plus-five"}
+    assert {(k["instance"], k["version"]) for k in overview["steps"][1]["rubrics"]} == {
+        ("six-times-seven", 1), ("five-plus-five", 1)}
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    browser = Browser(chromium, profile)
+    try:
+        page = browser.open(out.resolve().as_uri() + "#/step/1")
+        page.wait("document.body.dataset.ready === '1' && !!document.querySelector('details.rollout')")
+        links = page.eval("[...document.querySelectorAll('#main a[href^=\"#/rubric/\"]')].map(a => a.getAttribute('href'))")
+        assert len(links) == 2
+        for href in links:
+            page.eval(f"location.hash = {json.dumps(href)}")
+            page.wait("!!document.querySelector('table.criteria')")
+            assert "instance" in page.eval("document.querySelector('#main h2').textContent")
+        page.eval("location.hash = '#/update/0'")
+        page.wait("document.querySelectorAll('.rationale').length === 2")
+        assert page.events("Runtime.exceptionThrown") == []
+    finally:
+        browser.close()
+
+
+def test_long_texts_keep_head_and_tail_and_say_where_the_rest_is() -> None:
+    from amaris_cli.report.collect import clip_text
+
+    text = "A" * 5000 + "MIDDLE" + "Z" * 5000
+    clipped = clip_text(text, 6000, "steps/000003/rollouts.jsonl")
+    assert clipped.startswith("A" * 4500) and clipped.endswith("Z" * 1500) and "MIDDLE" not in clipped
+    assert "4006 characters not shown here; the whole text is in steps/000003/rollouts.jsonl" in clipped
+    assert clip_text("short", 6000, "x") == "short"

@@ -1,0 +1,215 @@
+"""`amaris inspect` for people: the data of inspection.inspect_run as rich tables that stay readable at
+80 columns. Nothing is cut: long values wrap inside their column, headers are whole words, and every
+abbreviation is explained in the table's caption."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from amaris_cli.display import fmt
+from amaris_cli.inspection import describe_steps, usage_by_agent
+
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+def _table(title: str, caption: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=caption, caption_justify="left",
+                  title_style="bold", caption_style="dim", pad_edge=False, show_edge=False)
+    return table
+
+
+def _col(table: Table, header: str, numeric: bool = False, ratio: int | None = None) -> None:
+    # min_width keeps short columns whole (no "st…"); fold wraps values too long for their column.
+    table.add_column(header, justify="right" if numeric else "left", overflow="fold", ratio=ratio,
+                     min_width=max(len(w) for w in header.split()))
+
+
+def sparkline(counts: list[int]) -> str:
+    top = max(counts, default=0)
+    if top == 0:
+        return "-"
+    return "".join(BARS[0 if c == 0 else max(1, round(c / top * (len(BARS) - 1)))] for c in counts)
+
+
+def edit_counts(step: dict[str, Any]) -> str:
+    if not step["strategy"]:
+        return "-"
+    ops = [m["op"] for m in step["applied"]]
+    added, removed = ops.count("add"), ops.count("remove")
+    text = f"+{added} -{removed} ~{len(ops) - added - removed}"
+    if step["rejected"]:
+        text += f" ({len(step['rejected'])} rejected)"
+    return text
+
+
+def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
+    shown = [f"{h['pattern']} {h['prevalence']:.0%}" for h in step["hacking"][:limit]]
+    more = len(step["hacking"]) - limit
+    if more > 0:
+        shown.append(f"and {more} more")
+    return ", ".join(shown) or "-"
+
+
+def rewards_table(data: dict[str, Any]) -> Table:
+    table = _table("reward per step",
+                   "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
+                   "deviation over the scored rollouts; distribution: rollouts in each fifth of the reward range, "
+                   "from 0-0.2 to 0.8-1, as bars relative to the step's fullest fifth")
+    for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True),
+                            ("mean", True), ("sd", True), ("distribution", False)):
+        _col(table, header, numeric)
+    for s in data["steps"]:
+        version = "-" if s["rubric_version"] is None else f"v{s['rubric_version']}"
+        table.add_row(str(s["step"]), version, str(s["rollouts"]), str(s["failed"]), fmt(s["mean_reward"]),
+                      fmt(s["std_reward"], 2), sparkline(s["reward_histogram"]))
+    return table
+
+
+def updates_table(data: dict[str, Any]) -> Table:
+    table = _table("update and reward hacking per step",
+                   "state: new (no complete scores), scored, evolved (analyzed and summarized), updated (and its "
+                   "rubric updated), failed (its evolution ended in an error), running (a process writes it now); "
+                   "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
+                   "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
+                   "rollouts showing each")
+    _col(table, "step", numeric=True)
+    _col(table, "state")
+    _col(table, "update")
+    _col(table, "edits")
+    _col(table, "hacking", ratio=1)
+    for s in data["steps"]:
+        table.add_row(str(s["step"]), s.get("state", "-"), s["strategy"] or "-", edit_counts(s), hacking_list(s))
+    return table
+
+
+def usage_rows(table: Table, agents: dict[str, dict[str, float]], priced: bool) -> None:
+    for agent, row in agents.items():
+        table.add_row(agent, str(int(row["model_calls"])), str(int(row["prompt_tokens"])),
+                      str(int(row["completion_tokens"])), str(int(row["replayed"])),
+                      f"{row['cost']:.4f}" if priced else "-")
+
+
+def usage_table(title: str, agents: dict[str, dict[str, float]], priced: bool) -> Table:
+    table = _table(title, "calls and tokens in/out (prompt/completion) of requests sent to a model; from record: "
+                          "requests answered from a recorded run (replay), which spent no tokens")
+    for header, numeric in (("agent", False), ("calls", True), ("tokens in", True), ("tokens out", True),
+                            ("from record", True), ("cost $", True)):
+        _col(table, header, numeric)
+    usage_rows(table, agents, priced)
+    return table
+
+
+def overview(data: dict[str, Any]) -> list[RenderableType]:
+    origin = f", replay of {data['replay_of']}" if data.get("replay_of") else ""
+    versions = describe_steps(data["rubric_versions"]) or "none"
+    parts: list[RenderableType] = [
+        Text(f"run {data['run']} (amaris {data['version']}{origin}): {len(data['steps'])} steps, "
+             f"rubric versions {versions}", style="bold"),
+        rewards_table(data),
+        updates_table(data),
+        usage_table("tokens and cost by agent", usage_by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
+    ]
+    memory = data["memory_entries"]
+    parts.append(Text(f"memory entries (from the run's files): {memory['analysis']} analyses, "
+                      f"{memory['summary']} summaries, {memory['update']} updates"))
+    if not data["totals"]["priced_models"]:
+        parts.append(Text("no prices configured: add [prices.MODEL] prompt = X, completion = Y ($ per 1M tokens) "
+                          "for costs", style="dim"))
+    return parts
+
+
+def criteria_table(detail: dict[str, Any]) -> Table:
+    table = _table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}",
+                   "* anchor (never edited by updates); rate: mean verdict, the pass rate of a reward criterion or "
+                   "the prevalence of a pitfall (higher = worse); spread: standard deviation of the verdicts; "
+                   "at 1 / at 0: share of rollouts with verdict 1 / 0")
+    _col(table, "criterion", ratio=1)
+    for header in ("kind", "weight", "rate", "spread", "at 1", "at 0"):
+        _col(table, header, numeric=header != "kind")
+    stats = {c["criterion_id"]: c for c in detail["criteria"]}
+    for c in detail.get("rubric", []):
+        st = stats.get(c["id"], {})
+        name = Text(("* " if c["anchor"] else "") + c["text"])
+        name.append(f"\n{c['id']}", style="dim")
+        table.add_row(name, c["kind"], f"{c['weight']:g}", fmt(st.get("mean"), 2), fmt(st.get("spread"), 2),
+                      fmt(st.get("saturation_top"), 2), fmt(st.get("saturation_bottom"), 2))
+    return table
+
+
+def indented(text: Text, level: int = 1) -> Padding:
+    """Wrapped lines keep the indent of the first."""
+    return Padding(text, (0, 0, 0, 2 * level))
+
+
+def update_lines(detail: dict[str, Any]) -> list[RenderableType]:
+    if not detail["strategy"]:
+        return [Text(f"no update after step {detail['step']}")]
+    lines: list[RenderableType] = [Text(f"update after step {detail['step']}: {detail['strategy']}", style="bold"),
+                                   indented(Text(f"rationale: {detail['rationale']}"))]
+    for m in detail["applied"]:
+        line = Text(f"{m['op']} ", style="green")
+        kind = f" {m['kind']}" if m.get("kind") else ""
+        weight = f" (weight {m['weight']:g})" if m.get("weight") is not None else ""
+        line.append(f"{m.get('id') or ''}{kind}{weight}: {m.get('text') or ''}", style="default")
+        if m.get("reason"):
+            line.append(f" - {m['reason']}", style="dim")
+        lines.append(indented(line))
+    for r in detail["rejected"]:
+        mod = r["modification"]
+        line = Text("rejected ", style="red")
+        line.append(f"{mod['op']} {mod.get('id') or ''}: {r['reason']}", style="default")
+        lines.append(indented(line))
+    for d in detail["deactivated"]:
+        lines.append(indented(Text(f"deactivated {d['criterion_id']}: {d['reason']}", style="yellow")))
+    return lines
+
+
+def retrieval_lines(retrieval: dict[str, Any] | None) -> list[RenderableType]:
+    if not retrieval:
+        return []
+    lines: list[RenderableType] = [Text(f"retrieval: {len(retrieval['static'])} static entries, "
+                                        f"{len(retrieval['queries'])} queries, {len(retrieval['dynamic'])} hits",
+                                        style="bold")]
+    if retrieval["static"]:
+        lines.append(indented(Text("static: " + ", ".join(retrieval["static"]))))
+    for i, query in enumerate(retrieval["queries"], 1):
+        lines.append(indented(Text(f"query {i}: {query}")))
+        for h in (h for h in retrieval["dynamic"] if h.get("query") == query):
+            lines.append(indented(Text(f"{h['distance']:.3f}  step {h['step']}  {h['type']}  {h['id']}", style="dim"), 2))
+    return lines
+
+
+def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
+    parts: list[RenderableType] = []
+    if detail.get("stale"):
+        parts.append(Text(f"stale: {', '.join(detail['stale'])} (edited since written, or made from a file that has "
+                          "changed since; re-run the stage to recompute)", style="bold"))
+    if detail.get("rubric"):
+        parts.append(criteria_table(detail))
+    if detail["summary"]:
+        parts.append(Text(f"summary: {detail['summary']}"))
+    parts += update_lines(detail)
+    parts += retrieval_lines(detail["retrieval"])
+    if detail["usage"]:
+        parts.append(usage_table(f"step {detail['step']}: tokens and cost by agent", dict(sorted(detail["usage"].items())),
+                                 priced))
+    return parts
+
+
+def inspect_view(data: dict[str, Any]) -> Group:
+    """Everything `inspect` prints, as one renderable (the step's detail after the overview)."""
+    parts = overview(data)
+    if data.get("detail"):
+        parts += detail_view(data["detail"], bool(data["totals"]["priced_models"]))
+    spaced: list[RenderableType] = []
+    for part in parts:  # a blank line before every table and section heading
+        if spaced and (isinstance(part, Table) or (isinstance(part, Text) and part.style == "bold")):
+            spaced.append(Text(""))
+        spaced.append(part)
+    return Group(*spaced)
