@@ -1,10 +1,9 @@
-"""Durable file primitives: atomic whole-file writes and append-only JSONL journals.
+"""Durable file primitives: atomic whole-file writes, and reading amaris's JSON and JSONL back.
 
-Whole files are written to a temporary sibling, fsynced and renamed over the target, so a
-reader sees the old file or the new one, never half of one. JSONL journals are appended one
-finished record per line; a line torn by a crash (no trailing newline, or not valid JSON at the
-end of the file) is cut off when the journal is reopened, so resuming never duplicates or loses
-a finished record.
+Whole files are written to a temporary sibling, fsynced and renamed over the target, so a reader
+sees the old file or the new one, never half of one, and a failed write (a full disk) leaves the
+old one. Appended logs (calls.jsonl) may end in a line still being written, or torn by a crash:
+readers skip such a last line.
 """
 
 from __future__ import annotations
@@ -32,11 +31,15 @@ def dumps_pretty(obj: Any) -> bytes:
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:  # disk full, read-only: the target keeps its old bytes, no half file is left
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     _fsync_dir(path.parent)
     # A process killed mid-write leaves its temporary file; one writer per run makes any other
     # temporary sibling of this target stale.
@@ -67,31 +70,6 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
 
 def read_json(path: Path) -> Any:
     return orjson.loads(path.read_bytes())
-
-
-def repair_torn_tail(path: Path) -> int:
-    """Cut a partial last line left by a crash. Returns the number of bytes removed."""
-    if not path.exists():
-        return 0
-    data = path.read_bytes()
-    if not data:
-        return 0
-    keep = len(data)
-    if not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1
-    else:
-        last_start = data.rfind(b"\n", 0, len(data) - 1) + 1
-        try:
-            orjson.loads(data[last_start:])
-        except orjson.JSONDecodeError:
-            keep = last_start
-    if keep == len(data):
-        return 0
-    with open(path, "r+b") as fh:
-        fh.truncate(keep)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return len(data) - keep
 
 
 def iter_jsonl(path: Path) -> Iterator[Any]:
@@ -125,32 +103,3 @@ def _parse_line(path: Path, number: int, raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise AmarisError(f"{path}:{number}: corrupt line ({exc}); was the file edited by hand?") from None
-
-
-class JsonlAppender:
-    """Append-only journal: one finished record per line, flushed as it is written."""
-
-    def __init__(self, path: Path, fsync: bool = False) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        repair_torn_tail(path)
-        self.path = path
-        self._fsync = fsync
-        self._fh = open(path, "ab")
-
-    def append(self, obj: Any) -> None:
-        self._fh.write(dumps_line(obj))
-        self._fh.flush()
-        if self._fsync:
-            os.fsync(self._fh.fileno())
-
-    def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
-
-    def __enter__(self) -> JsonlAppender:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -7,6 +7,8 @@ talk to the sim-judge over loopback through the real SDK.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,3 +125,34 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+class read_only_copy:
+    """A copy of `src` at `dst` that nobody can write: a read-only bind mount as root (root ignores file
+    modes), else files and directories without write permission."""
+
+    def __init__(self, src: Path, dst: Path) -> None:
+        self.src, self.dst = src, dst
+        self.mounted = False
+
+    def __enter__(self) -> Path:
+        shutil.copytree(self.src, self.dst)
+        if os.geteuid() == 0:
+            bind = subprocess.run(["mount", "--bind", "-o", "ro", str(self.dst), str(self.dst)], capture_output=True)
+            if bind.returncode != 0:
+                pytest.skip(f"cannot make a read-only view as root here (mount --bind -o ro: {bind.stderr.decode().strip()})")
+            self.mounted = True
+        else:
+            for path in [self.dst, *self.dst.rglob("*")]:
+                path.chmod(path.stat().st_mode & ~0o222)
+        probe = self.dst / ".probe"
+        with pytest.raises(OSError):
+            probe.write_text("x")
+        return self.dst
+
+    def __exit__(self, *exc: object) -> None:
+        if self.mounted:
+            subprocess.run(["umount", str(self.dst)], check=True)
+        else:
+            for path in [self.dst, *self.dst.rglob("*")]:
+                path.chmod(path.stat().st_mode | 0o200)

@@ -20,7 +20,7 @@ import pytest
 
 from amaris_cli import locks
 from amaris_cli.rundir import RunDir
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, snapshot
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_only_copy, snapshot
 
 
 def step_file(step: int) -> Path:
@@ -282,39 +282,3 @@ def test_a_run_built_by_separate_commands_replays_byte_for_byte(tmp_path, sim) -
     assert json.loads(result.stdout)["calls_made"] == 0
     assert outputs(tmp_path / "replayed") == outputs(run)
     assert snapshot(run) == before, "a replay never writes its source"
-
-
-# --- a read-only view of a directory -------------------------------------------------------------
-
-
-class read_only_copy:
-    """A copy of `src` at `dst` that nobody can write: a read-only bind mount as root (root ignores file
-    modes), else files and directories without write permission."""
-
-    def __init__(self, src: Path, dst: Path) -> None:
-        self.src, self.dst = src, dst
-        self.mounted = False
-
-    def __enter__(self) -> Path:
-        import shutil
-
-        shutil.copytree(self.src, self.dst)
-        if os.geteuid() == 0:
-            bind = subprocess.run(["mount", "--bind", "-o", "ro", str(self.dst), str(self.dst)], capture_output=True)
-            if bind.returncode != 0:
-                pytest.skip(f"cannot make a read-only view as root here (mount --bind -o ro: {bind.stderr.decode().strip()})")
-            self.mounted = True
-        else:
-            for path in [self.dst, *self.dst.rglob("*")]:
-                path.chmod(path.stat().st_mode & ~0o222)
-        probe = self.dst / ".probe"
-        with pytest.raises(OSError):
-            probe.write_text("x")
-        return self.dst
-
-    def __exit__(self, *exc: object) -> None:
-        if self.mounted:
-            subprocess.run(["umount", str(self.dst)], check=True)
-        else:
-            for path in [self.dst, *self.dst.rglob("*")]:
-                path.chmod(path.stat().st_mode | 0o200)

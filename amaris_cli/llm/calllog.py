@@ -15,6 +15,7 @@ length of the run. The index is derived data: it is rebuilt from the log when mi
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -74,6 +75,22 @@ class Written:
 
 def index_name(step: int | None) -> str:
     return "nostep.jsonl" if step is None else f"step-{step:06d}.jsonl"
+
+
+def _append(fd: int, data: bytes, end: int, path: Path) -> None:
+    """Write all of `data` at the end, or nothing: a short write (a full disk) is cut back to `end`,
+    so the log never keeps half a line."""
+    view, done = memoryview(data), 0
+    try:
+        while done < len(data):
+            written = os.write(fd, view[done:])
+            if written == 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += written
+    except OSError as exc:
+        if done:
+            os.ftruncate(fd, end)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 @contextmanager
@@ -161,7 +178,7 @@ class CallLog:
         line = dumps_line(record.model_dump(mode="json"))
         with _locked(self._fd):
             offset = _cut_torn_tail(self._fd)
-            os.write(self._fd, line)
+            _append(self._fd, line, offset, self.path)  # type: ignore[arg-type]
         return Written(record.step, offset, len(line))
 
     def index(self, written: Written | None, request_hash: str, accepted: bool) -> None:
@@ -175,7 +192,7 @@ class CallLog:
             self._index_fds[name] = fd
         entry = dumps_line({"h": request_hash, "o": written.offset, "n": written.length, "a": accepted})
         with _locked(self._fd):
-            os.write(fd, entry)
+            _append(fd, entry, os.lseek(fd, 0, os.SEEK_END), self.index_dir / name)
 
     def close(self) -> None:
         for fd in self._index_fds.values():

@@ -21,13 +21,14 @@ Dynamic retrieval filters on `step < t`, so entries of the current or later step
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
 from amaris_cli import locks
@@ -40,6 +41,24 @@ from amaris_cli.models import MemoryHit
 from amaris_cli.rundir import RunDir
 
 Mode = Literal["writer", "reader"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _store_errors(fn: F) -> F:
+    """ChromaDB's own errors (a full disk under SQLite, a damaged index) as one line naming the store."""
+
+    @functools.wraps(fn)
+    def wrapper(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except (AmarisError, OSError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a third-party storage engine: say where, not a traceback
+            raise AmarisError(f"{self.run.memory_path}: the memory store failed ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:300]}); if the disk is full, free space and re-run; "
+                              f"if the index is damaged, `amaris memory rebuild --run {self.run.path}`") from None
+
+    return wrapper  # type: ignore[return-value]
 MEMORY_LOCK = "memory"
 IO_LOCK = "memory-io"
 
@@ -60,6 +79,7 @@ class MemoryStore:
         embedder = make_embedder(settings)
         return cls(run, embedder, settings.url, settings.namespace, mode=mode, rebuilding=rebuilding, wait=wait, say=say)
 
+    @_store_errors
     def __init__(self, run: RunDir, embedder: Embedder, url: str | None = None, namespace: str = "amaris",
                  mode: Mode = "writer", rebuilding: bool = False, wait: float = 0.0,
                  say: Callable[[str], None] | None = None) -> None:
@@ -168,6 +188,7 @@ class MemoryStore:
             if self.writer:
                 write_json_atomic(self._marks_path, self._marks)
 
+    @_store_errors
     def delete_step(self, step: int, entry_type: EntryType) -> None:
         """Forget a step's entries of one type (its files were recomputed)."""
         where: dict[str, Any] = {"step": step}
@@ -193,6 +214,7 @@ class MemoryStore:
         prefix, _, entry_id = key.partition("|")
         return entry_id if prefix == self.run_key else None
 
+    @_store_errors
     def existing(self, ids: Sequence[str], entry_type: EntryType) -> set[str]:
         found: set[str] = set()
         col = self._collections[entry_type]
@@ -201,6 +223,7 @@ class MemoryStore:
             found.update(col.get(ids=keys[start : start + PAGE], include=[])["ids"])
         return {self.own(k) or k for k in found}
 
+    @_store_errors
     def add(self, entries: Iterable[MemoryEntry]) -> int:
         """Index entries not yet indexed; returns how many were added."""
         by_type: dict[EntryType, list[MemoryEntry]] = {}
@@ -224,9 +247,11 @@ class MemoryStore:
                 added += len(batch)
         return added
 
+    @_store_errors
     def counts(self) -> dict[str, int]:
         return {t: col.count() for t, col in self._collections.items()}
 
+    @_store_errors
     def query(self, texts: list[str], n: int, before_step: int, instance_id: str = "",
               exclude: set[str] | None = None) -> list[list[tuple[str, EntryType, int, float, str | None]]]:
         """For each text, the nearest entries of steps < before_step (of one instance, "" = global),
@@ -264,6 +289,7 @@ class MemoryStore:
             results.append([h for h in hits if not exclude or h[0] not in exclude])
         return results
 
+    @_store_errors
     def reset(self) -> None:
         """Forget this run's entries (on a shared server, only this run's)."""
         self._marks = {}
