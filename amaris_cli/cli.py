@@ -16,7 +16,9 @@ from typing import Annotated, Any
 import typer
 
 from amaris_cli import __version__
+from amaris_cli.clihelp import install as _plain_help
 
+_plain_help()
 app = typer.Typer(
     name="amaris",
     help="Memory-augmented rubric improvement for rubric-based RL of LLMs (inspired by AMARIS, arXiv 2605.18592).\n\n"
@@ -56,8 +58,14 @@ JudgeOpt = Annotated[Judge, typer.Option(
     "(no LLM); auto: the endpoint if one is configured, else the sim-judge (said plainly).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable result on stdout.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or tables on stderr.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Model for every agent (overrides config and env).")]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint for every agent.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", metavar="MODEL", help="Model for every agent (overrides config and env).")]
+RpmOpt = Annotated[float | None, typer.Option(
+    "--requests-per-minute", min=0, metavar="N", help="The provider's request limit for every agent, honoured before "
+    "sending (agents.*.requests_per_minute).")]
+TpmOpt = Annotated[float | None, typer.Option(
+    "--tokens-per-minute", min=0, metavar="N", help="The provider's token limit for every agent, honoured before "
+    "sending (agents.*.tokens_per_minute).")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", metavar="URL", help="OpenAI-compatible endpoint for every agent.")]
 
 
 def _version(value: bool) -> None:
@@ -99,12 +107,11 @@ def _errors() -> Any:
 
 
 def _agent_flags(model: str | None, base_url: str | None, concurrency: int | None = None,
-                 agent: str = "scorer") -> dict[str, Any]:
-    default: dict[str, Any] = {}
-    if model:
-        default["model"] = model
-    if base_url:
-        default["base_url"] = base_url
+                 agent: str = "default", rpm: float | None = None, tpm: float | None = None) -> dict[str, Any]:
+    """The agent flags as a config layer: model, endpoint and provider limits for every agent; the
+    concurrency for the stage's agent (and the overall limit)."""
+    default: dict[str, Any] = {k: v for k, v in (("model", model), ("base_url", base_url),
+                                                  ("requests_per_minute", rpm), ("tokens_per_minute", tpm)) if v}
     flags: dict[str, Any] = {"agents": {"default": default}} if default else {}
     if concurrency:
         flags.setdefault("agents", {}).setdefault(agent, {})["concurrency"] = concurrency
@@ -120,7 +127,7 @@ def init(
     run: Annotated[Path, typer.Argument(help="Run directory to create, e.g. runs/my-run.")],
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML config (see README).")] = None,
     anchor: Annotated[list[str] | None, typer.Option(
-        "--anchor", help="Anchor criterion as [ID=][WEIGHT:]TEXT, repeatable; prefix TEXT with 'pitfall:' for a penalty.")] = None,
+        "--anchor", metavar="[ID=][WEIGHT:]TEXT", help="Anchor criterion as [ID=][WEIGHT:]TEXT, repeatable; prefix TEXT with 'pitfall:' for a penalty.")] = None,
     goal: Annotated[str | None, typer.Option("--goal", help="High-level training goal.")] = None,
     model_size: Annotated[str | None, typer.Option("--model-size", help="Policy model size, e.g. 7B.")] = None,
     total_steps: Annotated[int | None, typer.Option("--total-steps", min=1, help="Total training steps.")] = None,
@@ -155,12 +162,12 @@ OnErrorOpt = Annotated[OnError | None, typer.Option(
     "the step goes no further), skip (left failed, reward null), neutral (left failed with pipeline.neutral_reward "
     "as its reward). Default: pipeline.on_error (fail).")]
 WaitOpt = Annotated[float, typer.Option(
-    "--wait", min=0, help="Seconds to wait for another process this one depends on (an evolution still writing the "
+    "--wait", min=0, metavar="SECONDS", help="Seconds to wait for another process this one depends on (an evolution still writing the "
     "rubric version or history needed, a score of the same step, the memory's writer).")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Recompute even when the output is up to date with its inputs (requests that did not change "
     "are still answered from calls.jsonl).")]
-ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", min=1, help="Requests in flight for this stage.")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", min=1, help="Requests in flight for this stage's agent (and overall).")]
 DEFAULT_WAIT = 3600.0
 
 
@@ -174,11 +181,11 @@ def score(
     rollouts: Annotated[Path, typer.Argument(help="Rollouts JSONL (canonical or trainer shapes, see README).")],
     run: RunOpt,
     step: StepOpt,
-    map_: Annotated[list[str] | None, typer.Option("--map", help="FIELD=SOURCE for a field under another name (dotted path), repeatable.")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", metavar="FIELD=SOURCE", help="FIELD=SOURCE for a field under another name (dotted path), repeatable.")] = None,
     rubric_version: Annotated[int | None, typer.Option("--rubric-version", min=0, help="Score with exactly this rubric version.")] = None,
     lag: Annotated[int, typer.Option("--lag", min=0, help="Score step t with rubric version t - LAG exactly (the newest version <= t - LAG "
                                      "the run will have), waiting while the evolution that writes it runs.")] = 0,
-    rewards_out: Annotated[Path | None, typer.Option("--rewards", help="Also write the step's rewards for the trainer to this file (atomically).")] = None,
+    rewards_out: Annotated[Path | None, typer.Option("--rewards", metavar="FILE", help="Also write the step's rewards for the trainer to this file (atomically).")] = None,
     rewards_format: Annotated[RewardFormat, typer.Option("--rewards-format", help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
     on_error: OnErrorOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -188,6 +195,8 @@ def score(
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -195,7 +204,7 @@ def score(
     with _errors():
         from amaris_cli.commands import run_score
 
-        flags = _merge(_agent_flags(model, base_url, concurrency),
+        flags = _merge(_agent_flags(model, base_url, concurrency, "scorer", rpm, tpm),
                        {"pipeline": {"group_by": group_by.value}} if group_by else {})
         run_score(rollouts, run, step, mapping_items=map_ or [], rubric_version=rubric_version, lag=lag,
                   on_error=on_error.value if on_error else None, force=force, judge=judge.value, flags=flags,
@@ -209,7 +218,7 @@ StaticKOpt = Annotated[int | None, typer.Option("--static-steps", min=0, help="K
 DynamicOpt = Annotated[bool | None, typer.Option("--dynamic/--no-dynamic", help="Dynamic retrieval: LLM-written queries over the memory.")]
 PerQueryOpt = Annotated[int | None, typer.Option("--results-per-query", min=1, help="Memory hits per query (default 3).")]
 MaxQueriesOpt = Annotated[int | None, typer.Option("--max-queries", min=1, help="Maximum queries (default: adaptive, up to 8).")]
-MemoryUrlOpt = Annotated[str | None, typer.Option("--memory-url", help="Use a shared Chroma server (http://HOST:PORT, `chroma run`) instead of the run's embedded memory.")]
+MemoryUrlOpt = Annotated[str | None, typer.Option("--memory-url", metavar="URL", help="Use a shared Chroma server (http://HOST:PORT, `chroma run`) instead of the run's embedded memory.")]
 ChunkOpt = Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")]
 UpdateEveryOpt = Annotated[int | None, typer.Option("--update-every", min=1, help="Update the rubric every N steps (summaries every step).")]
 
@@ -250,6 +259,8 @@ def analyze(
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -258,7 +269,7 @@ def analyze(
         from amaris_cli.commands import run_analyze
 
         run_analyze(run, step, on_error=on_error.value if on_error else None, force=force, judge=judge.value,
-                    flags=_agent_flags(model, base_url, concurrency, "analyzer"), wait=wait, json_out=json_out, quiet=quiet)
+                    flags=_agent_flags(model, base_url, concurrency, "analyzer", rpm, tpm), wait=wait, json_out=json_out, quiet=quiet)
 
 
 @app.command()
@@ -267,11 +278,14 @@ def summarize(
     step: StepOpt,
     chunk_size: ChunkOpt = None,
     memory_url: MemoryUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
     force: ForceOpt = False,
     wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -279,7 +293,8 @@ def summarize(
     with _errors():
         from amaris_cli.commands import run_summarize
 
-        flags = _merge(_agent_flags(model, base_url), _pipeline_flags(chunk_size=chunk_size), _memory_flags(memory_url))
+        flags = _merge(_agent_flags(model, base_url, concurrency, "summarizer", rpm, tpm),
+                       _pipeline_flags(chunk_size=chunk_size), _memory_flags(memory_url))
         run_summarize(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
 
 
@@ -293,11 +308,14 @@ def update(
     results_per_query: PerQueryOpt = None,
     max_queries: MaxQueriesOpt = None,
     memory_url: MemoryUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
     force: ForceOpt = False,
     wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -305,7 +323,7 @@ def update(
     with _errors():
         from amaris_cli.commands import run_update
 
-        flags = _merge(_agent_flags(model, base_url),
+        flags = _merge(_agent_flags(model, base_url, concurrency, "updater", rpm, tpm),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
                        _memory_flags(memory_url))
         run_update(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
@@ -326,11 +344,14 @@ def evolve(
     update_every: UpdateEveryOpt = None,
     memory_url: MemoryUrlOpt = None,
     on_error: OnErrorOpt = None,
+    concurrency: ConcurrencyOpt = None,
     force: ForceOpt = False,
     wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -341,7 +362,7 @@ def evolve(
     with _errors():
         from amaris_cli.commands import run_evolve
 
-        flags = _merge(_agent_flags(model, base_url),
+        flags = _merge(_agent_flags(model, base_url, concurrency, "default", rpm, tpm),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
                        _pipeline_flags(chunk_size=chunk_size, update_every=update_every), _memory_flags(memory_url))
         run_evolve(run, step, update=update_, rescore=rescore, on_error=on_error.value if on_error else None,
@@ -352,8 +373,8 @@ def evolve(
 def loop(
     source: Annotated[Path, typer.Argument(help="A directory of per-step JSONL files (12.jsonl, step-012.jsonl) or one JSONL whose lines carry `step`.")],
     run: RunOpt,
-    steps: Annotated[str | None, typer.Option("--steps", help="Inclusive step range START:END (either side may be empty).")] = None,
-    map_: Annotated[list[str] | None, typer.Option("--map", help="FIELD=SOURCE for a field under another name, repeatable.")] = None,
+    steps: Annotated[str | None, typer.Option("--steps", metavar="START:END", help="Inclusive step range START:END (either side may be empty).")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", metavar="FIELD=SOURCE", help="FIELD=SOURCE for a field under another name, repeatable.")] = None,
     update_every: UpdateEveryOpt = None,
     lag: Annotated[int, typer.Option("--lag", min=0, help="Score step t with the newest rubric version <= t - LAG (asynchronous training).")] = 0,
     rescore: Annotated[bool, typer.Option("--rescore", help="After each update, re-score the step with the new rubric (rescores.jsonl).")] = False,
@@ -371,6 +392,8 @@ def loop(
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -378,7 +401,7 @@ def loop(
     with _errors():
         from amaris_cli.commands import run_loop_command
 
-        flags = _merge(_agent_flags(model, base_url, concurrency),
+        flags = _merge(_agent_flags(model, base_url, concurrency, "default", rpm, tpm),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
                        _pipeline_flags(update_every=update_every, chunk_size=chunk_size,
                                        group_by=group_by.value if group_by else None), _memory_flags(memory_url))
@@ -404,6 +427,8 @@ def replay(
     judge: Annotated[Judge | None, typer.Option("--judge", help="Judge for requests the record lacks (default: as recorded).")] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -412,7 +437,7 @@ def replay(
     with _errors():
         from amaris_cli.commands import run_replay
 
-        flags = _merge(_agent_flags(model, base_url),
+        flags = _merge(_agent_flags(model, base_url, rpm=rpm, tpm=tpm),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
                        _pipeline_flags(update_every=update_every), _memory_flags(memory_url))
         run_replay(source, out, flags=flags, judge=judge.value if judge else None, lag=lag, rescore=rescore,
@@ -438,7 +463,7 @@ def rewards(
     format_: Annotated[RewardFormat, typer.Option("--format", help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
     rescored: Annotated[bool, typer.Option("--rescored", help="Rewards from rescores.jsonl (the step's own update's rubric).")] = False,
     failed_as: Annotated[float | None, typer.Option("--failed-as", help="Reward for rollouts that could not be judged and have none (default null; under --on-error neutral they have the neutral reward).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
     """Write a step's rewards in shapes trainers consume."""
     with _errors():
@@ -510,9 +535,9 @@ def memory_search(
 def sim_judge(
     port: Annotated[int, typer.Option("--port", "-p", help="Port (0 picks a free one).")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-    latency: Annotated[float, typer.Option("--latency", min=0, help="Seconds added to every answer.")] = 0.0,
+    latency: Annotated[float, typer.Option("--latency", min=0, metavar="SECONDS", help="Seconds added to every answer.")] = 0.0,
     fault_rate: Annotated[float, typer.Option("--fault-rate", min=0, max=1, help="Share of requests that get a fault.")] = 0.0,
-    faults: Annotated[str | None, typer.Option("--faults", help="Comma-separated fault kinds (default all): 429,500,503,reset,hang,malformed,truncated,wrong_shape,empty_choices.")] = None,
+    faults: Annotated[str | None, typer.Option("--faults", metavar="KIND,...", help="Comma-separated fault kinds (default all): 429,500,503,reset,hang,malformed,truncated,wrong_shape,empty_choices.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the fault draw.")] = 0,
 ) -> None:
     """Run the rule-based sim-judge: an OpenAI-compatible server for trying amaris without a model."""

@@ -363,12 +363,12 @@ def run_sim_judge(host: str, port: int, latency: float, fault_rate: float, fault
     import asyncio
 
     from amaris_cli.errors import ConfigError
-    from amaris_cli.simjudge.server import FAULT_KINDS, SimJudge, SimJudgeConfig
+    from amaris_cli.simjudge.server import ALL_FAULT_KINDS, FAULT_KINDS, SimJudge, SimJudgeConfig
 
     kinds = tuple(k.strip() for k in faults.split(",")) if faults else FAULT_KINDS
-    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    unknown = [k for k in kinds if k not in ALL_FAULT_KINDS]
     if unknown:
-        raise ConfigError(f"--faults: unknown kind(s) {', '.join(unknown)}; known: {', '.join(FAULT_KINDS)}")
+        raise ConfigError(f"--faults: unknown kind(s) {', '.join(unknown)}; known: {', '.join(ALL_FAULT_KINDS)}")
     judge = SimJudge(SimJudgeConfig(latency=latency, fault_rate=fault_rate, fault_kinds=kinds, seed=seed))
 
     async def serve() -> None:

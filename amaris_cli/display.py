@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 
-err = Console(stderr=True, highlight=False, markup=False)  # text is data; styled lines opt in
+from amaris_cli.terminal import terminal_safe
+
+
+class SafeConsole(Console):
+    """A console that shows control characters in what it prints (a judge's reason, an endpoint's error page,
+    a rollout id) as visible escapes, never raw: an ANSI escape or a carriage return in untrusted text could
+    otherwise rewrite the terminal. Its own styling is added after this, so colours still work."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            [s if s.control else Segment(terminal_safe(s.text), s.style, s.control) for s in buffer])
+
+
+err = SafeConsole(stderr=True, highlight=False, markup=False)  # text is data; styled lines opt in
 
 
 def emit_json(obj: Any) -> None:

@@ -156,3 +156,14 @@ def test_a_corrupt_line_inside_calls_jsonl_is_named_not_a_traceback(tmp_path, si
     result = invoke("inspect", run)
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     assert f"{run / 'calls.jsonl'}:4: corrupt line" in result.stderr
+
+
+def test_control_characters_in_input_never_reach_the_terminal_raw(tmp_path, sim_factory) -> None:
+    judge = sim_factory(agent_faults={"scorer": "wrong_shape"})
+    run = new_run(tmp_path)
+    source = write_jsonl(tmp_path / "r.jsonl", [{"id": "evil\x1b[2J\x1b]0;owned\x07\u202eid", "input": "2+2?",
+                                                 "output": "4", "answer": "4"}])
+    result = invoke("score", source, "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 4
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr and "\u202e" not in result.stderr
+    assert "evil\\x1b[2J" in result.stderr

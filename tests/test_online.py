@@ -282,3 +282,21 @@ def test_a_run_built_by_separate_commands_replays_byte_for_byte(tmp_path, sim) -
     assert json.loads(result.stdout)["calls_made"] == 0
     assert outputs(tmp_path / "replayed") == outputs(run)
     assert snapshot(run) == before, "a replay never writes its source"
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_the_train_loop_recipe_runs(tmp_path, mode) -> None:
+    """examples/train_loop.sh, as the README shows it: a fake trainer through steps, with its own sim-judge."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env["AMARIS"] = str(Path(sys.executable).parent / "amaris")
+    run = tmp_path / "run"
+    done = subprocess.run(["bash", str(EXAMPLES / "train_loop.sh"), "--mode", mode, "--steps", "3", "--train-seconds", "0",
+                           "--judge-latency", "0", "--run", str(run)], env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("step ")] == ["step 0", "step 1", "step 2"]
+    assert done.stderr.count("trainer: 16 rewards") == 3 and "sim-judge" in done.stderr
+    versions = [json.loads((run / "steps" / f"{s:06d}" / "scores.jsonl").read_text().splitlines()[0])["rubric_version"]
+                for s in range(3)]
+    assert versions == ([0, 0, 1] if mode == "async" else [0, 1, 2])
+    assert all((run / "steps" / f"{s:06d}" / "update.json").exists() for s in range(3))
