@@ -82,6 +82,9 @@ def test_scoring_again_with_another_rubric_version_recomputes_what_follows(tmp_p
     result = invoke("score", EXAMPLES / "math" / "step-001.jsonl", "--run", run, "--step", "1", "--rubric-version", "0",
                     env=env)
     assert result.exit_code == 0, result.stderr
+    # the rubric version 2 that the old evolution of step 1 wrote no longer counts for step 2
+    stale = invoke("score", EXAMPLES / "math" / "step-002.jsonl", "--run", run, "--step", "2", env=env)
+    assert stale.exit_code == 2 and f"--run {run} --step 1" in stale.stderr
     assert all(r.exit_code == 0 for r in evolve_by_stages(run, 1, env))
     after = read_json(step(run, 1) / "summary.json")
     assert read_jsonl(step(run, 1) / "scores.jsonl")[0]["rubric_version"] == 0

@@ -126,6 +126,8 @@ async def score_step(
         await bounded_map(todo, one, limit_in_flight, finished)
     records = [done[r.id] for r in rollouts]
     if todo or not artifacts.is_fresh(run, step, output, inputs):
+        if output == artifacts.SCORES:
+            artifacts.clear_evolved(run, step)  # the step's evolution read the scores being replaced
         artifacts.write_jsonl_recorded(run, step, output, (r.model_dump(mode="json") for r in records), inputs,
                                        session.how)
 
