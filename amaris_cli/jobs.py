@@ -152,16 +152,23 @@ def analyze_job(run_path: Path, step: int, *, on_error: str | None, force: bool,
     return result
 
 
+@contextmanager
+def _memory_stage(run: RunDir, step: int, role: str, flags: dict[str, Any], judge: JudgeChoice, wait: float,
+                  say: Say, before: Callable[[], None] | None = None) -> Iterator[tuple[Session, Callable[[], Any]]]:
+    """The step's lock, the session and the memory opener of a stage that writes the memory (`before` runs
+    once the lock is held, before the session starts)."""
+    with ExitStack() as stack:
+        stack.enter_context(_step_lock(run, step, role, wait, say))
+        if before is not None:
+            before()
+        session = stack.enter_context(open_session(run, flags, judge, announce=say))
+        yield session, stack.enter_context(_memory(session, wait, say))
+
+
 def summarize_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
                   say: Say) -> StageResult:
-    started = time.monotonic()
-    run = RunDir(run_path)
-    result = StageResult()
-    with ExitStack() as stack:
-        stack.enter_context(_step_lock(run, step, "summarize", wait, say))
-        session = stack.enter_context(open_session(run, flags, judge, announce=say))
-        memory = stack.enter_context(_memory(session, wait, say))
-
+    started, run, result = time.monotonic(), RunDir(run_path), StageResult()
+    with _memory_stage(run, step, "summarize", flags, judge, wait, say) as (session, memory):
         async def run_it() -> StageOutcome:
             return await summarize_step(session, step, await memory(), force=force)
 
@@ -172,16 +179,13 @@ def summarize_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice,
 
 def update_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
                say: Say) -> StageResult:
-    started = time.monotonic()
-    run = RunDir(run_path)
-    result = StageResult()
-    with ExitStack() as stack:
-        stack.enter_context(_step_lock(run, step, "update", wait, say))
+    started, run, result = time.monotonic(), RunDir(run_path), StageResult()
+
+    def earlier_evolved() -> None:
         wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=say,
                             needed_for=f"the update of step {step}", fail_if_idle=True)
-        session = stack.enter_context(open_session(run, flags, judge, announce=say))
-        memory = stack.enter_context(_memory(session, wait, say))
 
+    with _memory_stage(run, step, "update", flags, judge, wait, say, earlier_evolved) as (session, memory):
         async def run_it() -> UpdateOutcome:
             return await update_step(session, step, await memory(), force=force)
 
