@@ -80,6 +80,11 @@ class OpenAIEmbedder:
         return vectors
 
 
+def embedder_name(settings: MemorySettings) -> str:
+    """The name an index built with these settings records, known without loading the model."""
+    return f"openai:{settings.embedding_model}" if settings.embedding == "openai" else LocalMiniLM.name
+
+
 def make_embedder(settings: MemorySettings, environ: Any = None) -> Embedder:
     global _LOCAL
     if settings.embedding == "openai":

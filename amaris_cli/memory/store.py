@@ -73,70 +73,45 @@ class MemoryStore:
              wait: float = 0.0, say: Callable[[str], None] | None = None) -> MemoryStore:
         """The run's memory as its settings describe it (embedded, or a shared server). A writer waits up
         to `wait` seconds for another writer (0: fail at once, exit 3). `rebuilding` accepts an index built
-        with another embedder, since it is about to be replaced."""
-        from amaris_cli.memory.embeddings import make_embedder
-
-        embedder = make_embedder(settings)
-        return cls(run, embedder, settings.url, settings.namespace, mode=mode, rebuilding=rebuilding, wait=wait, say=say)
+        with another embedder, since it is about to be replaced. ChromaDB and the embedding model are only
+        loaded when first needed: a command whose steps are all indexed already never loads them."""
+        return cls(run, settings, mode=mode, rebuilding=rebuilding, wait=wait, say=say)
 
     @_store_errors
-    def __init__(self, run: RunDir, embedder: Embedder, url: str | None = None, namespace: str = "amaris",
-                 mode: Mode = "writer", rebuilding: bool = False, wait: float = 0.0,
-                 say: Callable[[str], None] | None = None) -> None:
-        import chromadb
-        from chromadb.config import Settings as ChromaSettings
+    def __init__(self, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
+                 wait: float = 0.0, say: Callable[[str], None] | None = None) -> None:
+        from amaris_cli.memory.embeddings import embedder_name
 
         self.run = run
-        self.embedder = embedder
-        self.shared = url is not None
+        self.settings = settings
+        self.shared = settings.url is not None
         self.writer = mode == "writer"
         self.run_key = run_key(run) if self.shared else ""
         self._lock: Any = None
         self._copy: Path | None = None
+        self._client: Any = None
+        self._collections: dict[EntryType, Any] = {}
+        self._embedder: Embedder | None = None
+        self._names = {t: f"{settings.namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
         path = run.memory_path
-        embedded_writer = self.writer and not self.shared
-        if embedded_writer:
+        if self.writer and not self.shared:
             self._lock = locks.exclusive(run.lock_path(MEMORY_LOCK), f"the memory of {run.path}", wait=wait, on_wait=say)
             self._lock.__enter__()
         try:
-            if embedded_writer:
+            if self.writer:
                 path.mkdir(parents=True, exist_ok=True)
                 if rebuilding:
                     (path / META_FILE).unlink(missing_ok=True)
-            meta_path = path / META_FILE
+            meta_path, name = path / META_FILE, embedder_name(settings)
             if meta_path.exists():
                 meta = read_json(meta_path)
-                if meta.get("embedder") != embedder.name:
+                if meta.get("embedder") != name:
                     raise AmarisError(
                         f"{path}: the memory was built with embedder {meta.get('embedder')!r}, the config now asks "
-                        f"for {embedder.name!r}; run `amaris memory rebuild --run {run.path}`"
+                        f"for {name!r}; run `amaris memory rebuild --run {run.path}`"
                     )
             elif self.writer:
-                path.mkdir(parents=True, exist_ok=True)
-                write_json_atomic(meta_path, {"embedder": embedder.name})
-            settings = ChromaSettings(anonymized_telemetry=False)
-            if url is not None:
-                parsed = urlparse(url)
-                if parsed.scheme not in ("http", "https") or not parsed.hostname:
-                    raise AmarisError(f"memory url {url!r}: expected http://HOST:PORT")
-                try:
-                    self._client = chromadb.HttpClient(host=parsed.hostname, port=parsed.port or 8000,
-                                                       ssl=parsed.scheme == "https", settings=settings)
-                except Exception as exc:  # noqa: BLE001 - connection refused, wrong server
-                    raise AmarisError(f"memory url {url}: cannot reach a Chroma server ({exc})") from None
-            elif self.writer:
-                self._client = chromadb.PersistentClient(path=str(path), settings=settings)
-            else:
-                self._copy = Path(tempfile.mkdtemp(prefix="amaris-memory-"))
-                with locks.shared(run.lock_path(IO_LOCK)):
-                    if path.is_dir():
-                        shutil.copytree(path, self._copy / "memory")
-                    else:
-                        (self._copy / "memory").mkdir()
-                self._client = chromadb.PersistentClient(path=str(self._copy / "memory"), settings=settings)
-            self._names = {t: f"{namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
-            with self._writing() if self.writer else nullcontext():
-                self._collections = self._open()
+                write_json_atomic(meta_path, {"embedder": name})
             self._marks_path = path / "indexed-steps.json"
             self._marks: dict[str, dict[str, str]] = {}
             if self._marks_path.exists():
@@ -146,6 +121,50 @@ class MemoryStore:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from amaris_cli.memory.embeddings import make_embedder
+
+            self._embedder = make_embedder(self.settings)
+        return self._embedder
+
+    def _store(self) -> dict[EntryType, Any]:
+        """The collections, opening ChromaDB on first use (a reader opens a private copy of the store, taken
+        under a shared hold of the io lock so that it is never taken mid-write)."""
+        if self._client is not None:
+            return self._collections
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        settings, path, url = ChromaSettings(anonymized_telemetry=False), self.run.memory_path, self.settings.url
+        if url is not None:
+            parsed = urlparse(url)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise AmarisError(f"memory url {url!r}: expected http://HOST:PORT")
+            try:
+                self._client = chromadb.HttpClient(host=parsed.hostname, port=parsed.port or 8000,
+                                                   ssl=parsed.scheme == "https", settings=settings)
+            except Exception as exc:  # noqa: BLE001 - connection refused, wrong server
+                raise AmarisError(f"memory url {url}: cannot reach a Chroma server ({exc})") from None
+        else:
+            if not self.writer:
+                self._copy = Path(tempfile.mkdtemp(prefix="amaris-memory-"))
+                with locks.shared(self.run.lock_path(IO_LOCK)):
+                    if path.is_dir():
+                        shutil.copytree(path, self._copy / "memory")
+                    else:
+                        (self._copy / "memory").mkdir()
+                path = self._copy / "memory"
+            try:
+                self._client = chromadb.PersistentClient(path=str(path), settings=settings)
+            except Exception:
+                _forget_system(str(path))
+                raise
+        with self._writing() if self.writer else nullcontext():
+            self._collections = self._open()
+        return self._collections
 
     def close(self) -> None:
         """Release the client, then the memory lock (a writer) or the private copy (a reader)."""
@@ -194,8 +213,9 @@ class MemoryStore:
         where: dict[str, Any] = {"step": step}
         if self.shared:
             where = {"$and": [{"step": step}, {"run": self.run_key}]}
+        collection = self._store()[entry_type]  # opened outside the io lock, which opening takes itself
         with self._writing():
-            self._collections[entry_type].delete(where=where)
+            collection.delete(where=where)
         self._marks.get(str(step), {}).pop(entry_type, None)
 
     def _open(self) -> dict[EntryType, Any]:
@@ -217,7 +237,7 @@ class MemoryStore:
     @_store_errors
     def existing(self, ids: Sequence[str], entry_type: EntryType) -> set[str]:
         found: set[str] = set()
-        col = self._collections[entry_type]
+        col = self._store()[entry_type]
         keys = [self.key(i) for i in ids]
         for start in range(0, len(keys), PAGE):
             found.update(col.get(ids=keys[start : start + PAGE], include=[])["ids"])
@@ -236,8 +256,9 @@ class MemoryStore:
             for start in range(0, len(todo), 256):
                 batch = todo[start : start + 256]
                 vectors = self.embedder.embed([e.text for e in batch])  # outside the io lock: the slow part
+                collection = self._store()[entry_type]
                 with self._writing():
-                    self._collections[entry_type].add(
+                    collection.add(
                         ids=[self.key(e.id) for e in batch],
                         embeddings=vectors,  # type: ignore[arg-type]
                         metadatas=[{"step": e.step, "type": e.type, "instance_id": e.instance_id or "",
@@ -249,7 +270,7 @@ class MemoryStore:
 
     @_store_errors
     def counts(self) -> dict[str, int]:
-        return {t: col.count() for t, col in self._collections.items()}
+        return {t: col.count() for t, col in self._store().items()}
 
     @_store_errors
     def query(self, texts: list[str], n: int, before_step: int, instance_id: str = "",
@@ -268,7 +289,7 @@ class MemoryStore:
         per_text: list[list[tuple[str, EntryType, int, float, str | None]]] = [[] for _ in texts]
         include = ["metadatas", "distances", "documents"] if self.shared else ["metadatas", "distances"]
         where: dict[str, Any] = {"$and": [{"step": {"$lt": before_step}}, {"instance_id": instance_id}]}
-        for entry_type, col in self._collections.items():
+        for entry_type, col in self._store().items():
             count = col.count()
             if count == 0:
                 continue
@@ -294,9 +315,10 @@ class MemoryStore:
         """Forget this run's entries (on a shared server, only this run's)."""
         self._marks = {}
         self._marks_path.unlink(missing_ok=True)
+        collections = self._store()
         with self._writing():
             if self.shared:
-                for col in self._collections.values():
+                for col in collections.values():
                     col.delete(where={"run": self.run_key})
                 return
             for name in self._names.values():
@@ -305,6 +327,20 @@ class MemoryStore:
                 except Exception:  # noqa: BLE001 - absent collection
                     pass
             self._collections = self._open()
+
+
+def _forget_system(identifier: str) -> None:
+    """chromadb keeps one System per path in the process; one whose start failed (e.g. on a full disk) stays
+    cached half-built, and every later client of that path in this process would get it. Drop it."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    system = SharedSystemClient._identifier_to_system.pop(identifier, None)
+    SharedSystemClient._identifier_to_refcount.pop(identifier, None)
+    if system is not None:
+        try:
+            system.stop()
+        except Exception:  # noqa: BLE001 - it never started
+            pass
 
 
 def _rows(found: Any, i: int) -> list[tuple[str, dict[str, Any], float, str | None]]:
