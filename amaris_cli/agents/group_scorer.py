@@ -53,16 +53,21 @@ def split_to_fit(unique: list[str], criteria: int, cap: int) -> list[list[str]]:
     return [unique[i : i + size] for i in range(0, len(unique), size)]
 
 
-async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: list[str], step: int,
-                      context: str) -> tuple[dict[str, list[Verdict]], str | None]:
-    """Verdicts per output for one call, or the error that left them without any."""
-    messages = render(
+def group_messages(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: list[str]) -> list[dict[str, str]]:
+    """One group call's request; like the scorer's, its system message does not depend on the step."""
+    return render(
         kit.template("group_scorer"),
         trusted={"training": kit.training(), "rubric": rubric_for_judge(rubric), "count": len(outputs)},
         untrusted={"prompt": first.input, "reference": first.supplemental_context or ""},
         block_lists={"responses": ("RESPONSE", outputs)},
         max_chars=kit.max_chars,
     )
+
+
+async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: list[str], step: int,
+                      context: str) -> tuple[dict[str, list[Verdict]], str | None]:
+    """Verdicts per output for one call, or the error that left them without any."""
+    messages = group_messages(kit, rubric, first, outputs)
     one_rollout = check_against(rubric, asks_presence(messages[0]["content"]))
 
     def check(answer: GroupAnswer) -> None:
