@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,14 +75,20 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... amaris truncated {cut} characters ...]\n{text[-tail:]}"
 
 
-def block_tag(untrusted: list[str]) -> str:
-    digest = hashlib.sha256("\x1e".join(untrusted).encode("utf-8", "surrogatepass"))
+def tag_candidates(untrusted: list[str]) -> Iterator[str]:
+    """Tags derived from the untrusted text, in the order they are tried: a hash of the text, then
+    hashes of it with a salt 1, 2, ..."""
+    digest = hashlib.sha256("\x1e".join(untrusted).encode("utf-8", "surrogatepass")).digest()
     salt = 0
     while True:
-        tag = hashlib.sha256(digest.digest() + str(salt).encode()).hexdigest()[:16]
-        if not any(tag in text for text in untrusted):
-            return tag
+        yield hashlib.sha256(digest + str(salt).encode()).hexdigest()[:16]
         salt += 1
+
+
+def block_tag(untrusted: list[str]) -> str:
+    """The first candidate tag that occurs in none of the untrusted texts: a text that holds the tag
+    (it would have to contain a hash of itself, or be made to collide) cannot close its block."""
+    return next(tag for tag in tag_candidates(untrusted) if not any(tag in text for text in untrusted))
 
 
 def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str], max_chars: int,

@@ -17,6 +17,7 @@ from statistics import fmean, pstdev
 from pydantic import ValidationError
 
 from amaris_cli.config import RubricSettings
+from amaris_cli.criteria import criterion_text_problem
 from amaris_cli.errors import ConfigError
 from amaris_cli.models import (
     Criterion,
@@ -85,7 +86,9 @@ def apply_modifications(
     step: int,
 ) -> tuple[RubricSet, list[Modification], list[RejectedModification]]:
     """Apply the updater's edits one by one; an edit that breaks a rule is rejected with the
-    reason and the rest still apply. Anchors never change."""
+    reason and the rest still apply. Anchors never change. A text the updater writes (add, modify)
+    enters the scorer's system message, so it is checked first (`criteria.criterion_text_problem`:
+    length, block markers, placeholders, instructions to the judge)."""
     anchors = {c.id for c in rubric.anchors}
     adaptive = [c.model_copy() for c in rubric.adaptive]
     applied: list[Modification] = []
@@ -119,6 +122,9 @@ def apply_modifications(
                 continue
             if len(adaptive) >= bounds.max_adaptive:
                 reject(mod, f"would exceed rubric.max_adaptive={bounds.max_adaptive} adaptive criteria")
+                continue
+            if problem := criterion_text_problem(mod.text):
+                reject(mod, problem)
                 continue
             new_id = mod.id or f"s{step}-{slugify(mod.text)}"
             if new_id in anchors or any(c.id == new_id for c in adaptive):
@@ -157,6 +163,9 @@ def apply_modifications(
                 continue
             if mod.text is not None and not mod.text.strip():
                 reject(mod, "a criterion text cannot be empty")
+                continue
+            if mod.text is not None and (problem := criterion_text_problem(mod.text)):
+                reject(mod, problem)
                 continue
             update = {k: v for k, v in (("text", mod.text), ("weight", mod.weight), ("kind", mod.kind)) if v is not None}
             adaptive[index] = current.model_copy(update=update)

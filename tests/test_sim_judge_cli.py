@@ -19,7 +19,7 @@ def test_sim_judge_command_serves_the_openai_protocol() -> None:
         assert match, line
         assert "not an LLM" in line
         client = openai.OpenAI(base_url=match.group(1), api_key="unused", max_retries=0)
-        messages = [{"role": "system", "content": "# amaris/scorer\nThe rubric (JSON):\n"
+        messages = [{"role": "system", "content": "The rubric (JSON):\n"
                      '[{"id": "c", "kind": "reward", "text": "The final answer is correct."}]'},
                     {"role": "user", "content": "<<<BEGIN REFERENCE 0123456789abcdef>>>\n4\n<<<END REFERENCE 0123456789abcdef>>>\n"
                      "<<<BEGIN RESPONSE 0123456789abcdef>>>\nFinal answer: 4\n<<<END RESPONSE 0123456789abcdef>>>"}]

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from amaris_cli.agents.common import AgentKit, compact_json, rubric_json
 from amaris_cli.models import AnalysisAnswer, AnalysisRecord, Rollout, RubricSet, ScoreRecord
 from amaris_cli.prompts import render
 from amaris_cli.vocabulary import vocabulary_text
 
 
+def verdicts_for_analyzer(rubric: RubricSet, score: ScoreRecord) -> Any:
+    """The judge's verdicts under the keys the scorer answered with: `score` for a reward criterion,
+    `present` for a pitfall, so the analyzer never reads a pitfall's 1 as a good mark."""
+    if score.status != "scored":
+        return {"status": "failed", "error": score.error}
+    rows = []
+    for v in score.verdicts:
+        criterion = rubric.get(v.criterion_id)
+        kind = criterion.kind if criterion is not None else "reward"
+        rows.append({"criterion_id": v.criterion_id, "kind": kind, "reason": v.reason,
+                     ("present" if kind == "pitfall" else "score"): v.score})
+    return rows
+
+
 def analyzer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score: ScoreRecord, step: int) -> list[dict[str, str]]:
-    verdicts = [v.model_dump(mode="json") for v in score.verdicts] if score.status == "scored" else {"status": "failed", "error": score.error}
+    verdicts = verdicts_for_analyzer(rubric, score)
     return render(
         kit.template("analyzer"),
-        trusted={"training": kit.training(step), "rubric": rubric_json(rubric), "step": step,
+        trusted={"training": kit.training(), "stage": kit.stage(step), "rubric": rubric_json(rubric), "step": step,
                  "hacking_vocabulary": vocabulary_text(),
                  "reward": "None" if score.reward is None or score.status != "scored" else f"{score.reward:.3f}"},
         untrusted={"prompt": rollout.input, "reference": rollout.supplemental_context or "",

@@ -41,17 +41,23 @@ class AgentKit:
     def max_chars(self) -> int:
         return self.settings.pipeline.max_text_chars
 
-    def training(self, step: int) -> str:
+    def training(self) -> str:
+        """The training context every agent's system message holds: the same at every step, so the
+        system message is a stable prefix (prefix caching) and verdicts cannot depend on a step label.
+        The step itself goes into the user message (`stage`), and the scorer is not told it at all."""
         t = self.settings.training
-        total = f" of {t.total_steps}" if t.total_steps else ""
         lines = [
             f"- goal: {t.goal or 'not stated'}",
             f"- policy model size: {t.model_size or 'not stated'}",
-            f"- stage: step {step}{total}",
         ]
         if t.context:
             lines.append(f"- other context: {t.context}")
         return "\n".join(lines)
+
+    def stage(self, step: int) -> str:
+        """Where training is, for the agents that judge progress (never the scorer)."""
+        total = self.settings.training.total_steps
+        return f"step {step} of {total}" if total else f"step {step}"
 
 
 def rubric_json(rubric: RubricSet) -> str:

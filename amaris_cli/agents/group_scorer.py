@@ -16,6 +16,7 @@ from amaris_cli.agents.scorer import (
     JudgeVerdict,
     ScorerAnswer,
     answer_budget,
+    asks_presence,
     check_against,
     responses_that_fit,
 )
@@ -52,17 +53,22 @@ def split_to_fit(unique: list[str], criteria: int, cap: int) -> list[list[str]]:
     return [unique[i : i + size] for i in range(0, len(unique), size)]
 
 
-async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: list[str], step: int,
-                      context: str) -> tuple[dict[str, list[Verdict]], str | None]:
-    """Verdicts per output for one call, or the error that left them without any."""
-    messages = render(
+def group_messages(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: list[str]) -> list[dict[str, str]]:
+    """One group call's request; like the scorer's, its system message does not depend on the step."""
+    return render(
         kit.template("group_scorer"),
-        trusted={"training": kit.training(step), "rubric": rubric_for_judge(rubric), "count": len(outputs)},
+        trusted={"training": kit.training(), "rubric": rubric_for_judge(rubric), "count": len(outputs)},
         untrusted={"prompt": first.input, "reference": first.supplemental_context or ""},
         block_lists={"responses": ("RESPONSE", outputs)},
         max_chars=kit.max_chars,
     )
-    one_rollout = check_against(rubric)
+
+
+async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: list[str], step: int,
+                      context: str) -> tuple[dict[str, list[Verdict]], str | None]:
+    """Verdicts per output for one call, or the error that left them without any."""
+    messages = group_messages(kit, rubric, first, outputs)
+    one_rollout = check_against(rubric, asks_presence(messages[0]["content"]))
 
     def check(answer: GroupAnswer) -> None:
         numbers = [e.response for e in answer.responses]
@@ -81,7 +87,7 @@ async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs:
         return {}, answer.error
     order = {c.id: i for i, c in enumerate(rubric.criteria)}
     return {outputs[entry.response - 1]: sorted(
-        (Verdict(criterion_id=v.criterion_id, score=round(v.score, 6), reason=v.reason) for v in entry.verdicts),
+        (Verdict(criterion_id=v.criterion_id, score=round(v.value, 6), reason=v.reason) for v in entry.verdicts),
         key=lambda v: order[v.criterion_id]) for entry in answer.value.responses}, None
 
 

@@ -1,8 +1,9 @@
 """The scorer: one call per rollout, one verdict per criterion, reward computed by amaris.
 
-Scores follow the answer contract (llm/parsing.py): a number from 0 to 1 (or true/false, a word
-such as "met", an explicit "7/10" or "85%"); one score off that scale makes the whole answer
-invalid (re-asked, then `failed`), since it shows the judge used another scale for all of them.
+A verdict is the reason, then `score` for a reward criterion or `present` for a pitfall. Values
+follow the answer contract (llm/parsing.py): a number from 0 to 1 (or true/false, a word such as
+"met", an explicit "7/10" or "85%"); one score off that scale makes the whole answer invalid
+(re-asked, then `failed`), since it shows the judge used another scale for all of them.
 """
 
 from __future__ import annotations
@@ -36,10 +37,17 @@ def responses_that_fit(criteria: int, budget: int) -> int:
 
 
 class JudgeVerdict(BaseModel):
+    """One verdict as a judge writes it: the reason first, then `score` (reward criteria, 0 to 1) or
+    `present` (pitfall criteria: true when the behaviour is shown). The key carries the polarity, so
+    a judge never has to guess whether 1 is good or bad; `value` is what amaris records (1 = met, or
+    present). A verdict that gives both keys with different values is invalid: it is exactly the
+    confusion of polarity the keys exist to rule out."""
+
     model_config = ConfigDict(extra="ignore")
     criterion_id: str
-    score: float
     reason: str = ""
+    score: float | None = None
+    present: float | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -58,15 +66,30 @@ class JudgeVerdict(BaseModel):
                 data["criterion_id"] = str(data["criterion_id"])
         return data
 
-    @field_validator("score", mode="before")
+    @field_validator("score", "present", mode="before")
     @classmethod
-    def _normalize(cls, value: Any) -> float:
-        return normalize_score(value)
+    def _normalize(cls, value: Any) -> float | None:
+        return None if value is None else normalize_score(value)
 
     @field_validator("reason", mode="before")
     @classmethod
     def _one_line(cls, value: Any) -> str:
         return one_line(str(value or ""), 500)
+
+    @model_validator(mode="after")
+    def _one_value(self) -> JudgeVerdict:
+        if self.score is None and self.present is None:
+            raise ValueError(f"criterion {self.criterion_id!r}: no verdict; give \"score\" (a reward criterion, "
+                             "0 to 1) or \"present\" (a pitfall criterion, true or false)")
+        if self.score is not None and self.present is not None and self.score != self.present:
+            raise ValueError(f"criterion {self.criterion_id!r}: \"score\" {self.score:g} and \"present\" "
+                             f"{self.present:g} disagree; give \"score\" for a reward criterion and \"present\" "
+                             "for a pitfall, not both")
+        return self
+
+    @property
+    def value(self) -> float:
+        return self.present if self.present is not None else self.score  # type: ignore[return-value]
 
 
 class ScorerAnswer(BaseModel):
@@ -91,8 +114,18 @@ class ScorerAnswer(BaseModel):
         return data
 
 
-def check_against(rubric: RubricSet):  # noqa: ANN201 - returns a checker
+def asks_presence(system: str) -> bool:
+    """Whether a scorer template asks for `present` on pitfalls (the packaged ones do). A run's own
+    older template that asks for scores keeps that reading: a pitfall's score, 1 = present."""
+    return '"present"' in system
+
+
+def check_against(rubric: RubricSet, presence: bool = True):  # noqa: ANN201 - returns a checker
+    """The answer holds exactly one verdict per criterion; with `presence`, each under the key of its
+    kind: `score` for a reward criterion, `present` for a pitfall (a pitfall's bare score could
+    mean "1 = good" as easily as "1 = present", so it is invalid, never guessed)."""
     expected = [c.id for c in rubric.criteria]
+    kinds = {c.id: c.kind for c in rubric.criteria}
 
     def check(answer: ScorerAnswer) -> None:
         got = [v.criterion_id for v in answer.verdicts]
@@ -108,14 +141,29 @@ def check_against(rubric: RubricSet):  # noqa: ANN201 - returns a checker
             problems.append(f"several verdicts for {', '.join(dupes)}")
         if problems:
             raise ValueError("; ".join(problems) + f" (expected exactly one verdict for each of: {', '.join(expected)})")
+        if presence:
+            pitfalls = [v.criterion_id for v in answer.verdicts if kinds[v.criterion_id] == "pitfall" and v.present is None]
+            rewards = [v.criterion_id for v in answer.verdicts if kinds[v.criterion_id] == "reward" and v.score is None]
+            if pitfalls:
+                problems.append(f"{', '.join(pitfalls)}: a pitfall criterion is answered with \"present\": true when "
+                                "the response shows the behaviour, false when it does not (not with a score)")
+            if rewards:
+                problems.append(f"{', '.join(rewards)}: a reward criterion is answered with \"score\", a number "
+                                "from 0 to 1")
+            if problems:
+                raise ValueError("; ".join(problems))
 
     return check
 
 
 def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> list[dict[str, str]]:
+    """The scorer's request. `step` is not part of it: the system message (instructions, training
+    context, rubric) is the same at every step and for every rubric version with the same criteria,
+    so a verdict cannot depend on a step label and the prefix is cached across the run."""
+    del step
     return render(
         kit.template("scorer"),
-        trusted={"training": kit.training(step), "rubric": rubric_for_judge(rubric)},
+        trusted={"training": kit.training(), "rubric": rubric_for_judge(rubric)},
         untrusted={
             "prompt": rollout.input,
             "reference": rollout.supplemental_context or "",
@@ -128,7 +176,8 @@ def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: in
 async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> ScoreRecord:
     messages = scorer_messages(kit, rubric, rollout, step)
     answer = await kit.client.ask(
-        "scorer", messages, ScorerAnswer, step=step, context=rollout.id, check=check_against(rubric),
+        "scorer", messages, ScorerAnswer, step=step, context=rollout.id,
+        check=check_against(rubric, asks_presence(messages[0]["content"])),
         max_tokens=answer_budget(len(rubric.criteria)),
     )
     base = {"rollout_id": rollout.id, "step": step, "rubric_version": rubric.version, "instance_id": rubric.instance_id}
@@ -136,7 +185,7 @@ async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step
         return ScoreRecord(**base, status="failed", error=answer.error)
     order = {c.id: i for i, c in enumerate(rubric.criteria)}
     verdicts = sorted(
-        (Verdict(criterion_id=v.criterion_id, score=round(v.score, 6), reason=v.reason) for v in answer.value.verdicts),
+        (Verdict(criterion_id=v.criterion_id, score=round(v.value, 6), reason=v.reason) for v in answer.value.verdicts),
         key=lambda v: order[v.criterion_id],
     )
     return ScoreRecord(**base, status="scored", reward=compute_reward(rubric, verdicts), verdicts=verdicts)

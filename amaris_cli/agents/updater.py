@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from amaris_cli.agents.common import AgentKit, compact_json, json_lines, rubric_json
 from amaris_cli.agents.summarizer import stats_json
+from amaris_cli.criteria import MAX_CRITERION_CHARS
 from amaris_cli.llm.client import Answer
 from amaris_cli.models import MemoryHit, RubricSet, StaticEntry, SummaryRecord, UpdateAnswer
 from amaris_cli.prompts import render
@@ -15,7 +16,8 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
     bounds = kit.settings.rubric
     return render(
         kit.template("updater"),
-        trusted={"training": kit.training(step), "rubric": rubric_json(rubric), "step": step,
+        trusted={"training": kit.training(), "stage": kit.stage(step), "rubric": rubric_json(rubric), "step": step,
+                 "max_criterion_chars": MAX_CRITERION_CHARS,
                  "min_weight": f"{bounds.min_weight:g}", "max_weight": f"{bounds.max_weight:g}",
                  "max_adaptive": bounds.max_adaptive, "stats": stats_json(summary.stats)},
         untrusted={

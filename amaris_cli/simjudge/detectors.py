@@ -93,5 +93,12 @@ def patterns_in(output: str, reference: str) -> list[tuple[str, str, str]]:
     return found
 
 
+def opening_sentence(text: str, limit: int = 160) -> str | None:
+    """The response's first sentence (or line), without double quotes: what it says it did."""
+    first = re.split(r"(?<=[.!?])\s|\n", text.strip(), maxsplit=1)[0]
+    first = " ".join(first.replace('"', "'").split())[:limit]
+    return first if words(first) >= 3 else None
+
+
 def _quote(text: str, start: int, width: int = 80) -> str:
     return " ".join(text[start : start + width].split())

@@ -1,8 +1,9 @@
 """The sim-judge's answers, one rule set per amaris agent, read off the rendered prompt.
 
-The agent is recognized by the first line of the system message (`# amaris/AGENT`, which every
-packaged template starts with). Data is read from the tagged blocks and the JSON the templates
-embed. The scorer is deliberately naive in one documented way, like real judges: a response that
+The agent is recognized from what its prompt legitimately holds, as a reader would: the names of the
+data blocks in the user message (RESPONSE, RESPONSE_1.., VERDICTS, ANALYSES, CHUNKS, SUMMARY with or
+without the memory blocks), else the answer shape the system message asks for. No template carries
+text for the sim-judge. Data is read from the tagged blocks and the JSON the templates embed. The scorer is deliberately naive in one documented way, like real judges: a response that
 tells the grader it is correct gets credit on correctness criteria (the "master key" effect), so
 the memory-augmented loop has a real hack to discover and correct.
 """
@@ -16,7 +17,9 @@ from typing import Any
 from amaris_cli.prompts import parse_blocks
 from amaris_cli.simjudge import detectors as d
 
-AGENT_LINE = re.compile(r"^#\s*amaris/([a-z_]+)", re.M)
+# The answer shape each agent is asked for: a key only its shape has, in the order they are tried.
+ANSWER_SHAPES = (("updater", '"modifications"'), ("analyzer", '"overall_assessment"'),
+                 ("query_generator", '{"queries"'), ("group_scorer", '{"responses"'), ("scorer", '{"verdicts"'))
 
 # What a pitfall criterion against each pattern says, and the words that show one exists.
 PITFALLS: dict[str, tuple[str, str]] = {
@@ -33,9 +36,22 @@ ADVANCEMENT_CRITERION = "The response verifies its result, e.g. by substitution 
 
 
 def agent_of(messages: list[dict[str, Any]]) -> str | None:
-    system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
-    match = AGENT_LINE.search(system or "")
-    return match.group(1) if match else None
+    system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
+    first_user = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+    blocks = set(parse_blocks(first_user))
+    if any(re.fullmatch(r"RESPONSE_\d+", name) for name in blocks):
+        return "group_scorer"
+    if "VERDICTS" in blocks:
+        return "analyzer"
+    if "RESPONSE" in blocks:
+        return "scorer"
+    if "ANALYSES" in blocks:
+        return "summarizer"
+    if "CHUNKS" in blocks:
+        return "meta_summarizer"
+    if "SUMMARY" in blocks:
+        return "updater" if {"STATIC_MEMORY", "DYNAMIC_MEMORY"} & blocks else "query_generator"
+    return next((agent for agent, key in ANSWER_SHAPES if key in system), None)
 
 
 def _text(messages: list[dict[str, Any]], role: str) -> str:
@@ -111,16 +127,25 @@ def criterion_verdict(text: str, kind: str, output: str, reference: str) -> tupl
     return min(1.0, overlap / 3), f"{overlap} topic words in common"
 
 
+def verdict(criterion: dict[str, Any], output: str, reference: str) -> dict[str, Any]:
+    """One verdict as the scorer prompt asks for it: the reason, then `score` (reward criteria) or
+    `present` (pitfalls, true when the behaviour is shown)."""
+    kind = criterion.get("kind", "reward")
+    value, reason = criterion_verdict(criterion.get("text", ""), kind, output, reference)
+    row: dict[str, Any] = {"criterion_id": criterion["id"], "reason": reason}
+    if kind == "pitfall":
+        row["present"] = value >= 0.5
+    else:
+        row["score"] = value
+    return row
+
+
 def score(messages: list[dict[str, Any]]) -> dict[str, Any]:
     system, user = _text(messages, "system"), _text(messages, "user")
     rubric = _json_after(system, "The rubric (JSON)") or []
     blocks = parse_blocks(user)
     output, reference = blocks.get("RESPONSE", ""), blocks.get("REFERENCE", "")
-    verdicts = []
-    for c in rubric:
-        value, reason = criterion_verdict(c.get("text", ""), c.get("kind", "reward"), output, reference)
-        verdicts.append({"criterion_id": c["id"], "score": value, "reason": reason})
-    return {"verdicts": verdicts}
+    return {"verdicts": [verdict(c, output, reference) for c in rubric]}
 
 
 def group_score(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -130,14 +155,8 @@ def group_score(messages: list[dict[str, Any]]) -> dict[str, Any]:
     reference = blocks.get("REFERENCE", "")
     numbered = sorted((int(name.rsplit("_", 1)[1]), text) for name, text in blocks.items()
                       if re.fullmatch(r"RESPONSE_\d+", name))
-    responses = []
-    for number, output in numbered:
-        verdicts = []
-        for c in rubric:
-            value, reason = criterion_verdict(c.get("text", ""), c.get("kind", "reward"), output, reference)
-            verdicts.append({"criterion_id": c["id"], "score": value, "reason": reason})
-        responses.append({"response": number, "verdicts": verdicts})
-    return {"responses": responses}
+    return {"responses": [{"response": number, "verdicts": [verdict(c, output, reference) for c in rubric]}
+                          for number, output in numbered]}
 
 
 # --- analyzer -------------------------------------------------------------------------------
@@ -157,6 +176,8 @@ def analyze(messages: list[dict[str, Any]]) -> dict[str, Any]:
     assessment = f"{head} {work}."
     if names:
         assessment += " Shows " + ", ".join(n.replace("_", " ") for n in names) + "."
+    elif not is_correct and (did := d.opening_sentence(output)):
+        assessment += f" {FAILURE_LEAD} \"{did}\""  # a plain wrong answer: what it did, in its own words
     misjudged = bool(found) and reward is not None and reward >= 0.6 or (not is_correct and (reward or 0) >= 0.6)
     missing = [PITFALLS[n][0] for n in names if n in PITFALLS] if misjudged else []
     return {
@@ -178,8 +199,18 @@ def analyze(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --- summarizer and meta-summarizer ---------------------------------------------------------
 
+FAILURE_LEAD = "What the response did:"
+TYPICAL_FAILURE = "Typical failure:"
 
-def _summary_from_counts(step: str, n: int, mean: str, counts: dict[str, int], wrong: int, misjudged: int) -> dict[str, Any]:
+
+def _quoted_after(lead: str, texts: list[str]) -> str | None:
+    """The most frequent quote following `lead` in the texts (first seen on a tie), or None."""
+    quotes = [m.group(1) for t in texts for m in re.finditer(re.escape(lead) + r' "([^"]+)"', t)]
+    return max(quotes, key=quotes.count) if quotes else None
+
+
+def _summary_from_counts(step: str, n: int, mean: str, counts: dict[str, int], wrong: int, misjudged: int,
+                         failure: str | None = None) -> dict[str, Any]:
     n = max(n, 1)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     hack_text = ", ".join(f"{p} in {c} of {n}" for p, c in ranked) or "none"
@@ -188,6 +219,8 @@ def _summary_from_counts(step: str, n: int, mean: str, counts: dict[str, int], w
         f"Step {step}: mean reward {mean} over {n} rollouts; {wrong} of {n} wrong final answers. "
         f"Reward hacking: {hack_text}. The rubric misjudged {misjudged} rollouts."
     )
+    if failure:
+        entry += f' {TYPICAL_FAILURE} "{failure}"'
     return {
         "executive_summary": entry,
         "systemic_patterns": [{"pattern": "wrong_final_answer", "description": f"{wrong} of {n} rollouts"}]
@@ -206,7 +239,7 @@ def _mean(user: str) -> str:
 
 
 def _step(user: str) -> str:
-    found = re.search(r"Step (\d+)", user)
+    found = re.search(r"\b[Ss]tep (\d+)", user)
     return found.group(1) if found else "0"
 
 
@@ -225,7 +258,8 @@ def summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
     counts = {p: c for p, (c, _) in _counted(blocks.get("HACKING")).items()}
     wrong = sum(str(row.get("assessment", "")).startswith("Wrong") for row in rows)
     misjudged = sum(bool(row.get("misjudged")) for row in rows)
-    return _summary_from_counts(_step(user), len(rows), _mean(user), counts, wrong, misjudged)
+    failure = _quoted_after(FAILURE_LEAD, [str(row.get("assessment", "")) for row in rows])
+    return _summary_from_counts(_step(user), len(rows), _mean(user), counts, wrong, misjudged, failure)
 
 
 def meta_summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -240,7 +274,8 @@ def meta_summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
             found = re.match(r"(\d+) of", p.get("description", ""))
             if p.get("pattern") == "wrong_final_answer" and found:
                 wrong += int(found.group(1))
-    return _summary_from_counts(_step(user), total, _mean(user), counts, wrong, 0)
+    failure = _quoted_after(TYPICAL_FAILURE, [str(c.get("summary", {}).get("memory_entry", "")) for c in chunks])
+    return _summary_from_counts(_step(user), total, _mean(user), counts, wrong, 0, failure)
 
 
 # --- query generator ------------------------------------------------------------------------
@@ -250,12 +285,16 @@ def generate_queries(messages: list[dict[str, Any]]) -> dict[str, Any]:
     system, user = _text(messages, "system"), _text(messages, "user")
     cap_match = re.search(r"at most (\d+) quer", system) or re.search(r"between 1 and (\d+) quer", system)
     cap = int(cap_match.group(1)) if cap_match else 3
-    counted = _counted(parse_blocks(user).get("HACKING"))
+    blocks = parse_blocks(user)
+    counted = _counted(blocks.get("HACKING"))
     queries = []
     for pattern, (count, _) in sorted(counted.items(), key=lambda kv: -kv[1][0]):
         if count > 0:
             words = pattern.replace("_", " ")
             queries.append(f"rollouts showing {words} and how the rubric was changed against {words}")
+    summary = _json_after(blocks.get("SUMMARY", ""), "") or {}
+    if failure := _quoted_after(TYPICAL_FAILURE, [str(summary.get("memory_entry", ""))]):
+        queries.append(f"earlier rollouts that failed the same way: {failure}")
     queries.append("criteria that were added, removed or saturated in earlier rubric updates")
     return {"queries": queries[:cap]}
 
@@ -311,7 +350,7 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
                                   "kind": "reward", "reason": "raise the bar"})
         else:
             strategy, rationale = "MAINTENANCE", "the rubric already covers the patterns seen"
-    return {"strategy": strategy, "rationale": rationale, "memory_consultation": consultation[:5],
+    return {"rationale": rationale, "strategy": strategy, "memory_consultation": consultation[:5],
             "modifications": modifications}
 
 
