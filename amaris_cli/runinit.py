@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from amaris_cli import locks
-from amaris_cli.config import load_settings
+from amaris_cli.config import deep_merge, load_settings
 from amaris_cli.errors import AmarisError, ConfigError
 from amaris_cli.models import RubricSet
 from amaris_cli.rubrics import initial_rubric
@@ -83,8 +83,11 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
         raise AmarisError(f"{path}: already an amaris run (run.json exists); choose another directory")
     if path.exists() and path.is_file():
         raise AmarisError(f"{path}: exists and is a file")
-    # Only the file and these flags are saved: the environment is read again by every command.
-    settings = load_settings(config_file=config_file, environ={}, flags=flags)
+    # The file and these flags are the run's config (saved whole, agent tables included); the environment
+    # is read again by every command.
+    from_file = load_settings(config_file=config_file, environ={})
+    settings = load_settings(base=deep_merge(from_file.model_dump(mode="json", exclude_none=True), flags), environ={},
+                             source="flags")
     source = str(config_file) if config_file else "--anchor flags"
     rubric = initial_rubric(settings.rubric, source)  # validate before anything is written
     per_instance = read_instance_rubrics(instance_rubrics, rubric) if instance_rubrics else []

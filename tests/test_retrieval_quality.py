@@ -56,7 +56,7 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunDir, M
     run = plant(new_run(tmp_path_factory.mktemp("planted"), "run"))
     embedder = make_embedder(MemorySettings())
     assert embedder.name.startswith("local:all-MiniLM")
-    with MemoryStore(run, embedder) as store:
+    with MemoryStore(run, MemorySettings(), embedder=embedder) as store:
         catalog = RunCatalog(run)
         assert rebuild(store, catalog) == N_STEPS * 5  # 3 analyses, a summary and an update per step
         yield run, store, catalog
@@ -64,7 +64,7 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunDir, M
 
 def measure_with(tmp: Path, embedder: Embedder) -> tuple[float, list[str]]:
     run = plant(new_run(tmp, "run"))
-    with MemoryStore(run, embedder) as store:
+    with MemoryStore(run, MemorySettings(), embedder=embedder) as store:
         catalog = RunCatalog(run)
         rebuild(store, catalog)
         return top1_accuracy(store, catalog)

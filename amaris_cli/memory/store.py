@@ -79,7 +79,8 @@ class MemoryStore:
 
     @_store_errors
     def __init__(self, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
-                 wait: float = 0.0, say: Callable[[str], None] | None = None) -> None:
+                 wait: float = 0.0, say: Callable[[str], None] | None = None, embedder: Embedder | None = None) -> None:
+        """`embedder` replaces the one the settings name (tests measure retrieval with others)."""
         from amaris_cli.memory.embeddings import embedder_name
 
         self.run = run
@@ -91,7 +92,7 @@ class MemoryStore:
         self._copy: Path | None = None
         self._client: Any = None
         self._collections: dict[EntryType, Any] = {}
-        self._embedder: Embedder | None = None
+        self._embedder: Embedder | None = embedder
         self._names = {t: f"{settings.namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
         path = run.memory_path
         if self.writer and not self.shared:
@@ -102,7 +103,7 @@ class MemoryStore:
                 path.mkdir(parents=True, exist_ok=True)
                 if rebuilding:
                     (path / META_FILE).unlink(missing_ok=True)
-            meta_path, name = path / META_FILE, embedder_name(settings)
+            meta_path, name = path / META_FILE, embedder.name if embedder is not None else embedder_name(settings)
             if meta_path.exists():
                 meta = read_json(meta_path)
                 if meta.get("embedder") != name:

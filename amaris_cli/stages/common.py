@@ -111,9 +111,11 @@ def agent_inputs(session: Session, *agents: str) -> dict[str, Any]:
             for agent in agents}
 
 
-def training_inputs(session: Session) -> dict[str, Any]:
-    return {"training": session.settings.training.model_dump(mode="json"),
-            "max_text_chars": session.settings.pipeline.max_text_chars}
+def training_inputs(session: Session, stage: bool = True) -> dict[str, Any]:
+    """The training context the agents read; `stage=False` for the scorer, which is never told where
+    training is (so a changed total_steps does not make scores stale)."""
+    training = session.settings.training.model_dump(mode="json", exclude=None if stage else {"total_steps"})
+    return {"training": training, "max_text_chars": session.settings.pipeline.max_text_chars}
 
 
 def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:

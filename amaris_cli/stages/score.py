@@ -98,7 +98,7 @@ async def score_step(
         "agents": agent_inputs(session, "group_scorer" if grouped else "scorer"),
         "group": {"group_by": settings.pipeline.group_by, "group_size": settings.pipeline.group_size if grouped else None},
         "policy": policy.as_inputs(),
-        **training_inputs(session),
+        **training_inputs(session, stage=False),
     }
     done: dict[str, ScoreRecord] = {}
     if not force and artifacts.is_fresh(run, step, output, inputs):
