@@ -300,8 +300,10 @@ def loop_job(source: Path, run_path: Path, *, step_range: str | None, mapping: d
         memory = stack.enter_context(_memory(session, wait, say))
 
         async def run_it() -> list[StepReport]:
-            return await run_loop(session, plans, await memory(), policy=policy, on_step=on_step, on_stage=on_stage,
-                                  on_record=on_record)
+            # The memory is opened when the first evolution needs it, not before: until then the loop may
+            # wait for an evolution of an earlier step that another process runs, and that one needs it.
+            return await run_loop(session, plans, memory, policy=policy, on_step=on_step, on_stage=on_stage,
+                                  on_record=on_record, wait=wait)
 
         try:
             result.reports = session.execute(run_it())
