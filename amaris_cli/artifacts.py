@@ -324,26 +324,32 @@ def rubric_file(run: RunDir, version: int, instance_id: str | None) -> Path:
     return path if instance_id is None or path.exists() else run.rubric_path(version)
 
 
-def _rubric_sha(run: RunDir, key: str) -> str | None:
-    instance, _, version = key.rpartition("@")
-    try:
-        return file_sha256(rubric_file(run, int(version), None if instance == "-" else instance))
-    except ValueError:
-        return None
-
-
-def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None) -> list[str]:
+def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None,
+                     shas: dict[str, str | None] | None = None) -> list[str]:
     """What `name` was made from that is no longer so: an upstream step file (rollouts, scores, analyses,
     the summary) or a rubric file whose content changed since. A stage must not build on such a file:
-    it describes data the step no longer holds (empty when nothing changed or nothing is recorded)."""
+    it describes data the step no longer holds (empty when nothing changed or nothing is recorded).
+    `shas` caches the current SHA-256 of the files looked at, for a caller that asks about many files."""
     provenance = provenance if provenance is not None else read_provenance(run, step)
     made = provenance.files.get(name)
     if made is None:
         return []
+    shas = {} if shas is None else shas
+
+    def current(key: str, path: Path) -> str | None:
+        if key not in shas:
+            shas[key] = file_sha256(path)
+        return shas[key]
 
     def whole(file: str) -> str | None:
         entry = provenance.files.get(file)
-        return entry.sha256 if entry is not None and file_sha256(run.step_dir(step) / file) == entry.sha256 else None
+        return entry.sha256 if entry is not None and current(file, run.step_dir(step) / file) == entry.sha256 else None
+
+    def rubric_sha(key: str) -> str | None:
+        instance, _, version = key.rpartition("@")
+        if not version.isdigit():
+            return None
+        return current(f"rubric {key}", rubric_file(run, int(version), None if instance == "-" else instance))
 
     changed = [upstream for key, upstream in UPSTREAM.items() if key in made.inputs and made.inputs[key] != whole(upstream)]
     summary = made.inputs.get("summary")
@@ -353,7 +359,7 @@ def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenan
     for key in RUBRIC_INPUTS:
         recorded = made.inputs.get(key)
         if isinstance(recorded, dict):
-            changed += [f"rubric {rubric}" for rubric, sha in recorded.items() if _rubric_sha(run, rubric) != sha]
+            changed += [f"rubric {rubric}" for rubric, sha in recorded.items() if rubric_sha(rubric) != sha]
     return changed
 
 
@@ -361,8 +367,9 @@ def stale_files(run: RunDir, step: int) -> list[str]:
     """The step's files that no longer match what they were derived from: edited since written, or made
     from an upstream file (rollouts, scores, analyses, summary) or a rubric that has changed since."""
     provenance = read_provenance(run, step)
+    shas: dict[str, str | None] = {}
     return [name for name, made in sorted(provenance.files.items())
-            if file_sha256(run.step_dir(step) / name) != made.sha256 or upstream_changes(run, step, name, provenance)]
+            if file_sha256(run.step_dir(step) / name) != made.sha256 or upstream_changes(run, step, name, provenance, shas)]
 
 
 def step_state(run: RunDir, step: int) -> str:
