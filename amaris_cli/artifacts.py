@@ -310,28 +310,66 @@ def clear_evolved(run: RunDir, step: int) -> None:
 
 
 UPSTREAM = {"rollouts": ROLLOUTS, "scores": SCORES, "analyses": ANALYSES}
+RUBRIC_INPUTS = ("rubrics", "base_rubric")
+
+
+def rubric_key(version: int, instance_id: str | None) -> str:
+    """How a derived file names a rubric it was made with: `INSTANCE@VERSION` (`-` for the run's own)."""
+    return f"{instance_id or '-'}@{version}"
+
+
+def rubric_file(run: RunDir, version: int, instance_id: str | None) -> Path:
+    """The file that holds a rubric: the instance's own version when it has one, else the run's."""
+    path = run.rubric_path(version, instance_id)
+    return path if instance_id is None or path.exists() else run.rubric_path(version)
+
+
+def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None,
+                     shas: dict[str, str | None] | None = None) -> list[str]:
+    """What `name` was made from that is no longer so: an upstream step file (rollouts, scores, analyses,
+    the summary) or a rubric file whose content changed since. A stage must not build on such a file:
+    it describes data the step no longer holds (empty when nothing changed or nothing is recorded).
+    `shas` caches the current SHA-256 of the files looked at, for a caller that asks about many files."""
+    provenance = provenance if provenance is not None else read_provenance(run, step)
+    made = provenance.files.get(name)
+    if made is None:
+        return []
+    shas = {} if shas is None else shas
+
+    def current(key: str, path: Path) -> str | None:
+        if key not in shas:
+            shas[key] = file_sha256(path)
+        return shas[key]
+
+    def whole(file: str) -> str | None:
+        entry = provenance.files.get(file)
+        return entry.sha256 if entry is not None and current(file, run.step_dir(step) / file) == entry.sha256 else None
+
+    def rubric_sha(key: str) -> str | None:
+        instance, _, version = key.rpartition("@")
+        if not version.isdigit():
+            return None
+        return current(f"rubric {key}", rubric_file(run, int(version), None if instance == "-" else instance))
+
+    changed = [upstream for key, upstream in UPSTREAM.items() if key in made.inputs and made.inputs[key] != whole(upstream)]
+    summary = made.inputs.get("summary")
+    summary_name = name.rsplit("/", 1)[0] + "/" + SUMMARY if "/" in name else SUMMARY
+    if summary is not None and summary != whole(summary_name):
+        changed.append(summary_name)
+    for key in RUBRIC_INPUTS:
+        recorded = made.inputs.get(key)
+        if isinstance(recorded, dict):
+            changed += [f"rubric {rubric}" for rubric, sha in recorded.items() if rubric_sha(rubric) != sha]
+    return changed
 
 
 def stale_files(run: RunDir, step: int) -> list[str]:
     """The step's files that no longer match what they were derived from: edited since written, or made
-    from an upstream file (rollouts, scores, analyses, summary) that has changed since."""
+    from an upstream file (rollouts, scores, analyses, summary) or a rubric that has changed since."""
     provenance = read_provenance(run, step)
-    current = {name: output_sha(run, step, name) for name in UPSTREAM.values()}
-    stale = []
-    for name, made in sorted(provenance.files.items()):
-        if file_sha256(run.step_dir(step) / name) != made.sha256:
-            stale.append(name)
-            continue
-        for key, upstream in UPSTREAM.items():
-            if key in made.inputs and made.inputs[key] != current.get(upstream):
-                stale.append(name)
-                break
-        else:
-            summary = made.inputs.get("summary")
-            summary_name = name.rsplit("/", 1)[0] + "/" + SUMMARY if "/" in name else SUMMARY
-            if summary is not None and summary != output_sha(run, step, summary_name):
-                stale.append(name)
-    return stale
+    shas: dict[str, str | None] = {}
+    return [name for name, made in sorted(provenance.files.items())
+            if file_sha256(run.step_dir(step) / name) != made.sha256 or upstream_changes(run, step, name, provenance, shas)]
 
 
 def step_state(run: RunDir, step: int) -> str:

@@ -280,6 +280,7 @@ def summarize(
     memory_url: MemoryUrlOpt = None,
     concurrency: ConcurrencyOpt = None,
     force: ForceOpt = False,
+    on_error: OnErrorOpt = None,
     wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
@@ -295,7 +296,8 @@ def summarize(
 
         flags = _merge(_agent_flags(model, base_url, concurrency, "summarizer", rpm, tpm),
                        _pipeline_flags(chunk_size=chunk_size), _memory_flags(memory_url))
-        run_summarize(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
+        run_summarize(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet,
+                      on_error=on_error.value if on_error else None)
 
 
 @app.command()
@@ -310,6 +312,7 @@ def update(
     memory_url: MemoryUrlOpt = None,
     concurrency: ConcurrencyOpt = None,
     force: ForceOpt = False,
+    on_error: OnErrorOpt = None,
     wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
     model: ModelOpt = None,
@@ -326,7 +329,8 @@ def update(
         flags = _merge(_agent_flags(model, base_url, concurrency, "updater", rpm, tpm),
                        _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
                        _memory_flags(memory_url))
-        run_update(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
+        run_update(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet,
+                   on_error=on_error.value if on_error else None)
 
 
 @app.command()

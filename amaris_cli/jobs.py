@@ -32,7 +32,7 @@ from amaris_cli.schedule import earlier_steps, scoring_limit, scoring_version, u
 from amaris_cli.session import JudgeChoice, Session, open_session
 from amaris_cli.stages.analyze import analyze_step
 from amaris_cli.stages.common import StageOutcome, store_rollouts
-from amaris_cli.stages.evolve import EvolveOutcome, evolve_step
+from amaris_cli.stages.evolve import EvolveOutcome, evolve_step, require_analyses, require_scores
 from amaris_cli.stages.loop import StepPlan, StepReport, run_loop
 from amaris_cli.stages.score import score_step
 from amaris_cli.stages.summarize import summarize_step
@@ -152,6 +152,12 @@ def analyze_job(run_path: Path, step: int, *, on_error: str | None, force: bool,
     return result
 
 
+def _require_whole_step(session: Session, step: int, policy: FailurePolicy) -> None:
+    """What `evolve` checks before it summarizes: under `fail`, no failed scores or analyses."""
+    require_scores(session, step, policy)
+    require_analyses(session, step, policy)
+
+
 @contextmanager
 def _memory_stage(run: RunDir, step: int, role: str, flags: dict[str, Any], judge: JudgeChoice, wait: float,
                   say: Say, before: Callable[[], None] | None = None) -> Iterator[tuple[Session, Callable[[], Any]]]:
@@ -166,9 +172,12 @@ def _memory_stage(run: RunDir, step: int, role: str, flags: dict[str, Any], judg
 
 
 def summarize_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
-                  say: Say) -> StageResult:
+                  say: Say, on_error: str | None = None) -> StageResult:
     started, run, result = time.monotonic(), RunDir(run_path), StageResult()
+    policy = FailurePolicy.resolve(on_error, _settings(run, flags))
     with _memory_stage(run, step, "summarize", flags, judge, wait, say) as (session, memory):
+        _require_whole_step(session, step, policy)  # the memory opens only when first used, after this
+
         async def run_it() -> StageOutcome:
             return await summarize_step(session, step, await memory(), force=force)
 
@@ -178,14 +187,17 @@ def summarize_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice,
 
 
 def update_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
-               say: Say) -> StageResult:
+               say: Say, on_error: str | None = None) -> StageResult:
     started, run, result = time.monotonic(), RunDir(run_path), StageResult()
+    policy = FailurePolicy.resolve(on_error, _settings(run, flags))
 
     def earlier_evolved() -> None:
         wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=say,
                             needed_for=f"the update of step {step}", fail_if_idle=True)
 
     with _memory_stage(run, step, "update", flags, judge, wait, say, earlier_evolved) as (session, memory):
+        _require_whole_step(session, step, policy)
+
         async def run_it() -> UpdateOutcome:
             return await update_step(session, step, await memory(), force=force)
 
@@ -300,8 +312,10 @@ def loop_job(source: Path, run_path: Path, *, step_range: str | None, mapping: d
         memory = stack.enter_context(_memory(session, wait, say))
 
         async def run_it() -> list[StepReport]:
-            return await run_loop(session, plans, await memory(), policy=policy, on_step=on_step, on_stage=on_stage,
-                                  on_record=on_record)
+            # The memory is opened when the first evolution needs it, not before: until then the loop may
+            # wait for an evolution of an earlier step that another process runs, and that one needs it.
+            return await run_loop(session, plans, memory, policy=policy, on_step=on_step, on_stage=on_stage,
+                                  on_record=on_record, wait=wait)
 
         try:
             result.reports = session.execute(run_it())

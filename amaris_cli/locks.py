@@ -32,6 +32,9 @@ from amaris_cli.errors import RunLockedError, WaitTimeout
 
 LOCKS_DIR = ".locks"
 POLL_S = 0.1
+# A lock held by no one who has written a role is a reader probing it (holder_of holds it shared for
+# an instant) or a writer between taking it and writing its role: both are gone within microseconds.
+UNNAMED_GRACE_S = 0.5
 
 
 def lock_path(run_path: Path, name: str) -> Path:
@@ -93,7 +96,8 @@ def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[st
     whose role is in `wait_for` when that is given (others are an error at once)."""
     fd = _open_for_lock(path)
     try:
-        deadline = time.monotonic() + wait
+        started = time.monotonic()
+        deadline = started + wait
         told = False
         while True:
             try:
@@ -101,6 +105,9 @@ def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[st
                 break
             except BlockingIOError:
                 other_role, other = _read(fd)
+                if not other_role and time.monotonic() < started + UNNAMED_GRACE_S:
+                    time.sleep(0.002)  # not a writer in the way (yet): never exit 3 because a reader looked
+                    continue
                 # An empty role is a holder that has not written itself yet: wait a moment for it too.
                 if wait <= 0 or (wait_for is not None and other_role and other_role not in wait_for):
                     raise RunLockedError(f"{what} is being written by another amaris process ({other}); "

@@ -41,10 +41,12 @@ class FailurePolicy:
             return record.model_copy(update={"reward": self.neutral_reward})
         return record
 
-    def check(self, stage: str, step: int, failed: int, total: int, errors: list[str]) -> None:
-        """Under `fail`, a stage with failed records stops the command (exit 4) once its file is written."""
+    def check(self, stage: str, step: int, failed: int, total: int, errors: list[str],
+              retry: str = "re-run the same command to retry them") -> None:
+        """Under `fail`, a stage with failed records stops the command (exit 4) once its file is written.
+        `retry` says how to retry them when it is not the command that stops (a later stage)."""
         if failed and self.name == "fail":
             first = f"; first: {errors[0]}" if errors else ""
             verb = "analyzed" if stage == "analyze" else "judged"
             raise StageFailed(f"step {step}: {failed} of {total} rollouts could not be {verb} (written as failed"
-                              f"{first}); re-run the same command to retry them, or use --on-error skip|neutral")
+                              f"{first}); {retry}, or use --on-error skip|neutral")

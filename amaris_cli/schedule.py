@@ -100,10 +100,15 @@ def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, w
     needed = [s for s in steps_with_rollouts(run) if s <= limit - 1 and s != step]
     what = f"step {step} (rubric version {explicit})" if explicit is not None else f"step {step} with --lag {lag}"
     wait_for_evolutions(run, needed, wait=wait, say=say, needed_for=f"scoring {what}", fail_if_idle=True)
+    if explicit is not None:
+        # per-instance runs: updates write the instances' rubrics (rubrics/instances/ID/), not the run's
+        numbers = (p.stem.removeprefix("step-") for p in (run.rubric_dir() / "instances").glob("*/step-*.json"))
+        known = sorted({*run.rubric_versions(), *(int(n) for n in numbers if n.isdigit())})
+        if explicit not in known:
+            raise ConfigError(f"{run.path}: rubric version {explicit} does not exist (versions: "
+                              f"{', '.join(map(str, known)) or 'none'})")
+        return explicit
     versions = [v for v in run.rubric_versions(instance_id) if v <= limit]
-    if explicit is not None and explicit not in versions:
-        raise ConfigError(f"{run.path}: rubric version {explicit} does not exist (versions: "
-                          f"{', '.join(map(str, run.rubric_versions())) or 'none'})")
     if not versions:
         raise AmarisError(f"{run.path}: no rubric version <= {limit} for step {step}; was the run initialized?")
     return versions[-1]

@@ -229,9 +229,13 @@ class CallIndex:
         for line in raw.split(b"\n"):
             try:
                 entry = orjson.loads(line)
-                found.setdefault(entry["h"], (entry["o"], entry["n"], entry["a"]))
+                h, value = entry["h"], (entry["o"], entry["n"], entry["a"])
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 continue  # a torn index line: that answer is just not found
+            # One request can be answered several times (an identical re-ask, a retry by a re-run): the
+            # answer amaris accepted is the one its files were made from, so it wins over an invalid one.
+            if h not in found or (found[h][2] is not True and value[2] is True):
+                found[h] = value
         self._steps[name] = found
         return found
 

@@ -94,13 +94,8 @@ def store_rollouts(run: RunDir, step: int, rollouts: list[Rollout], source: dict
 
 def rubric_inputs(run: RunDir, rubrics: list[RubricSet]) -> dict[str, Any]:
     """Which rubric files a stage used, by content (a hand-edited or recomputed rubric changes this)."""
-    out: dict[str, Any] = {}
-    for rubric in rubrics:
-        path = run.rubric_path(rubric.version, rubric.instance_id)
-        if not path.exists():  # an instance scored with the global rubric
-            path = run.rubric_path(rubric.version)
-        key = f"{rubric.instance_id or '-'}@{rubric.version}"
-        out[key] = artifacts.file_sha256(path)
+    out = {artifacts.rubric_key(r.version, r.instance_id): artifacts.file_sha256(artifacts.rubric_file(run, r.version, r.instance_id))
+           for r in rubrics}  # an instance without its own version is scored with the run's
     return dict(sorted(out.items()))
 
 
@@ -119,8 +114,13 @@ def training_inputs(session: Session, stage: bool = True) -> dict[str, Any]:
 
 
 def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:
-    """The SHA-256 of an upstream file that must be whole (written and recorded by its stage)."""
+    """The SHA-256 of an upstream file that must be whole (written and recorded by its stage) and up to
+    date (made from what the step holds now: building on it would describe other data)."""
     sha = artifacts.output_sha(run, step, name)
     if sha is None:
         raise InputError(run.step_dir(step) / name, f"step {step} has no complete {name}; {hint}")
+    changed = artifacts.upstream_changes(run, step, name)
+    if changed:
+        raise InputError(run.step_dir(step) / name, f"step {step}: {name} is out of date ({', '.join(changed)} "
+                                                    f"changed since it was written); {hint}")
     return sha

@@ -45,13 +45,25 @@ def require_scores(session: Session, step: int, policy: FailurePolicy) -> list[S
     if sha is None or scored_from is None:
         raise InputError(artifacts.scores_path(run, step), f"step {step} has no complete scores; run "
                          f"`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}` first")
-    if scored_from.inputs.get("rollouts") != artifacts.output_sha(run, step, artifacts.ROLLOUTS):
-        raise InputError(artifacts.scores_path(run, step), f"step {step}: the scores are of other rollouts than the "
-                         "step now holds; score the step again first")
+    changed = artifacts.upstream_changes(run, step, artifacts.SCORES)
+    if changed:
+        raise InputError(artifacts.scores_path(run, step), f"step {step}: the scores are out of date ({', '.join(changed)} "
+                         f"changed since they were judged); score the step again first: `amaris score ROLLOUTS.jsonl "
+                         f"--run {run.path} --step {step}`")
     scores = artifacts.load_scores(run, step)
     failed = [s for s in scores if s.status == "failed"]
-    policy.check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed])
+    policy.check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
+                 retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)")
     return scores
+
+
+def require_analyses(session: Session, step: int, policy: FailurePolicy) -> None:
+    """Under `fail`, a step whose analyses failed is not summarized or updated (exit 4)."""
+    run = session.run
+    analyses = artifacts.load_analyses(run, step) if artifacts.analyses_path(run, step).exists() else []
+    failed = [a for a in analyses if a.status != "analyzed"]
+    policy.check("analyze", step, len(failed), len(analyses), [f"{a.rollout_id}: {a.error}" for a in failed],
+                 retry=f"analyze the step again to retry them (`amaris analyze --run {run.path} --step {step}`)")
 
 
 async def evolve_step(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,12 +61,20 @@ class StepReport:
     update: UpdateOutcome | None = field(default=None, repr=False)
 
 
+Memory = MemoryStore | None | Callable[[], Awaitable[MemoryStore | None]]
+
+
 class Indexer:
     """Indexing a step (embedding its records) runs in a thread while the next step is scored and
-    analyzed, which is mostly waiting on the judge; it is awaited before the memory is used again."""
+    analyzed, which is mostly waiting on the judge; it is awaited before the memory is used again.
 
-    def __init__(self, store: MemoryStore | None) -> None:
-        self.store = store
+    Given an opener instead of a store, the memory is opened (its writer lock taken) when an evolution
+    first needs it: a loop that waits for an evolution running in another process must not hold the
+    lock that evolution waits for."""
+
+    def __init__(self, store: Memory) -> None:
+        self._open = store if callable(store) else None
+        self.store = None if callable(store) else store
         self._pending: asyncio.Task[int] | None = None
 
     def start(self, session: Session, step: int) -> None:
@@ -79,11 +87,19 @@ class Indexer:
             await task
         return self.store
 
+    async def memory(self) -> MemoryStore | None:
+        """The memory for the next evolution, once the last indexing is done (opened on first use)."""
+        await self.settle()
+        if self._open is not None:
+            self.store, self._open = await self._open(), None
+        return self.store
+
 
 async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer, *, policy: FailurePolicy,
                    scoring_session: Session | None = None, on_stage: Callable[[str, int], None] | None = None,
-                   on_record: Callable[[object], None] | None = None) -> StepReport:
-    """Score one step, then evolve it (when planned), holding the step's lock throughout."""
+                   on_record: Callable[[object], None] | None = None, wait: float = 0.0) -> StepReport:
+    """Score one step, then evolve it (when planned), holding the step's lock throughout; `wait`: how long
+    to wait for an evolution of an earlier step that another process is running."""
     run = session.run
     scorer = scoring_session or session
     stage = on_stage or (lambda _stage, _step: None)
@@ -91,7 +107,7 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
     tokens_before = _tokens(session) + (_tokens(scorer) if scorer is not session else 0)
     with locks.exclusive(run.step_lock_path(step), f"step {step} of {run.path}", role="loop"):
         store_rollouts(run, step, plan.rollouts, plan.source, how=scorer.how)
-        version = scoring_version(run, step, plan.lag, plan.rubric_version, wait=0, say=session.say)
+        version = scoring_version(run, step, plan.lag, plan.rubric_version, wait=wait, say=session.say)
         stage("score", step)
         limit = plan.rubric_version if plan.rubric_version is not None else max(0, step - plan.lag)
         scored, _ = await score_step(scorer, step, plan.rollouts, limit=limit, lag=plan.lag,
@@ -102,8 +118,8 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
         if plan.evolve:
             update = plan.update if plan.update is not None else update_due(run, step, session.settings.pipeline.update_every)
 
-            evolved = await evolve_step(session, step, indexer.settle, update=update, rescore=plan.rescore and update,
-                                        policy=policy, wait=0, fail_if_idle=True, index_now=False,
+            evolved = await evolve_step(session, step, indexer.memory, update=update, rescore=plan.rescore and update,
+                                        policy=policy, wait=wait, fail_if_idle=True, index_now=False,
                                         on_stage=stage, on_record=on_record)
             if evolved.updated is not None:
                 indexer.start(session, step)
@@ -121,20 +137,23 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
 async def run_loop(
     session: Session,
     steps: dict[int, StepPlan],
-    store: MemoryStore | None,
+    store: Memory,
     *,
     policy: FailurePolicy,
     on_step: Callable[[StepReport], None] | None = None,
     on_stage: Callable[[str, int], None] | None = None,
     on_record: Callable[[object], None] | None = None,
+    wait: float = 0.0,
 ) -> list[StepReport]:
     """`on_stage(stage, step)` is called as each stage starts, `on_record` as each rollout of a
-    per-rollout stage (score, analyze, rescore) finishes: enough for a progress bar."""
+    per-rollout stage (score, analyze, rescore) finishes: enough for a progress bar. `store` is the
+    memory, or an opener of it (see Indexer)."""
     indexer = Indexer(store)
     reports: list[StepReport] = []
     try:
         for step, plan in steps.items():
-            report = await run_step(session, step, plan, indexer, policy=policy, on_stage=on_stage, on_record=on_record)
+            report = await run_step(session, step, plan, indexer, policy=policy, on_stage=on_stage, on_record=on_record,
+                                    wait=wait)
             reports.append(report)
             if on_step:
                 on_step(report)

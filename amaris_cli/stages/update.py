@@ -20,7 +20,7 @@ from amaris_cli.models import RetrievalRecord, RubricSet, SummaryRecord, UpdateR
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
-from amaris_cli.stages.common import agent_inputs, bounded_map, rubric_inputs, training_inputs
+from amaris_cli.stages.common import agent_inputs, bounded_map, require_sha, rubric_inputs, training_inputs
 from amaris_cli.stages.score import rubric_for
 
 MEMORY_FILES = (artifacts.ANALYSES, artifacts.SUMMARY, artifacts.UPDATE)
@@ -53,10 +53,7 @@ def history_digest(run: RunDir, step: int) -> str:
 
 def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet) -> dict[str, Any]:
     run, settings = session.run, session.settings
-    summary_sha = artifacts.output_sha(run, step, summary_name)
-    if summary_sha is None:
-        raise InputError(run.step_dir(step) / summary_name, f"step {step} has no complete summary; run "
-                                                            "`amaris summarize` first")
+    summary_sha = require_sha(run, step, summary_name, "run `amaris summarize` first")
     memory = settings.memory.model_dump(include={"static", "static_steps", "dynamic", "results_per_query",
                                                  "max_queries", "embedding", "embedding_model", "url", "namespace"})
     return {

@@ -1,0 +1,60 @@
+"""Red team: the failure policy in the stage commands run one by one.
+
+Under `fail` (the default) a step whose scores or analyses failed goes no further: not summarized,
+not updated (README, "The failure policy"). `analyze` exits 4 for such a step, but `summarize` and
+`update` run one by one used to go on: a summary of 8 of 16 analyses, the next rubric version from
+it, and the step's evolution marked done. And the message of a step stopped for its failed scores
+must say how to retry them: re-running `evolve` does not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+
+
+def new_run(tmp_path: Path) -> Path:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    return run
+
+
+def evolution(run: Path) -> dict | None:
+    return json.loads((run / "steps/000000/provenance.json").read_text())["evolution"]
+
+
+def test_summarize_and_update_do_not_go_on_from_failed_analyses_under_fail(tmp_path, sim_factory) -> None:
+    judge = sim_factory(agent_fault_rate={"analyzer": 0.4})
+    env = judge_env(judge)
+    run = new_run(tmp_path)
+    assert invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, env=env).exit_code == 0
+    assert invoke("analyze", "--run", run, "--step", 0, env=env).exit_code == 4
+    summarized = invoke("summarize", "--run", run, "--step", 0, env=env)
+    assert summarized.exit_code == 4, summarized.stderr
+    assert "could not be analyzed" in summarized.stderr and "--on-error" in summarized.stderr
+    assert not (run / "steps/000000/summary.json").exists()
+    updated = invoke("update", "--run", run, "--step", 0, env=env)
+    assert updated.exit_code != 0 and not (run / "rubrics/step-000001.json").exists()
+    assert evolution(run) is None
+    # the documented way on: skip the failed analyses, explicitly
+    skipped = invoke("summarize", "--run", run, "--step", 0, "--on-error", "skip", env=env)
+    assert skipped.exit_code == 0, skipped.stderr
+    summary = json.loads((run / "steps/000000/summary.json").read_text())
+    assert 0 < summary["n_analyzed"] < summary["n_rollouts"] == 16
+
+
+def test_an_evolution_stopped_by_failed_scores_says_to_score_again(tmp_path, sim_factory) -> None:
+    judge = sim_factory(agent_fault_rate={"scorer": 0.3})
+    env = judge_env(judge)
+    run = new_run(tmp_path)
+    scored = invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, "--on-error", "skip", env=env)
+    assert scored.exit_code == 0, scored.stderr
+    result = invoke("evolve", "--run", run, "--step", 0, env=env)
+    assert result.exit_code == 4
+    # re-running evolve never retries a score: the message must name the command that does
+    assert f"amaris score ROLLOUTS.jsonl --run {run} --step 0" in result.stderr, result.stderr
+    assert "re-run the same command" not in result.stderr
