@@ -174,7 +174,9 @@ def _print_update(run_path: Path, step: int, outcome: Any) -> None:
         for r in record.rejected:
             err.print(f"  [red]rejected[/] {r.modification.op} {escape(str(r.modification.id or r.modification.text))}: "
                       f"{escape(r.reason)}", markup=True)
-    err.print(f"wrote {run.rubric_path(step + 1)}")
+    written = run.rubric_path(step + 1)
+    err.print(f"wrote {written}" if written.exists() else f"wrote rubric version {step + 1} of each instance under "
+              f"{run.rubric_dir()}/instances/")
 
 
 def _update_json(run_path: Path, step: int, outcome: Any) -> dict[str, Any]:

@@ -85,6 +85,9 @@ async def evolve_step(
     evolutions are complete. `index_now=False` leaves indexing an updated step to the caller."""
     run = session.run
     stage = on_stage or (lambda _stage, _step: None)
+    # While it runs, the step's evolution is not done: a `score` that needs it waits instead of taking a
+    # rubric version this run is about to rewrite.
+    artifacts.clear_evolved(run, step)
     try:
         require_scores(session, step, policy)
         stage("analyze", step)
