@@ -55,6 +55,7 @@ from amaris_cli.stages.score import rubric_for, score_step
 Mode = Literal["async", "sync"]
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
 POLL_S = 0.1
+DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
 
 
 class ApiError(AmarisError):
@@ -377,7 +378,10 @@ class ServeCore:
                 rows = {r.id: r for r in artifacts.load_rollouts(self.run, step)}
             else:
                 rows = {r.rollout_id: r for r in artifacts.load_scores(self.run, step, name)}
+        self._disk_cache.pop((step, name), None)
         self._disk_cache[(step, name)] = (stamp, rows)
+        while len(self._disk_cache) > DISK_CACHE_FILES:  # the oldest first: answers go to recent steps
+            del self._disk_cache[next(iter(self._disk_cache))]
         return rows
 
     async def _evolution_of(self, step: int) -> Evolution:
@@ -435,6 +439,8 @@ class ServeCore:
         st.journal.close()
         st.lock.close()
         del self.steps[step]
+        if self.session is not None and self.session.client.cache is not None:
+            self.session.client.cache.forget(step)  # this process asks nothing more for the step
         self._evolve(step)
         mean = f", mean reward {outcome.mean_reward:.3f}" if outcome.mean_reward is not None else ""
         failed = f", {outcome.failed} failed" if outcome.failed else ""
