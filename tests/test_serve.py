@@ -164,6 +164,10 @@ def test_sync_mode_answers_with_the_value_rescored_by_the_steps_own_update(tmp_p
     assert any(a.score != a.initial.score for a in zero), "the update of step 0 changed some rewards"
     made = json.loads((run / "steps/000001/provenance.json").read_text())
     assert made["files"]["scores.jsonl"]["inputs"]["lag"] == 0 and made["evolution"]["rescore"] is True
+    # A replay runs each recorded step as `score --lag 0` + `evolve --rescore` from the served calls alone.
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
 
 
 def test_a_step_completes_by_itself_after_rollouts_per_step(tmp_path, sim) -> None:
