@@ -532,6 +532,65 @@ def memory_search(
         run_memory_search(run, text, n, before_step, json_out, _memory_flags(memory_url))
 
 
+# --- serve ----------------------------------------------------------------------------------------
+
+
+class ServeMode(StrEnum):
+    async_ = "async"
+    sync = "sync"
+
+
+@app.command()
+def serve(
+    run: RunOpt,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port (0 picks a free one).")] = 8780,
+    mode: Annotated[ServeMode, typer.Option(
+        "--mode", help="async: step t is scored with rubric version t-1 (as `score --lag 1`) and /score answers at once; "
+        "sync: step t waits for the evolution of step t-1 (lag 0) and /score answers with the value re-scored by "
+        "the rubric the step's own evolution wrote (as `evolve --rescore`).")] = ServeMode.async_,
+    rollouts_per_step: Annotated[int | None, typer.Option(
+        "--rollouts-per-step", min=1, help="Complete a step by itself once it holds N rollouts (else POST /complete).")] = None,
+    update_every: UpdateEveryOpt = None,
+    memory_url: MemoryUrlOpt = None,
+    on_error: OnErrorOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    wait: WaitOpt = DEFAULT_WAIT,
+    judge: JudgeOpt = Judge.endpoint,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+) -> None:
+    """Serve the AMARIS reference server's API over a run directory: POST /score per rollout, POST /complete,
+    GET /rubric_status/wait. Each complete step is written as `score` writes it and evolved in the background
+    (`amaris evolve`). Stop with Ctrl-C or SIGTERM; a restart goes on where it stopped."""
+    with _errors():
+        from amaris_cli.display import err
+        from amaris_cli.rundir import RunDir
+        from amaris_cli.serve.core import ServeConfig
+        from amaris_cli.serve.server import run_server
+
+        evolve_options: list[str] = []
+        for flag, value in (("--model", model), ("--base-url", base_url), ("--update-every", update_every),
+                            ("--memory-url", memory_url), ("--on-error", on_error.value if on_error else None)):
+            if value is not None:
+                evolve_options += [flag, str(value)]
+        lag = "t-1 (as `score --lag 1`)" if mode == ServeMode.async_ else "t, after the evolution of step t-1 (lag 0)"
+
+        def say(text: str) -> None:
+            err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+        def listening(url: str) -> None:
+            # One plain, unwrapped line: scripts read the URL from it.
+            print(f"amaris serve listening: {url} (run {run}, {mode.value} mode: step t is scored with rubric "
+                  f"version {lag})", file=sys.stderr, flush=True)
+
+        config = ServeConfig(run=RunDir(run), mode=mode.value, rollouts_per_step=rollouts_per_step,  # type: ignore[arg-type]
+                             judge=judge.value, score_flags=_agent_flags(model, base_url, concurrency),  # type: ignore[arg-type]
+                             evolve_options=evolve_options, on_error=on_error.value if on_error else None,
+                             wait=wait, say=say)
+        raise typer.Exit(run_server(config, host, port, listening))
+
+
 # --- sim-judge ----------------------------------------------------------------------------------
 
 

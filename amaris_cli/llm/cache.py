@@ -55,6 +55,12 @@ class CallCache:
                 return Cached(found, "cache")
         return None
 
+    def forget(self, step: int | None) -> None:
+        """Release what is held in memory for a step (`amaris serve` runs for many steps)."""
+        for index in (self.own, self.source):
+            if index is not None:
+                index.forget(step)
+
     def explain(self, agent: str, step: int | None, context: str, model: str, messages: list[dict[str, Any]],
                 params: dict[str, Any]) -> str:
         assert self.source is not None

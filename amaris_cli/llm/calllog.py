@@ -250,6 +250,10 @@ class CallIndex:
                 table = self._steps.setdefault(index_name(row.get("step")), {})
                 table.setdefault(row.get("request_hash"), (offset, length, None))
 
+    def forget(self, step: int | None) -> None:
+        """Drop a step's index from memory (a long-lived process done with the step); read again on use."""
+        self._steps.pop(index_name(step), None)
+
     def find(self, step: int | None, request_hash: str, accepted_only: bool) -> CallRecord | None:
         entry = self._load(step).get(request_hash)
         if entry is None:

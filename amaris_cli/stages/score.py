@@ -11,7 +11,7 @@ judged again, and requests that did not change are answered from calls.jsonl.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from statistics import fmean
 from typing import Any
 
@@ -72,9 +72,12 @@ async def score_step(
     output: str = artifacts.SCORES,
     force: bool = False,
     on_done: Callable[[ScoreRecord], None] | None = None,
+    known: Mapping[str, ScoreRecord] | None = None,
 ) -> tuple[StageOutcome, list[ScoreRecord]]:
     """Score `rollouts` with the newest rubric version <= `limit` (exactly `explicit_version` when given).
-    `lag` is recorded so a replay picks versions the same way."""
+    `lag` is recorded so a replay picks versions the same way. `known` holds records already judged
+    with these rubrics in this process's caller (`amaris serve` judges each rollout as it arrives):
+    they are written as they are, failed ones included, so the file says what the caller was told."""
     run, settings = session.run, session.settings
     stage = "score" if output == artifacts.SCORES else output.removesuffix(".jsonl").removesuffix("s")
     outcome = StageOutcome(stage=stage, step=step, total=len(rollouts))
@@ -103,6 +106,8 @@ async def score_step(
     done: dict[str, ScoreRecord] = {}
     if not force and artifacts.is_fresh(run, step, output, inputs):
         done = {r.rollout_id: r for r in artifacts.load_scores(run, step, output) if r.status == "scored"}
+    if known:
+        done.update((r.id, known[r.id]) for r in rollouts if r.id in known)
     outcome.reused = len(done)
     todo = [r for r in rollouts if r.id not in done]
 

@@ -1,0 +1,560 @@
+"""What `amaris serve` does, without HTTP: open steps, judge rollouts as they arrive, complete steps
+into the run directory, drive their evolutions, and say where each step stands.
+
+Modes (README, "amaris serve"):
+
+  async  step t is scored with rubric version t-1 exactly, as `amaris score --lag 1` scores it (the
+         newest version <= t-1 the run will have: written by the evolution of step t-2, which the step
+         waits for if it still runs). /score answers as soon as the rollout is judged.
+  sync   lag 0, as `amaris score --lag 0` followed by `amaris evolve --rescore`: step t waits for the
+         evolution of step t-1 and is scored with the rubric it wrote; /score answers once the step's
+         own evolution is done, with the value re-scored by the rubric that evolution wrote.
+
+A step is open from its first /score until /complete (or its `rollouts_per_step`-th rollout). While it
+is open the server holds the step's lock as `score` does (another process writing the step gets exit
+3; a step another process holds is a 409 here) and journals every judged rollout (journal.py). On
+/complete the step's files are written whole by `store_rollouts` and `score_step`, from the journaled
+records (no request is sent again), the lock is released, and the step's evolution starts
+(evolutions.py). So the run directory is what `score` + `evolve` write for the same rollouts in the
+same order, and every reader works on it unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from amaris_cli import __version__, artifacts, locks
+from amaris_cli.agents.scorer import score_rollout
+from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
+from amaris_cli.models import Rollout, RubricSet, ScoreRecord
+from amaris_cli.policy import FailurePolicy
+from amaris_cli.rollouts import content_id, instance_key
+from amaris_cli.rundir import RunDir
+from amaris_cli.schedule import GRACE_S, scoring_limit, scoring_version
+from amaris_cli.serve.api import CompleteResponse, Health, RubricStatus, ScoreResponse, ScoreValue, StepState
+from amaris_cli.serve.evolutions import Evolution, Evolutions, EvolveCommand, log_path
+from amaris_cli.serve.journal import (
+    CompleteEntry,
+    Journal,
+    JournalState,
+    OpenEntry,
+    ScoreEntry,
+    journal_path,
+    journaled_steps,
+    read_journal,
+)
+from amaris_cli.session import JudgeChoice, Session, open_session
+from amaris_cli.stages.common import store_rollouts
+from amaris_cli.stages.score import rubric_for, score_step
+
+Mode = Literal["async", "sync"]
+SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
+POLL_S = 0.1
+DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
+
+
+class ApiError(AmarisError):
+    """An answer other than 200: the HTTP status and a reason a client can act on."""
+
+    def __init__(self, status: int, message: str, *, step: int | None = None, rollout_id: str | None = None,
+                 details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.step = step
+        self.rollout_id = rollout_id
+        self.details = details or []
+
+
+@dataclass
+class ServeConfig:
+    run: RunDir
+    mode: Mode = "async"
+    rollouts_per_step: int | None = None
+    judge: JudgeChoice = "endpoint"
+    score_flags: dict[str, Any] = field(default_factory=dict)  # recorded in provenance, as `score` records them
+    evolve_options: list[str] = field(default_factory=list)  # given to `amaris evolve`
+    on_error: str | None = None
+    wait: float = 3600.0
+    say: Callable[[str], None] = print
+
+    @property
+    def lag(self) -> int:
+        return 1 if self.mode == "async" else 0
+
+
+@dataclass
+class OpenStep:
+    step: int
+    limit: int
+    journal: Journal
+    lock: ExitStack
+    state: Literal["open", "completing"] = "open"
+    rollouts: dict[str, Rollout] = field(default_factory=dict)  # every rollout claimed, judged or in flight
+    order: list[str] = field(default_factory=list)  # journal order: where each rollout goes in rollouts.jsonl
+    records: dict[str, ScoreRecord] = field(default_factory=dict)
+    inflight: dict[str, asyncio.Task[ScoreRecord]] = field(default_factory=dict)
+    rubrics: dict[str | None, RubricSet] = field(default_factory=dict)
+    completion: asyncio.Task[CompleteResponse] | None = None
+
+
+class ServeCore:
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.run = config.run
+        self.say = config.say
+        self.steps: dict[int, OpenStep] = {}
+        self.stopping = asyncio.Event()
+        self._stack = ExitStack()
+        self._opening: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._disk_cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, Any] | None]] = {}
+        self.session: Session | None = None
+        self.policy: FailurePolicy | None = None
+        self.evolutions = Evolutions(EvolveCommand(run=config.run, judge=config.judge, wait=config.wait,
+                                                   options=config.evolve_options, rescore=config.mode == "sync"),
+                                     config.say)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Open the judge session and resume what a previous server left in its journals."""
+        run = self.run
+        run.require()
+        self.session = self._stack.enter_context(open_session(run, self.config.score_flags, self.config.judge,
+                                                              announce=self.say))
+        settings = self.session.settings
+        if settings.pipeline.group_by != "none":
+            raise ConfigError(f"{run.path}: pipeline.group_by = {settings.pipeline.group_by!r}: `amaris serve` judges "
+                              "each rollout as it arrives, one request per rollout; score grouped runs with `amaris score`")
+        self.policy = FailurePolicy.resolve(self.config.on_error, settings)
+        for step in journaled_steps(run):
+            await self._resume(step)
+
+    def begin_stop(self) -> None:
+        """A signal came: take no more rollouts, end the waits, start no more evolutions (the journals
+        of steps completed from now on make a restart evolve them)."""
+        self.stopping.set()
+        self.evolutions.stopping = True
+
+    async def stop(self, grace: float = 30.0) -> None:
+        """Finish what is in flight (bounded), journal it, interrupt evolutions, release every lock."""
+        self.begin_stop()
+        inflight = [t for st in self.steps.values() for t in st.inflight.values()] + list(self._tasks)
+        if inflight:
+            _, late = await asyncio.wait(inflight, timeout=grace)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        await self.evolutions.stop()
+        for st in self.steps.values():
+            st.journal.close()
+            st.lock.close()
+        if self.session is not None:
+            await self.session.client.aclose()
+        self._stack.close()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- opening steps -----------------------------------------------------------------------------
+    def _take_lock(self, step: int) -> ExitStack:
+        stack = ExitStack()
+        try:
+            stack.enter_context(locks.exclusive(self.run.step_lock_path(step), f"step {step} of {self.run.path}",
+                                                role="score"))
+        except RunLockedError as exc:
+            raise ApiError(409, str(exc), step=step) from None
+        return stack
+
+    async def _resume(self, step: int) -> None:
+        path = journal_path(self.run, step)
+        state = read_journal(path)
+        header = state.header
+        if header.mode != self.config.mode:
+            what = ("is complete and its evolution (with the re-scoring sync mode asks for) is not done"
+                    if header.mode == "sync" and state.complete else
+                    "is complete and its evolution is not done" if state.complete else
+                    f"is open with {len(state.order)} judged rollout(s)")
+            raise ConfigError(f"{path}: step {step} was served in {header.mode} mode (lag {header.lag}) and {what}; "
+                              f"restart with --mode {header.mode} to finish it"
+                              + ("" if state.complete else ", or delete the file to discard its rollouts"))
+        if state.complete:
+            if not self._files_written(step):
+                try:
+                    lock = self._take_lock(step)
+                except ApiError as exc:
+                    self.say(f"step {step}: not resumed: {exc}")
+                    return
+                with lock:
+                    await self._write_step(step, header.limit, state)
+            self._evolve(step)
+            self.say(f"step {step}: complete; its evolution resumes")
+            return
+        try:
+            lock = self._take_lock(step)
+        except ApiError as exc:
+            self.say(f"step {step}: not resumed: {exc}")
+            return
+        st = OpenStep(step=step, limit=header.limit, journal=Journal(path), lock=lock, rollouts=dict(state.rollouts),
+                      order=list(state.order), records=dict(state.records))
+        self.steps[step] = st
+        self.say(f"step {step}: open again with the {len(st.order)} rollout(s) judged before the restart")
+
+    def _files_written(self, step: int) -> bool:
+        scores = artifacts.derivation(self.run, step, artifacts.SCORES)
+        return (artifacts.output_sha(self.run, step, artifacts.SCORES) is not None and scores is not None
+                and scores.inputs.get("rollouts") == artifacts.output_sha(self.run, step, artifacts.ROLLOUTS))
+
+    async def _open(self, step: int) -> OpenStep | None:
+        """The open step, opening it on its first rollout; None when the step is complete."""
+        if step in self.steps:
+            return self.steps[step]
+        async with self._opening.setdefault(step, asyncio.Lock()):
+            if step in self.steps:
+                return self.steps[step]
+            if journal_path(self.run, step).exists():  # left by a server whose lock was held at our start
+                await self._resume(step)
+                return self.steps.get(step)
+            if artifacts.rollouts_path(self.run, step).exists():
+                return None
+            lag = self.config.lag
+            limit = scoring_limit(step, lag)
+            await self._await_served(range(0, limit), step)
+            lock = self._take_lock(step)
+            try:
+                if artifacts.rollouts_path(self.run, step).exists():
+                    lock.close()
+                    return None
+                # The exact version `score --lag` takes: waits while the evolution that writes it runs.
+                await asyncio.to_thread(scoring_version, self.run, step, lag, None, wait=self.config.wait,
+                                        say=self.say)
+                journal = Journal.create(self.run, OpenEntry(step=step, mode=self.config.mode, lag=lag, limit=limit))
+            except BaseException:
+                lock.close()
+                raise
+            st = OpenStep(step=step, limit=limit, journal=journal, lock=lock)
+            self.steps[step] = st
+            self.say(f"step {step}: open (rubric versions <= {limit})")
+            return st
+
+    async def _await_served(self, steps: range, for_step: int) -> None:
+        """Wait for the steps this server has open or is evolving among `steps` to be complete and evolved
+        (their evolutions write the rubric versions `for_step` is scored with). A step left open, with no
+        /complete on its way, is a 409 after a short grace, as `score` fails on an evolution nobody runs."""
+        deadline = time.monotonic() + self.config.wait
+        told: set[int] = set()
+        idle_since: dict[int, float] = {}
+        while True:
+            pending = [s for s in steps if s in self.steps or self.evolutions.running(s)]
+            if not pending:
+                return
+            s = pending[0]
+            now = time.monotonic()
+            left_open = s in self.steps and self.steps[s].state == "open"
+            if left_open:
+                if now - idle_since.setdefault(s, now) >= GRACE_S:
+                    raise ApiError(409, f"step {for_step} is scored with rubric versions <= {steps.stop}, which the "
+                                   f"evolution of step {s} writes, but step {s} is still open: POST /complete for it "
+                                   "first", step=for_step)
+            else:
+                idle_since.pop(s, None)
+                if s not in told:
+                    self.say(f"step {for_step} waits for step {s} to be complete and evolved")
+                    told.add(s)
+            if self.stopping.is_set():
+                raise ApiError(503, "the server is stopping", step=for_step)
+            if now > deadline:
+                raise WaitTimeout(f"scoring step {for_step}: gave up after {self.config.wait:g}s waiting for step {s} "
+                                  "to be complete and evolved")
+            await asyncio.sleep(POLL_S)
+
+    # --- scoring ---------------------------------------------------------------------------------
+    async def score(self, step: int, rollout: Rollout, explicit_id: bool) -> ScoreResponse:
+        if self.stopping.is_set():
+            raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
+        st = await self._open(step)
+        if st is None or st.state != "open":
+            return await self._answer_closed(step, rollout, explicit_id, st)
+        rid = rollout.id
+        if explicit_id and rid in st.rollouts:
+            if st.rollouts[rid] != rollout:
+                raise ApiError(409, f"id {rid!r} already names another rollout of step {step}", step=step,
+                               rollout_id=rid)
+            task = st.inflight.get(rid)
+            if task is None and st.records[rid].status == "scored":
+                return await self._respond(step, st.records[rid])
+        else:
+            if not explicit_id:
+                rid = _free_id(rid, st.rollouts)
+                rollout = rollout.model_copy(update={"id": rid})
+            st.rollouts[rid] = rollout
+            task = None
+            if self.config.rollouts_per_step and len(st.rollouts) >= self.config.rollouts_per_step:
+                st.state = "completing"  # no further arrivals; the completion waits for those in flight
+                self._spawn(self._auto_complete(step))
+        if task is None:  # new, or judged again after a failure
+            task = asyncio.create_task(self._judge(st, rollout))
+            st.inflight[rid] = task
+            task.add_done_callback(lambda _t, st=st, rid=rid: st.inflight.pop(rid, None))
+        record = await asyncio.shield(task)
+        return await self._respond(step, record)
+
+    async def _judge(self, st: OpenStep, rollout: Rollout) -> ScoreRecord:
+        assert self.session is not None and self.policy is not None
+        key = instance_key(rollout) if self.session.settings.pipeline.per_instance else None
+        if key not in st.rubrics:
+            st.rubrics[key] = rubric_for(self.run, st.limit, key)
+        try:
+            record = self.policy.score(await score_rollout(self.session.kit, st.rubrics[key], rollout, st.step))
+        except BaseException:
+            if rollout.id not in st.records:
+                st.rollouts.pop(rollout.id, None)  # not judged: it takes no place in the step
+            raise
+        if rollout.id not in st.records:
+            st.order.append(rollout.id)
+        st.records[rollout.id] = record
+        st.journal.append(ScoreEntry(rollout=rollout, record=record))
+        return record
+
+    async def _answer_closed(self, step: int, rollout: Rollout, explicit_id: bool, st: OpenStep | None) -> ScoreResponse:
+        """A rollout for a step that takes no more: a repeat of one it holds (same id and content, e.g. a
+        client's retry after a dropped connection) gets its answer; anything else is a conflict."""
+        rid = rollout.id
+        if explicit_id and st is not None and st.rollouts.get(rid) == rollout:
+            task = st.inflight.get(rid)
+            record = await asyncio.shield(task) if task is not None else st.records[rid]
+            return await self._respond(step, record)
+        if explicit_id and st is None:
+            stored = self._on_disk(step, artifacts.ROLLOUTS) or {}
+            records = self._on_disk(step, artifacts.SCORES) or {}
+            if stored.get(rid) == rollout and rid in records:
+                return await self._respond(step, records[rid])  # type: ignore[arg-type]
+        where = "is being completed" if st is not None else f"is complete ({artifacts.rollouts_path(self.run, step)})"
+        raise ApiError(409, f"step {step} {where}: it takes no more rollouts", step=step, rollout_id=rid)
+
+    async def _respond(self, step: int, record: ScoreRecord) -> ScoreResponse:
+        answer = _response(step, record)
+        if self.config.mode == "async":
+            return answer
+        evolution = await self._evolution_of(step)
+        if evolution.state != "done":
+            if evolution.state == "idle" or self.stopping.is_set():
+                raise ApiError(503, f"the server is stopping before the evolution of step {step} was done; the "
+                               "rollout is recorded: send it again (same id) once the server is back", step=step,
+                               rollout_id=record.rollout_id)
+            raise ApiError(502, f"the evolution of step {step} failed, so there is no re-scored value: "
+                           f"{evolution.error}", step=step, rollout_id=record.rollout_id)
+        rescored = (self._on_disk(step, artifacts.RESCORES) or {}).get(record.rollout_id)
+        if not isinstance(rescored, ScoreRecord):
+            return answer  # the step was not updated (or not re-scored): its score is final
+        final = _response(step, rescored)
+        final.rescored = True
+        final.initial = ScoreValue(score=answer.score, rubric_version=answer.rubric_version, status=answer.status,
+                                   error=answer.error)
+        return final
+
+    def _on_disk(self, step: int, name: str) -> dict[str, Rollout | ScoreRecord] | None:
+        """A whole step file by rollout id (None when missing or not as recorded), read once per version
+        of the file: every answer of a step may need it."""
+        path = artifacts.step_file(self.run, step, name)
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            return None
+        stamp = (info.st_mtime_ns, info.st_size)
+        cached = self._disk_cache.get((step, name))
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        rows: dict[str, Rollout | ScoreRecord] | None = None
+        if artifacts.output_sha(self.run, step, name) is not None:
+            if name == artifacts.ROLLOUTS:
+                rows = {r.id: r for r in artifacts.load_rollouts(self.run, step)}
+            else:
+                rows = {r.rollout_id: r for r in artifacts.load_scores(self.run, step, name)}
+        self._disk_cache.pop((step, name), None)
+        self._disk_cache[(step, name)] = (stamp, rows)
+        while len(self._disk_cache) > DISK_CACHE_FILES:  # the oldest first: answers go to recent steps
+            del self._disk_cache[next(iter(self._disk_cache))]
+        return rows
+
+    async def _evolution_of(self, step: int) -> Evolution:
+        """Wait (sync mode) until the step is complete and its evolution has ended."""
+        deadline = time.monotonic() + self.config.wait
+        while step in self.steps or (step in self.evolutions.by_step and not
+                                     self.evolutions.by_step[step].finished.is_set()):
+            if self.stopping.is_set():
+                return Evolution(step, state="idle")
+            if time.monotonic() > deadline:
+                raise WaitTimeout(f"gave up after {self.config.wait:g}s waiting for step {step} to be complete "
+                                  "and evolved (sync mode answers with the re-scored value)")
+            await asyncio.sleep(POLL_S)
+        known = self.evolutions.by_step.get(step)
+        if known is not None:
+            return known
+        mark = artifacts.evolution(self.run, step)
+        if mark is None:
+            self._evolve(step)
+            return await self._evolution_of(step)
+        return Evolution(step, state=mark.status, error=mark.error)
+
+    # --- completing ------------------------------------------------------------------------------
+    async def _auto_complete(self, step: int) -> None:
+        try:
+            await self.complete(step)
+        except Exception as exc:  # noqa: BLE001 - nobody awaits this answer: say it
+            self.say(f"step {step}: automatic completion failed: {exc}")
+
+    async def complete(self, step: int) -> CompleteResponse:
+        """Write the step's files and start its evolution. The work runs as the server's own task, so a
+        client that disconnects (or a retry of the same /complete) never leaves it half done."""
+        st = self.steps.get(step)
+        if st is None and journal_path(self.run, step).exists() and not artifacts.rollouts_path(self.run, step).exists():
+            st = await self._open(step)
+        if st is None:
+            return self._complete_on_disk(step)
+        if st.completion is None or st.completion.done():
+            st.completion = self._spawn(self._complete(st))
+        return await asyncio.shield(st.completion)
+
+    async def _complete(self, st: OpenStep) -> CompleteResponse:
+        step = st.step
+        st.state = "completing"
+        if st.inflight:
+            await asyncio.gather(*list(st.inflight.values()), return_exceptions=True)
+        if not st.order:
+            st.state = "open"
+            raise ApiError(409, f"step {step}: no rollout has been judged yet, so there is nothing to complete",
+                           step=step)
+        st.journal.append(CompleteEntry())
+        state = JournalState(header=OpenEntry(step=step, mode=self.config.mode, lag=self.config.lag, limit=st.limit),
+                             order=st.order, rollouts=st.rollouts, records=st.records, complete=True)
+        outcome = await self._write_step(step, st.limit, state)
+        st.journal.close()
+        st.lock.close()
+        del self.steps[step]
+        if self.session is not None and self.session.client.cache is not None:
+            self.session.client.cache.forget(step)  # this process asks nothing more for the step
+        self._evolve(step)
+        mean = f", mean reward {outcome.mean_reward:.3f}" if outcome.mean_reward is not None else ""
+        failed = f", {outcome.failed} failed" if outcome.failed else ""
+        self.say(f"step {step}: complete ({outcome.total} rollouts{mean}{failed}); evolving in the background")
+        return CompleteResponse(step=step, rollouts=outcome.total, scored=outcome.done, failed=outcome.failed,
+                                mean_reward=outcome.mean_reward, rubric_versions=outcome.rubric_versions,
+                                state=self._state(step))
+
+    async def _write_step(self, step: int, limit: int, state: JournalState) -> Any:
+        """rollouts.jsonl and scores.jsonl with their provenance, by the stage functions `score` runs."""
+        assert self.session is not None and self.policy is not None
+        rollouts = [state.rollouts[rid] for rid in state.order]
+        store_rollouts(self.run, step, rollouts, SOURCE, how=self.session.how)
+        outcome, _ = await score_step(self.session, step, rollouts, limit=limit, lag=state.header.lag,
+                                      policy=self.policy, known=state.records)
+        return outcome
+
+    def _complete_on_disk(self, step: int) -> CompleteResponse:
+        if not self._files_written(step):
+            raise ApiError(409, f"step {step} has no rollouts: nothing to complete", step=step)
+        scores = artifacts.load_scores(self.run, step)
+        rewards = [s.reward for s in scores if s.status == "scored" and s.reward is not None]
+        if artifacts.evolution(self.run, step) is None and not self.evolutions.running(step) \
+                and locks.holder(self.run.step_lock_path(step)) is None:
+            self._evolve(step)
+        return CompleteResponse(step=step, rollouts=len(scores), scored=sum(s.status == "scored" for s in scores),
+                                failed=sum(s.status == "failed" for s in scores),
+                                mean_reward=round(sum(rewards) / len(rewards), 6) if rewards else None,
+                                rubric_versions=sorted({s.rubric_version for s in scores}), state=self._state(step),
+                                already_complete=True)
+
+    def _evolve(self, step: int) -> None:
+        def finished(evolution: Evolution) -> None:
+            if evolution.state == "done":
+                updated = artifacts.evolution(self.run, step)
+                note = f"; rubric version {step + 1} written" if updated and updated.update else ""
+                self.say(f"step {step}: evolution done{note}")
+                Journal(journal_path(self.run, step)).remove()
+                log_path(self.run, step).unlink(missing_ok=True)  # kept only when it failed
+            elif evolution.state == "failed":
+                self.say(f"step {step}: evolution failed: {evolution.error}")
+
+        self.evolutions.start(step, finished)
+
+    # --- status ----------------------------------------------------------------------------------
+    def _state(self, step: int) -> StepState:
+        if step in self.steps:
+            return self.steps[step].state
+        if self.evolutions.running(step) or (locks.holder(self.run.step_lock_path(step)) is not None
+                                             and artifacts.rollouts_path(self.run, step).exists()):
+            return "evolving"
+        mark = artifacts.evolution(self.run, step)
+        if mark is not None:
+            return mark.status
+        if artifacts.rollouts_path(self.run, step).exists():
+            return "idle"
+        raise ApiError(404, f"step {step} has no rollouts in {self.run.path}", step=step)
+
+    def latest_complete(self) -> int:
+        steps = [s for s in artifacts.steps_with_rollouts(self.run) if s not in self.steps]
+        if not steps:
+            raise ApiError(404, "no step is complete yet: POST /complete first", step=None)
+        return steps[-1]
+
+    def status(self, step: int | None) -> RubricStatus:
+        step = self.latest_complete() if step is None else step
+        state = self._state(step)
+        versions = self.run.rubric_versions()
+        status = RubricStatus(step=step, state=state, latest_version=versions[-1] if versions else None)
+        if state in ("done", "failed"):
+            mark = artifacts.evolution(self.run, step)
+            if mark is not None:
+                status.updated = mark.update and mark.status == "done"
+                status.rubric_version = step + 1 if status.updated else None
+                status.error = mark.error
+            if state == "failed" and status.error is None and step in self.evolutions.by_step:
+                status.error = self.evolutions.by_step[step].error
+        return status
+
+    async def wait_status(self, step: int | None, timeout: float) -> RubricStatus:
+        step = self.latest_complete() if step is None else step
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status(step)
+            if status.state in ("done", "failed", "idle"):
+                return status
+            if self.stopping.is_set():
+                raise ApiError(503, "the server is stopping", step=step)
+            if time.monotonic() >= deadline:
+                status.timed_out = True
+                return status
+            await asyncio.sleep(POLL_S)
+
+    def health(self) -> Health:
+        return Health(status="stopping" if self.stopping.is_set() else "ok", run=str(self.run.path),
+                      mode=self.config.mode, lag=self.config.lag, rollouts_per_step=self.config.rollouts_per_step,
+                      open_steps=sorted(self.steps), version=__version__)
+
+
+def _free_id(base: str, taken: dict[str, Rollout]) -> str:
+    """A content id made unique within the step as a file's would be: base, base-2, base-3, ..."""
+    n, candidate = 1, base
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def _response(step: int, record: ScoreRecord) -> ScoreResponse:
+    return ScoreResponse(score=record.reward, id=record.rollout_id, step=step, rubric_version=record.rubric_version,
+                         status=record.status, error=record.error, instance_id=record.instance_id)
+
+
+def is_explicit(rollout: Rollout) -> bool:
+    """Whether the rollout's id was given (else it is the content id a file line without one gets)."""
+    return rollout.id != content_id(rollout)
+

@@ -1,0 +1,98 @@
+"""Running `amaris serve`: the core, the ASGI app on uvicorn, and a clean stop on SIGINT/SIGTERM.
+
+On a signal the server stops taking rollouts (503), lets uvicorn finish the requests in flight for up
+to GRACE_S seconds, waits for judgements still running and journals them, interrupts running
+evolutions (as Ctrl-C interrupts `amaris evolve`: they resume), and releases its locks. A restart with
+the same run directory goes on from the journals: open steps take further rollouts, complete steps
+finish their evolution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+from amaris_cli.errors import AmarisError
+from amaris_cli.serve.app import ServeApp
+from amaris_cli.serve.core import ServeConfig, ServeCore
+
+GRACE_S = 30.0
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _uvicorn_server(app: ServeApp, on_signal: Callable[[], None]):  # noqa: ANN202 - uvicorn is imported lazily
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, told about the signal first (so long waits end at once), and without
+        uvicorn's re-raising of the signal after the shutdown: amaris stops cleanly and exits 0."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            on_signal()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=GRACE_S)
+    return Server(config)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise AmarisError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+async def _serve(config: ServeConfig, host: str, port: int, on_listening: Callable[[str], None]) -> int:
+    core = ServeCore(config)
+    try:
+        await core.start()
+        sock = _listen(host, port)
+    except BaseException:
+        await core.stop()
+        raise
+    shown = f"[{host}]" if ":" in host else host
+    on_listening(f"http://{shown}:{sock.getsockname()[1]}")
+    loop = asyncio.get_running_loop()
+    server = _uvicorn_server(ServeApp(core), lambda: loop.call_soon_threadsafe(core.begin_stop))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        await core.stop()
+        sock.close()
+    open_steps = sorted(core.steps)
+    if open_steps:
+        config.say(f"stopped with step(s) {', '.join(map(str, open_steps))} open: their judged rollouts are journaled "
+                   f"in {config.run.path}/.serve; `amaris serve --run {config.run.path}` goes on with them")
+    else:
+        config.say("stopped")
+    return 0
+
+
+def run_server(config: ServeConfig, host: str, port: int, on_listening: Callable[[str], None]) -> int:
+    """Serve until SIGINT or SIGTERM; `on_listening(url)` is called once the socket accepts."""
+    return asyncio.run(_serve(config, host, port, on_listening))

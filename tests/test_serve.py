@@ -1,0 +1,394 @@
+"""`amaris serve`: the reference server's API over a run directory.
+
+Every test runs the server as a real subprocess on 127.0.0.1 (tests/served.py) against the sim-judge
+through the real SDK, talks to it over HTTP, and checks what it wrote against what `amaris score` +
+`amaris evolve` write for the same rollouts in the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from amaris_cli import locks
+from amaris_cli.rollouts import read_rollouts
+from amaris_cli.rundir import RunDir, safe_instance_dir
+from amaris_cli.serve.client import AmarisClient, ServeError
+from amaris_cli.simjudge.server import SimJudge
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.served import serve_env, served, start_server
+from tests.test_online import new_run, outputs, step_file, wait_until
+from tests.test_per_instance import population
+
+SERVED_SOURCE = {"path": "POST /score"}
+
+
+def rows(step: int) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in step_file(step).read_text().splitlines()]
+
+
+def body(row: dict[str, Any]) -> dict[str, Any]:
+    """An example line in the reference's field names (the client's keyword arguments)."""
+    return {"prompt": row["input"], "response": row["output"], "reference": row["supplemental_context"],
+            "id": row["id"], "metadata": row["metadata"]}
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def comparable(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The run's step and rubric files, where the rollouts' source in provenance.json (`score` records its
+    input file, `serve` records POST /score) is the only part that may differ."""
+    out = dict(files)
+    for name, data in files.items():
+        if name.endswith("provenance.json"):
+            value = json.loads(data)
+            entry = value["files"]["rollouts.jsonl"]
+            entry["inputs"]["source"] = entry["digest"] = "(source)"
+            out[name] = json.dumps(value, sort_keys=True).encode()
+    return out
+
+
+def served_sources(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text())["files"]["rollouts.jsonl"]["inputs"]["source"]
+            for p in sorted((run / "steps").glob("*/provenance.json"))]
+
+
+def by_commands(tmp_path: Path, served_run: Path, judge: SimJudge, steps: range) -> Path:
+    """What `score --lag 1` + `evolve` write for the served run's rollouts, in the order it stored them
+    (by `loop --lag 1`, which runs exactly those two per step: tests/test_online.py)."""
+    reference = new_run(tmp_path, "by-commands")
+    inputs = tmp_path / "served-rollouts"
+    inputs.mkdir()
+    for step in steps:
+        shutil.copy(served_run / "steps" / f"{step:06d}" / "rollouts.jsonl", inputs / f"{step}.jsonl")
+    result = invoke("loop", inputs, "--run", reference, "--lag", "1", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    return reference
+
+
+def exported(run: Path, step: int, *extra: str) -> dict[str, float | None]:
+    result = invoke("rewards", "--run", run, "--step", step, *extra)
+    assert result.exit_code == 0, result.stderr
+    return {row["id"]: row["reward"] for row in map(json.loads, result.stdout.splitlines())}
+
+
+def read_answer(raw: socket.socket) -> str:
+    """A whole HTTP answer from a socket (headers and the body its content-length announces)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += raw.recv(4096)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    while len(rest) < length:
+        rest += raw.recv(4096)
+    return (head + b"\r\n\r\n" + rest).decode()
+
+
+# --- the main path -------------------------------------------------------------------------------------
+
+
+def test_three_steps_of_concurrent_scores_write_what_score_and_evolve_write(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=0.1)
+    run = new_run(tmp_path, "served")
+    with served(run, judge) as server:
+        client = AmarisClient(server.url)
+
+        async def post(step: int) -> list:
+            return await asyncio.gather(*(client.score_async(step=step, **body(r)) for r in rows(step)))
+
+        async def train() -> tuple:
+            first, second = await asyncio.gather(post(0), post(1))  # two steps open at once
+            completed = await asyncio.gather(client.rollouts_complete_async(0), client.rollouts_complete_async(1))
+            third = await post(2)  # scored with version 1: waits for the evolution of step 0
+            completed.append(await client.rollouts_complete_async(2))
+            return first, second, third, completed, await client.rubric_updated_async(2, timeout=120)
+
+        first, second, third, completed, status = asyncio.run(train())
+        again = client.rollouts_complete(0)
+    assert [c.rollouts for c in completed] == [16, 16, 16] and again.already_complete
+    assert {a.rubric_version for a in first + second} == {0} and {a.rubric_version for a in third} == {1}
+    assert status.step == 2 and status.state == "done" and status.updated and status.rubric_version == 3
+    for step, answers in enumerate((first, second, third)):
+        assert {a.id: a.score for a in answers} == exported(run, step), f"step {step}: the answers are the run's rewards"
+    # The served rollouts are the posted lines, read as `score` reads them from the example files.
+    for step in range(3):
+        stored = {r["id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "rollouts.jsonl")}
+        assert stored == {r.id: r.model_dump(mode="json") for r in read_rollouts(step_file(step))}
+    reference = by_commands(tmp_path, run, judge, range(3))
+    got, want = comparable(outputs(run)), comparable(outputs(reference))
+    assert got.keys() == want.keys()
+    for name in want:
+        assert got[name] == want[name], name
+    assert served_sources(run) == [SERVED_SOURCE] * 3
+    assert not (run / ".serve").exists() or not list((run / ".serve").iterdir()), "journals go once evolved"
+    # Readers work on a served run unchanged.
+    for args in (("inspect", run, "--json"), ("inspect", run, "--step", "2"), ("compare", run, reference),
+                 ("report", run, "--out", tmp_path / "report.html")):
+        result = invoke(*args)
+        assert result.exit_code == 0, f"{args[0]}: {result.stderr}"
+    assert [s["state"] for s in json.loads(invoke("inspect", run, "--json").stdout)["steps"]] == ["updated"] * 3
+
+
+def test_sync_mode_answers_with_the_value_rescored_by_the_steps_own_update(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=0.05)
+    run = new_run(tmp_path, "sync")
+    with served(run, judge, "--mode", "sync", "--rollouts-per-step", "8") as server:
+        client = AmarisClient(server.url)
+
+        async def post(step: int) -> list:
+            return await asyncio.gather(*(client.score_async(step=step, **body(r)) for r in rows(step)[:8]))
+
+        zero = asyncio.run(post(0))  # answered only once step 0 is complete, evolved and re-scored
+        one = asyncio.run(post(1))
+    for step, answers in ((0, zero), (1, one)):
+        scores = {r["rollout_id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
+        rescores = {r["rollout_id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "rescores.jsonl")}
+        for a in answers:
+            assert a.rescored and a.rubric_version == step + 1 and a.score == rescores[a.id]["reward"]
+            assert a.initial is not None and a.initial.rubric_version == step == scores[a.id]["rubric_version"]
+            assert a.initial.score == scores[a.id]["reward"]
+        assert {a.id: a.score for a in answers} == exported(run, step, "--rescored")
+    assert any(a.score != a.initial.score for a in zero), "the update of step 0 changed some rewards"
+    made = json.loads((run / "steps/000001/provenance.json").read_text())
+    assert made["files"]["scores.jsonl"]["inputs"]["lag"] == 0 and made["evolution"]["rescore"] is True
+    # A replay runs each recorded step as `score --lag 0` + `evolve --rescore` from the served calls alone.
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
+
+
+def test_a_step_completes_by_itself_after_rollouts_per_step(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "auto")
+    first = rows(0)[:4]
+    with served(run, sim, "--rollouts-per-step", "4") as server:
+        client = AmarisClient(server.url)
+        answers = [client.score(step=0, **body(r)) for r in first]
+        wait_until(lambda: (run / "steps/000000/scores.jsonl").exists(), what="the automatic completion")
+        with pytest.raises(ServeError) as late:
+            client.score(step=0, **body(rows(0)[4]))
+        repeated = client.score(step=0, **body(first[1]))  # a retry of a rollout it holds: answered, not refused
+        again = client.rollouts_complete(0)
+    assert late.value.status == 409 and "step 0 is complete" in late.value.error
+    assert repeated == answers[1] and again.already_complete and again.rollouts == 4
+    assert [r["rollout_id"] for r in jsonl(run / "steps/000000/scores.jsonl")] == [r["id"] for r in first]
+    assert [a.score for a in answers] == list(exported(run, 0).values())
+
+
+def test_per_instance_rubrics_score_and_evolve_each_instance(tmp_path, sim) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    predefined = write_jsonl(tmp_path / "inst.jsonl", [
+        {"instance_id": "five-plus-five", "adaptive": [{"id": "units", "text": "The response is concise.", "weight": 1.0}]},
+    ])
+    run = tmp_path / "per-instance"
+    init = ("--per-instance", "--instance-rubrics", predefined)
+    assert invoke("init", run, "--config", config, *init).exit_code == 0
+    with served(run, sim, "--rollouts-per-step", "8") as server:
+        client = AmarisClient(server.url)
+
+        async def post() -> list:
+            return await asyncio.gather(*(client.score_async(
+                r["input"], r["output"], step=0, reference=r["answer"], id=r["id"],
+                metadata={"instance_id": r["instance_id"]}) for r in population(0)))
+
+        answers = asyncio.run(post())
+        status = client.rubric_updated(0, timeout=120)
+    assert status.state == "done" and status.updated
+    assert {a.id: a.instance_id for a in answers} == {r["id"]: r["instance_id"] for r in population(0)}
+    verdicts = {r["rollout_id"]: {v["criterion_id"] for v in r["verdicts"]} for r in jsonl(run / "steps/000000/scores.jsonl")}
+    assert verdicts["0-five-plus-five-0"] == {"correct-answer", "units"}
+    assert verdicts["0-six-times-seven-0"] == {"correct-answer", "shows-reasoning"}
+    for instance in ("six-times-seven", "five-plus-five"):
+        assert (run / "rubrics" / "instances" / safe_instance_dir(instance) / "step-000001.json").exists()
+    # `replay` re-runs the step as `score` + `evolve` run it, answering every request from the served
+    # run's calls.jsonl (--offline: a request the server did not send the same way would be an error).
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
+
+
+# --- bad requests, conflicts and failures ----------------------------------------------------------------
+
+
+def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "bad")
+    ok = {"prompt": "What is 2+2?", "response": "4", "metadata": {"current_step": 0}}
+    cases: list[tuple[str, str, Any, int, str]] = [
+        ("POST", "/score", b"{not json", 400, "invalid JSON"),
+        ("POST", "/score", b"", 400, "the body is empty"),
+        ("POST", "/score", [1, 2], 422, "must be a JSON object"),
+        ("POST", "/score", {"prompt": "q", "response": "a"}, 422, "metadata.current_step is required"),
+        ("POST", "/score", {**ok, "metadata": {"current_step": -1}}, 422, "metadata.current_step"),
+        ("POST", "/score", {**ok, "metadata": {"current_step": "3"}}, 422, "must be an integer"),
+        ("POST", "/score", {**ok, "metadata": {"current_step": 2.5}}, 422, "must be an integer"),
+        ("POST", "/score", {**ok, "prompt": 5}, 422, "prompt"),
+        ("POST", "/score", {"response": "a", "metadata": {"current_step": 0}}, 422, "missing input"),
+        ("POST", "/score", {**ok, "step": 2}, 422, "step is 2 but metadata.current_step is 0"),
+        ("POST", "/score", {**ok, "id": True}, 422, "id"),
+        ("POST", "/score", b'{"prompt": "q", "prompt": "r", "response": "a", "metadata": {"current_step": 0}}', 422,
+         "prompt"),
+        ("POST", "/score", {**ok, "metadata": "step 0"}, 422, "metadata"),
+        ("GET", "/score", None, 405, "takes POST"),
+        ("GET", "/nowhere", None, 404, "no route GET /nowhere"),
+        ("POST", "/complete", {}, 422, "step"),
+        ("POST", "/complete", {"step": 5}, 409, "step 5 has no rollouts"),
+        ("POST", "/complete", {"step": 0, "extra": 1}, 422, "extra"),
+        ("GET", "/rubric_status/wait?step=abc", None, 422, "step: expected an integer"),
+        ("GET", "/rubric_status/wait?step=0&timeout=-1", None, 422, "timeout"),
+        ("GET", "/rubric_status/wait?timeout=soon", None, 422, "timeout"),
+        ("GET", "/rubric_status?step=7", None, 404, "step 7 has no rollouts"),
+        ("GET", "/rubric_status", None, 404, "no step is complete yet"),
+    ]
+    with served(run, sim) as server, httpx.Client(base_url=server.url) as http:
+        for method, path, payload, status, reason in cases:
+            content = payload if isinstance(payload, bytes) or payload is None else orjson.dumps(payload)
+            answer = http.request(method, path, content=content)
+            assert answer.status_code == status, (method, path, payload, answer.text)
+            assert answer.headers["content-type"] == "application/json"
+            assert reason in answer.json()["error"], (method, path, answer.json())
+        assert http.request("GET", "/score").headers["allow"] == "POST"
+        # A body announced over the limit is refused before it is read.
+        with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), timeout=10) as raw:
+            raw.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 70000000\r\n\r\n")
+            head = read_answer(raw)
+        assert head.startswith("HTTP/1.1 413") and "over the 67108864-byte limit" in head
+        # An id names one rollout of a step: the same id with other content is a conflict.
+        assert http.post("/score", json={**ok, "id": "x"}).status_code == 200
+        clash = http.post("/score", json={**ok, "id": "x", "response": "5"})
+        assert clash.status_code == 409 and "id 'x' already names another rollout of step 0" in clash.json()["error"]
+        # A step another process writes is a conflict naming it, and the server's open step is one for others.
+        with locks.exclusive(RunDir(run).step_lock_path(1), "step 1", role="score"):
+            held = http.post("/score", json={**ok, "metadata": {"current_step": 1}})
+        assert held.status_code == 409 and f"pid {os.getpid()}" in held.json()["error"]
+        # Step 3 is scored with version 2 at most, which the evolution of step 0 writes: step 0 must be completed.
+        early = http.post("/score", json={**ok, "metadata": {"current_step": 3}})
+        assert early.status_code == 409 and "step 0 is still open: POST /complete for it first" in early.json()["error"]
+        other = invoke("score", step_file(0), "--run", run, "--step", "0", env=judge_env(sim))
+        assert other.exit_code == 3 and "amaris serve --run" in other.stderr
+        assert http.get("/health").json()["open_steps"] == [0]
+
+
+def test_a_judge_failure_is_an_explicit_failure_never_a_made_up_score(tmp_path, sim_factory) -> None:
+    failing = sim_factory(agent_fault_rate={"scorer": 0.4})
+    run = new_run(tmp_path, "fail")
+    with served(run, failing) as server:
+        client = AmarisClient(server.url)
+        answers = [client.score(step=0, **body(r)) for r in rows(0)]
+        client.rollouts_complete(0)
+        status = client.rubric_updated(0, timeout=120)
+    failed = [a for a in answers if a.status == "failed"]
+    assert failed and len(failed) < len(answers)
+    assert all(a.score is None and a.error for a in failed)
+    assert all(a.score is not None for a in answers if a.status == "scored")
+    assert exported(run, 0) == {a.id: a.score for a in answers}
+    assert status.state == "failed" and "could not be judged" in (status.error or "")  # --on-error fail stops the step
+
+    run = new_run(tmp_path, "neutral")
+    with served(run, failing, "--on-error", "neutral") as server:
+        neutral = [AmarisClient(server.url).score(step=0, **body(r)) for r in rows(0)[:8]]
+    assert {(a.status, a.score) for a in neutral if a.status == "failed"} == {("failed", 0.5)}
+
+    refused = sim_factory(agent_faults={"scorer": "401"})
+    run = new_run(tmp_path, "refused")
+    with served(run, refused) as server:
+        answer = httpx.post(f"{server.url}/score", json={**body(rows(0)[0]), "metadata": {"current_step": 0}})
+    assert answer.status_code == 502 and "401" in answer.json()["error"]
+
+
+def test_a_client_that_disconnects_mid_request_loses_nothing(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=1.0)
+    run = new_run(tmp_path, "disconnect")
+    row = rows(0)[0]
+    payload = orjson.dumps({**body(row), "metadata": {**row["metadata"], "current_step": 0}})
+
+    def judged() -> int:
+        """Requests that carried the rollout (before /complete only the scorer's: nothing else has run)."""
+        texts = [" ".join(str(m.get("content")) for m in r["messages"]) for r in judge.requests]
+        return sum(1 for text in texts if row["output"] in text)
+
+    with served(run, judge) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            time.sleep(0.3)  # the judge is still answering
+        journal = run / ".serve" / "step-000000.jsonl"
+        wait_until(lambda: journal.exists() and row["id"] in journal.read_text(), what="the rollout to be journaled")
+        client = AmarisClient(server.url)
+        assert client.health().status == "ok"
+        started = time.monotonic()
+        again = client.score(step=0, **body(row))
+        assert time.monotonic() - started < 0.9, "answered from the journal, not judged again"
+        assert judged() == 1
+        # A waiting client that goes away stops only its own wait.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"GET /rubric_status/wait?step=0&timeout=60 HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.3)
+        assert client.health().status == "ok"
+        assert client.rollouts_complete(0).rollouts == 1
+        assert client.rubric_updated(0, timeout=0).state == "evolving"
+    assert exported(run, 0) == {row["id"]: again.score}
+
+
+# --- Ctrl-C / SIGTERM and restart ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Steps 0-1 with lag 1 by `loop` (what `score --lag 1` + `evolve` write for the example files)."""
+    with SimJudge() as judge:
+        run = new_run(tmp_path_factory.mktemp("uninterrupted"), "run")
+        result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--lag", "1", env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    return run
+
+
+def test_sigterm_mid_step_then_a_restart_resumes_to_the_uninterrupted_result(tmp_path, sim_factory,
+                                                                          uninterrupted) -> None:
+    judge = sim_factory(latency=0.3)
+    env = serve_env(judge)
+    run = new_run(tmp_path, "restarted")
+    lines = [{**r, "metadata": {**r["metadata"], "current_step": 0}} for r in rows(0)]  # raw lines of the file
+    server = start_server(run, env)
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            before = [http.post("/score", json=line).json() for line in lines[:8]]
+            inflight: list[httpx.Response] = []
+            sender = threading.Thread(target=lambda: inflight.append(http.post("/score", json=lines[8])))
+            sender.start()
+            wait_until(lambda: any(lines[8]["output"] in m.get("content", "") for r in judge.requests
+                                   for m in r["messages"]), what="the judge to be answering line 8")
+            assert server.stop() == 0
+            sender.join(30)
+    finally:
+        server.stop()
+    assert inflight and inflight[0].status_code == 200, "the request in flight was finished before the server stopped"
+    assert not (run / "steps/000000/rollouts.jsonl").exists() and locks.holder(RunDir(run).step_lock_path(0)) is None
+    assert "step(s) 0 open" in server.stderr
+
+    fast = sim_factory()  # the same rules without latency: what the first judge answered is not asked again
+    with served(run, fast) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        assert "step 0: open again with the 9 rollout(s) judged before the restart" in server.stderr
+        assert http.post("/score", json=lines[0]).json() == before[0], "a rollout judged before the restart"
+        for line in lines[9:]:
+            assert http.post("/score", json=line).status_code == 200
+        assert http.post("/complete", json={"step": 0}).json()["rollouts"] == 16
+        for line in rows(1):
+            assert http.post("/score", json={**line, "metadata": {**line["metadata"], "current_step": 1}}).status_code == 200
+        assert http.post("/complete", json={"step": 1}).status_code == 200
+        assert http.get("/rubric_status/wait", params={"step": 1, "timeout": 120}).json()["state"] == "done"
+    assert comparable(outputs(run)) == comparable(outputs(uninterrupted))

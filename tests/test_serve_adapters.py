@@ -1,0 +1,109 @@
+"""The client's reward adapters, called with the argument shapes TRL and verl pass, against a real
+`amaris serve` on 127.0.0.1; and the examples that show them, run as scripts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from amaris_cli.models import Rollout
+from amaris_cli.rollouts import content_id
+from amaris_cli.serve.adapters import TRLReward, VerlReward
+from amaris_cli.serve.client import AmarisClient
+from tests.conftest import EXAMPLES, invoke
+from tests.served import serve_env, served
+from tests.test_online import new_run
+
+TRL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "trl_grpo.jsonl").read_text().splitlines()]
+VERL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "verl" / "2.jsonl").read_text().splitlines()]
+
+
+def stored(run: Path, step: int, name: str = "rollouts.jsonl") -> list[dict]:
+    return [json.loads(line) for line in (run / "steps" / f"{step:06d}" / name).read_text().splitlines()]
+
+
+def rewards_by_output(run: Path, step: int) -> dict[str, float | None]:
+    outputs = {r["id"]: r["output"] for r in stored(run, step)}
+    return {outputs[s["rollout_id"]]: s["reward"] for s in stored(run, step, "scores.jsonl")}
+
+
+def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "trl")
+    with served(run, sim) as server:
+        reward = TRLReward(server.url)
+        assert reward.__name__ == "amaris"  # TRL names the reward in its logs after it
+        texts = reward(  # step 0: the standard format, and the columns TRL passes besides
+            prompts=[r["prompt"][0]["content"] for r in TRL_ROWS],
+            completions=[r["completion"][0]["content"] for r in TRL_ROWS],
+            completion_ids=[[1, 2, 3] for _ in TRL_ROWS],
+            solution=[r["solution"] for r in TRL_ROWS],
+            id=[f"q{i // 2}" for i in range(len(TRL_ROWS))],  # a prompt id, shared by its generations
+            trainer_state=SimpleNamespace(global_step=0),
+        )
+        chats = reward(  # step 1: the conversational format; step 0 is completed when step 1 starts
+            prompts=[r["prompt"] for r in TRL_ROWS],
+            completions=[r["completion"] for r in TRL_ROWS],
+            solution=[r["solution"] for r in TRL_ROWS],
+            trainer_state=SimpleNamespace(global_step=1),
+        )
+        assert (run / "steps/000000/scores.jsonl").exists() and not (run / "steps/000001").exists()
+        reward.finish()
+        assert AmarisClient(server.url).rubric_updated(1, timeout=0).state == "evolving"
+    for step, got in ((0, texts), (1, chats)):
+        assert len(got) == len(TRL_ROWS) and all(isinstance(x, float) for x in got)
+        by_output = rewards_by_output(run, step)
+        assert got == [by_output[r["completion"][0]["content"]] for r in TRL_ROWS], f"step {step}"
+    first, second = stored(run, 0), stored(run, 1)
+    assert {r["supplemental_context"] for r in first} == {r["solution"] for r in TRL_ROWS}
+    assert all(r["input"].startswith("[user]\n") for r in second) and all(r["metadata"] == {"solution": r["supplemental_context"]} for r in second)
+    assert {r["instance_id"] for r in first} == {"q0", "q1", "q2"}  # the id column names the prompt, not the rollout
+    assert all(r["id"].startswith(content_id(Rollout(**{**r, "id": "x"}))) for r in first)
+
+
+def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) -> None:
+    run = new_run(tmp_path, "verl")
+    with served(run, sim_factory(agent_fault_rate={"scorer": 0.3}), "--on-error", "neutral") as server:
+        compute_score = VerlReward(server.url)
+        got = [compute_score("openai/gsm8k", r["output"], r["gts"],
+                             {"index": np.int64(i), "split": "train", "question": r["input"], "global_steps": 1})
+               for i, r in enumerate(VERL_ROWS)]
+        compute_score.finish()
+        with pytest.raises(ValueError, match="global_steps"):
+            compute_score("openai/gsm8k", "x", "1", {"index": 0})
+    assert all(type(x) is float for x in got)
+    scores = stored(run, 1, "scores.jsonl")
+    assert got == [s["reward"] for s in scores]
+    assert any(s["status"] == "failed" and s["reward"] == 0.5 for s in scores), "neutral: a failure's reward is explicit"
+    rollouts = stored(run, 1)
+    assert [r["input"] for r in rollouts] == [r["input"] for r in VERL_ROWS]
+    assert [r["instance_id"] for r in rollouts] == [str(i) for i in range(len(VERL_ROWS))]
+    assert rollouts[0]["metadata"] == {"data_source": "openai/gsm8k", "index": 0, "split": "train",
+                                       "question": VERL_ROWS[0]["input"]}
+
+
+def test_the_examples_run_against_a_server(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "examples")
+    with served(run, sim) as server:
+        for script, args in (("trl_grpo.py", ("--steps", "1")), ("verl_reward.py", ("--steps", "1", "--first-step", "3"))):
+            done = subprocess.run([sys.executable, str(EXAMPLES / "serve" / script), "--url", server.url, *args],
+                                  env=serve_env(sim), capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, f"{script}: {done.stderr}"
+            assert "evolution done" in done.stdout, done.stdout
+    listing = invoke("inspect", run, "--json")
+    assert [s["step"] for s in json.loads(listing.stdout)["steps"]] == [0, 3]
+
+
+def test_the_adapters_refuse_a_sync_server_they_would_wait_on_forever(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "sync")
+    with served(run, sim, "--mode", "sync") as server:
+        with pytest.raises(RuntimeError, match="--rollouts-per-step"):
+            TRLReward(server.url)(prompts=["q"], completions=["a"], trainer_state=SimpleNamespace(global_step=0))
+        with pytest.raises(RuntimeError, match="one response at a time"):
+            VerlReward(server.url)("src", "a", "1", {"global_steps": 1})
+    assert not (run / "steps").exists()
