@@ -252,7 +252,9 @@ class ServeCore:
         told: set[int] = set()
         idle_since: dict[int, float] = {}
         while True:
-            pending = [s for s in steps if s in self.steps or self.evolutions.running(s)]
+            # The steps this server knows, not every step of the range: a step near MAX_STEP has a billion.
+            known = {*self.steps, *self.evolutions.by_step}
+            pending = sorted(s for s in known if s in steps and (s in self.steps or self.evolutions.running(s)))
             if not pending:
                 return
             s = pending[0]
