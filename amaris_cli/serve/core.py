@@ -206,6 +206,10 @@ class ServeCore:
                       order=list(state.order), records=dict(state.records))
         self.steps[step] = st
         self.say(f"step {step}: open again with the {len(st.order)} rollout(s) judged before the restart")
+        if self.config.rollouts_per_step and len(st.rollouts) >= self.config.rollouts_per_step:
+            # The server stopped between the N-th rollout and the completion: no further rollout comes to start it.
+            st.state = "completing"
+            self._spawn(self._auto_complete(step))
 
     def _files_written(self, step: int) -> bool:
         scores = artifacts.derivation(self.run, step, artifacts.SCORES)
