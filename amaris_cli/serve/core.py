@@ -56,6 +56,7 @@ Mode = Literal["async", "sync"]
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
 POLL_S = 0.1
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
+WAIT_SLICE_S = 3.0  # over schedule.GRACE_S, so an evolution nobody runs is still found within one slice
 
 
 class ApiError(AmarisError):
@@ -237,8 +238,7 @@ class ServeCore:
                     lock.close()
                     return None
                 # The exact version `score --lag` takes: waits while the evolution that writes it runs.
-                await asyncio.to_thread(scoring_version, self.run, step, lag, None, wait=self.config.wait,
-                                        say=self.say)
+                await self._wait_for_version(step, lag)
                 journal = Journal.create(self.run, OpenEntry(step=step, mode=self.config.mode, lag=lag, limit=limit))
             except BaseException:
                 lock.close()
@@ -280,6 +280,31 @@ class ServeCore:
                 raise WaitTimeout(f"scoring step {for_step}: gave up after {self.config.wait:g}s waiting for step {s} "
                                   "to be complete and evolved")
             await asyncio.sleep(POLL_S)
+
+    async def _wait_for_version(self, step: int, lag: int) -> None:
+        """`scoring_version` for the step, which waits in a thread for another process's evolutions, run in
+        slices: a signal then ends the wait within seconds (one long wait kept the stopped server alive
+        until --wait ran out, as nothing can end a thread)."""
+        deadline = time.monotonic() + self.config.wait
+        said: set[str] = set()
+
+        def say_once(text: str) -> None:
+            if text not in said:
+                said.add(text)
+                self.say(text)
+
+        while True:
+            if self.stopping.is_set():
+                raise ApiError(503, "the server is stopping", step=step)
+            left = deadline - time.monotonic()
+            try:
+                await asyncio.to_thread(scoring_version, self.run, step, lag, None,
+                                        wait=max(0.0, min(WAIT_SLICE_S, left)), say=say_once)
+                return
+            except WaitTimeout:
+                if time.monotonic() >= deadline:
+                    raise WaitTimeout(f"scoring step {step}: gave up after {self.config.wait:g}s waiting for the "
+                                      "evolutions that write its rubric version") from None
 
     # --- scoring ---------------------------------------------------------------------------------
     async def score(self, step: int, rollout: Rollout, explicit_id: bool) -> ScoreResponse:
