@@ -101,7 +101,7 @@ class ServeApp:
         handler = methods.get(scope["method"])
         if handler is None:
             raise ApiError(405, f"{scope['path']} takes {', '.join(sorted(methods))}, not {scope['method']}")
-        body = await _read_body(scope, receive)
+        body = await _read_body(scope, receive, self.core.stopping)
         # The answer may take long (a sync score, a rubric wait): stop waiting when the client goes away.
         work = asyncio.ensure_future(handler(scope, body))
         gone = asyncio.ensure_future(_disconnect(receive))
@@ -151,14 +151,14 @@ class ServeApp:
 # --- plumbing --------------------------------------------------------------------------------------
 
 
-async def _read_body(scope: Scope, receive: Receive) -> bytes:
+async def _read_body(scope: Scope, receive: Receive, stopping: asyncio.Event) -> bytes:
     for name, value in scope.get("headers", []):
         if name == b"content-length" and value.isdigit() and int(value) > MAX_BODY:
             raise ApiError(413, f"the body is {int(value)} bytes, over the {MAX_BODY}-byte limit")
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        message = await _receive_unless(receive, stopping)
         if message["type"] == "http.disconnect":
             raise _Disconnected
         chunk = message.get("body", b"")
@@ -168,6 +168,23 @@ async def _read_body(scope: Scope, receive: Receive) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+async def _receive_unless(receive: Receive, stopping: asyncio.Event) -> dict[str, Any]:
+    """The next message of the body, or a 503 once the server stops: a client that stalls mid-body would
+    otherwise hold the shutdown for uvicorn's whole grace period."""
+    message = asyncio.ensure_future(receive())
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({message, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        received = message.done()
+        if not received:
+            message.cancel()
+    if not received:
+        raise ApiError(503, "the server is stopping; send the request again once it is back")
+    return message.result()
 
 
 async def _disconnect(receive: Receive) -> None:
