@@ -224,11 +224,11 @@ class ServeCore:
         async with self._opening.setdefault(step, asyncio.Lock()):
             if step in self.steps:
                 return self.steps[step]
+            if artifacts.rollouts_path(self.run, step).exists():
+                return None  # complete (its journal, if any, stays until its evolution is done: not resumed again)
             if journal_path(self.run, step).exists():  # left by a server whose lock was held at our start
                 await self._resume(step)
                 return self.steps.get(step)
-            if artifacts.rollouts_path(self.run, step).exists():
-                return None
             lag = self.config.lag
             limit = scoring_limit(step, lag)
             await self._await_served(range(0, limit), step)
