@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason
 from amaris_cli.models import Rollout
-from amaris_cli.rollouts import parse_rollouts
+from amaris_cli.rollouts import ALIASES, lookup, parse_rollouts
 from amaris_cli.serve.api import CompleteRequest, ScoreRequest, check_step
 from amaris_cli.serve.core import ApiError, is_explicit
 
@@ -84,7 +84,13 @@ def read_score_request(body: bytes, instance_field: str | None) -> tuple[int, Ro
     except InputError as exc:
         raise ApiError(422, f"{what}: {exc.reason}") from None
     rollout = rollouts[0].model_copy(update={"step": step})
-    return step, rollout, is_explicit(rollout)
+    return step, rollout, is_explicit(rollout) or _has_id(line)
+
+
+def _has_id(line: dict[str, Any]) -> bool:
+    """Whether the body gives an id (one that equals the content id is still given: a retry of it is a retry)."""
+    return any(isinstance(value, str | int) and not isinstance(value, bool)
+               for value in (lookup(line, source) for source in ALIASES["id"]))
 
 
 def read_complete_request(body: bytes) -> int:
