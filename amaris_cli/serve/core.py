@@ -28,6 +28,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from amaris_cli import __version__, artifacts, locks
 from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
@@ -49,7 +51,7 @@ from amaris_cli.serve.journal import (
     read_journal,
 )
 from amaris_cli.session import JudgeChoice, Session, open_session
-from amaris_cli.stages.common import store_rollouts
+from amaris_cli.stages.common import agent_inputs, store_rollouts, training_inputs
 from amaris_cli.stages.score import rubric_for, score_step
 
 Mode = Literal["async", "sync"]
@@ -186,6 +188,13 @@ class ServeCore:
             raise ConfigError(f"{path}: step {step} was served in {header.mode} mode (lag {header.lag}) and {what}; "
                               f"restart with --mode {header.mode} to finish it"
                               + ("" if state.complete else ", or delete the file to discard its rollouts"))
+        if not (state.complete and self._files_written(step)) and header.scoring is not None:
+            changed = _differences(header.scoring, self._scoring_inputs())
+            if changed:
+                raise ConfigError(f"{path}: step {step} was judged with other scoring settings than this server's "
+                                  f"({', '.join(changed)}); restart with the options (--model, --on-error, the run's "
+                                  "config) it was served with to finish it"
+                                  + ("" if state.complete else ", or delete the file to discard its rollouts"))
         if state.complete:
             if not self._files_written(step):
                 try:
@@ -211,6 +220,13 @@ class ServeCore:
             # The server stopped between the N-th rollout and the completion: no further rollout comes to start it.
             st.state = "completing"
             self._spawn(self._auto_complete(step))
+
+    def _scoring_inputs(self) -> dict[str, Any]:
+        """What a judged record depends on besides its rollout and rubric, as `score_step` records it."""
+        assert self.session is not None and self.policy is not None
+        inputs = {"agents": agent_inputs(self.session, "scorer"), "policy": self.policy.as_inputs(),
+                  **training_inputs(self.session, stage=False)}
+        return orjson.loads(orjson.dumps(inputs))  # as the journal gives it back
 
     def _files_written(self, step: int) -> bool:
         scores = artifacts.derivation(self.run, step, artifacts.SCORES)
@@ -239,7 +255,8 @@ class ServeCore:
                     return None
                 # The exact version `score --lag` takes: waits while the evolution that writes it runs.
                 await self._wait_for_version(step, lag)
-                journal = Journal.create(self.run, OpenEntry(step=step, mode=self.config.mode, lag=lag, limit=limit))
+                journal = Journal.create(self.run, OpenEntry(step=step, mode=self.config.mode, lag=lag, limit=limit,
+                                                             scoring=self._scoring_inputs()))
             except BaseException:
                 lock.close()
                 raise
@@ -569,6 +586,14 @@ class ServeCore:
         return Health(status="stopping" if self.stopping.is_set() else "ok", run=str(self.run.path),
                       mode=self.config.mode, lag=self.config.lag, rollouts_per_step=self.config.rollouts_per_step,
                       open_steps=sorted(self.steps), version=__version__)
+
+
+def _differences(recorded: Any, current: Any, where: str = "") -> list[str]:
+    """Dotted paths where two JSON values differ (`policy.on_error`, `agents.scorer.settings.model`)."""
+    if isinstance(recorded, dict) and isinstance(current, dict):
+        return [path for key in sorted({*recorded, *current}, key=str)
+                for path in _differences(recorded.get(key), current.get(key), f"{where}.{key}" if where else str(key))]
+    return [] if recorded == current else [where or "settings"]
 
 
 def _free_id(base: str, taken: dict[str, Rollout]) -> str:

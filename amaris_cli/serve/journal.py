@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -40,6 +40,9 @@ class OpenEntry(BaseModel):
     mode: Literal["async", "sync"]
     lag: int
     limit: int  # rubric versions <= limit score the step (the version `score --lag` would take)
+    # What its records depend on besides rollouts and rubrics (scorer prompt and model, failure policy,
+    # training context), as scores.jsonl records them: a restart with other ones may not finish the step.
+    scoring: dict[str, Any] | None = None
 
 
 class ScoreEntry(BaseModel):
