@@ -2,8 +2,10 @@
 
 TRL (GRPO): `reward_funcs=[TRLReward(url)]`, called as `reward_func(prompts, completions, **kwargs)`
 with prompts and completions as strings or chat message lists and the dataset's other columns as
-keyword lists; returns one reward per completion, None for a completion the judge could not score
-(TRL reads None as "no reward").
+keyword lists; returns one reward per completion, None for a completion the judge could not score.
+TRL reads None as NaN and sums its reward functions with nansum: with other reward functions the
+completion gets theirs, but when this is the only one its reward is 0.0 (TRL only warns), so serve
+with `--on-error neutral` when a failure should have a deliberate value.
 
 verl: a `custom_reward_function` file whose `compute_score = VerlReward(url)`, called as
 `compute_score(data_source, solution_str, ground_truth, extra_info)`; returns a float.
