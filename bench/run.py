@@ -30,7 +30,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -68,87 +70,171 @@ def example_rollouts(n: int) -> list[Rollout]:
                                                    "input": f"{base[i % len(base)].input} (#{i})"}) for i in range(n)]
 
 
-def new_run(tmp: Path, name: str, url: str, concurrency: int) -> Path:
+def new_run(tmp: Path, name: str, url: str | None, concurrency: int) -> Path:
     from amaris_cli.runinit import init_run
 
     run = tmp / name
     flags = {
         "rubric": {"anchors": [{"id": "correct", "text": "The final answer is correct.", "weight": 2}],
                    "adaptive": [{"id": "work", "text": "The response explains its reasoning step by step.", "weight": 1}]},
-        "agents": {"default": {"base_url": url, "model": "sim", "concurrency": concurrency, "timeout": 60}},
+        "agents": {"default": {"model": "sim", "concurrency": concurrency, "timeout": 60,
+                               **({"base_url": url} if url else {})}},
         "llm": {"concurrency": concurrency},
     }
     init_run(run, None, flags)
     return run
 
 
-# --- 1 throughput ---------------------------------------------------------------------------------
+# --- 1 client: amaris against the raw SDK, with a server that is never the bottleneck ------------------
 
 
-def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
-    from amaris_cli.policy import FailurePolicy
-    from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session
-    from amaris_cli.stages.common import store_rollouts
-    from amaris_cli.stages.score import score_step
-
-    rd = RunDir(run)
-    with open_session(rd, environ={}) as session:
-        store_rollouts(rd, 0, rollouts)
-        started, cpu0 = time.perf_counter(), time.process_time()
-        outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0, policy=FailurePolicy("fail", 0.5)))
-        wall = time.perf_counter() - started
-        if cpu is not None:
-            cpu.append(time.process_time() - cpu0)
-    assert outcome.failed == 0, outcome.errors[:3]
-    return wall
+@contextmanager
+def canned_server(workers: int = 1) -> Iterator[tuple[str, list[int]]]:
+    """bench/canned.py in its own process(es): its URL and the pids of its workers."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "canned.py"), "--workers", str(workers)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        match = re.search(r"OPENAI_BASE_URL=(\S+) PIDS=(\S+)", proc.stderr.readline())
+        assert match, "the canned server did not start"
+        yield match.group(1), [int(p) for p in match.group(2).split(",")]
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
-def raw_loop(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
-    from openai import AsyncOpenAI
+def server_get(url: str, path: str) -> dict[str, Any]:
+    import urllib.request
 
-    async def main() -> float:
-        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
-        limit = asyncio.Semaphore(concurrency)
-
-        async def one(messages: list[dict[str, str]]) -> None:
-            async with limit:
-                await client.chat.completions.create(model="sim", messages=messages,  # type: ignore[arg-type]
-                                                     temperature=0.0, max_tokens=2048,
-                                                     response_format={"type": "json_object"})
-
-        started = time.perf_counter()
-        await asyncio.gather(*(one(m) for m in requests))
-        wall = time.perf_counter() - started
-        await client.close()
-        return wall
-
-    return asyncio.run(main())
+    method = "POST" if path == "/_reset" else "GET"
+    with urllib.request.urlopen(urllib.request.Request(url.removesuffix("/v1") + path, method=method), timeout=10) as r:
+        return json.loads(r.read())
 
 
-def bench_throughput(tmp: Path, n: int, concurrency: int, latency: float, reps: int) -> None:
+def cpu_of(pids: list[int]) -> float:
+    """user + sys seconds of running processes (/proc), e.g. the server's workers."""
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+@dataclass
+class Timed:
+    wall: float  # seconds from spawn to exit
+    cpu: float  # user + sys of the process (and its children)
+    stdout: str
+
+
+def run_and_measure(command: list[str], env: dict[str, str], timeout: float = 600) -> Timed:
+    """Wall time and CPU (user + sys from wait4) of one whole process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()  # small outputs: read to EOF, then reap with wait4
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command[:4]))} exited {proc.returncode}: {err.decode()[-2000:]}")
+    return Timed(wall, usage.ru_utime + usage.ru_stime, out.decode())
+
+
+def amaris_command() -> list[str]:
+    exe = Path(sys.executable).parent / "amaris"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "amaris_cli"]
+
+
+def client_env(url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    return {**env, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench"}
+
+
+def write_rollouts(path: Path, rollouts: list[Rollout]) -> Path:
+    with open(path, "wb") as fh:
+        for r in rollouts:
+            fh.write(json.dumps(r.model_dump(mode="json", exclude_none=True)).encode() + b"\n")
+    return path
+
+
+def scorer_requests(run: Path, rollouts: list[Rollout], path: Path) -> Path:
+    """The scorer requests amaris sends for `rollouts` (same messages and completion budget)."""
     from amaris_cli.agents.common import AgentKit
-    from amaris_cli.agents.scorer import scorer_messages
+    from amaris_cli.agents.scorer import answer_budget, scorer_messages
+    from amaris_cli.config import load_settings
     from amaris_cli.llm.client import LLMClient
     from amaris_cli.rundir import RunDir
 
-    print(f"[1] throughput: {n} rollouts, judge latency {latency * 1000:.0f} ms, concurrency {concurrency}")
+    rd = RunDir(run)
+    rubric = rd.load_rubric(0)
+    settings = load_settings(base=rd.load_manifest().config, environ={})
+    kit = AgentKit(settings=settings, client=LLMClient(settings))
+    budget = min(settings.agent("scorer").token_cap, max(settings.agent("scorer").max_tokens,
+                                                         answer_budget(len(rubric.criteria))))
+    with open(path, "wb") as fh:
+        for r in rollouts:
+            fh.write(json.dumps({"messages": scorer_messages(kit, rubric, r.model_copy(update={"step": 0}), 0),
+                                 "max_tokens": budget}).encode() + b"\n")
+    return path
+
+
+def bench_client(tmp: Path, n: int, concurrency: int, reps: int, check_capacity: bool) -> None:
+    print(f"[1] client: {n} scorer calls, concurrency {concurrency}, against bench/canned.py (a canned-reply server); "
+          f"whole processes, interleaved, median of {reps}")
     rollouts = example_rollouts(n)
-    with sim_judge(latency) as url:
-        probe = new_run(tmp, f"probe-{latency}", url, concurrency)
-        rubric = RunDir(probe).load_rubric(0)
-        kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
-        requests = [scorer_messages(kit, rubric, r, 0) for r in rollouts]
-        raw, ours, cpu = [], [], []
-        for rep in range(reps):  # interleaved, so drift on a shared machine hits both alike
-            raw.append(raw_loop(url, requests, concurrency))
-            ours.append(amaris_score(new_run(tmp, f"t-{latency}-{rep}", url, concurrency), rollouts, cpu))
-    best_raw, best_ours = min(raw), min(ours)
-    record("throughput", f"raw loop, latency {latency * 1000:.0f} ms", f"{best_raw:.2f} s ({n / best_raw:.0f} calls/s)")
-    record("throughput", f"amaris score, latency {latency * 1000:.0f} ms", f"{best_ours:.2f} s ({n / best_ours:.0f} calls/s)")
-    record("throughput", f"ratio amaris/raw, latency {latency * 1000:.0f} ms (target <= 1.10)", f"{best_ours / best_raw:.3f}")
-    record("throughput", f"amaris client CPU per call, latency {latency * 1000:.0f} ms (SDK + render + parse + log)",
-           f"{min(cpu) / n * 1000:.2f} ms")
+    inputs = write_rollouts(tmp / "client-rollouts.jsonl", rollouts)
+    with canned_server(1) as (url, server_pids):
+        env = client_env(url)
+        requests = scorer_requests(new_run(tmp, "client-probe", "http://unused/v1", concurrency), rollouts,
+                                   tmp / "client-requests.jsonl")
+        raw_cmd = [sys.executable, str(ROOT / "bench" / "rawloop.py"), str(requests), "--base-url", url,
+                   "--concurrency", str(concurrency)]
+        raw: list[Timed] = []
+        ours: list[Timed] = []
+        server_share: list[float] = []
+
+        def amaris_once(name: str) -> Timed:
+            run = new_run(tmp, name, None, concurrency)
+            return run_and_measure([*amaris_command(), "score", str(inputs), "--run", str(run), "--step", "0",
+                                    "--concurrency", str(concurrency), "--quiet", "--json"], env)
+
+        def measured(fn: Any) -> Timed:
+            cpu0 = cpu_of(server_pids)
+            timed = fn()
+            server_share.append((cpu_of(server_pids) - cpu0) / timed.wall)
+            return timed
+
+        for rep in range(reps):  # interleaved, alternating the order, so drift hits both alike
+            pair = [lambda: run_and_measure(raw_cmd, env), lambda rep=rep: amaris_once(f"client-{rep}")]
+            first, second = (0, 1) if rep % 2 == 0 else (1, 0)
+            results = {first: measured(pair[first]), second: measured(pair[second])}
+            raw.append(results[0])
+            ours.append(results[1])
+            calls = json.loads(raw[-1].stdout)["calls"]
+            assert calls == n, f"the raw loop made {calls} calls, not {n}"
+            scored = json.loads(ours[-1].stdout)["scored"]
+            assert scored == n, f"amaris scored {scored} of {n}"
+            print(f"  rep {rep}: raw {raw[-1].wall:.2f} s, amaris {ours[-1].wall:.2f} s", flush=True)
+    raw_wall = statistics.median(t.wall for t in raw)
+    our_wall = statistics.median(t.wall for t in ours)
+    record("client", f"raw AsyncOpenAI pool, {n} calls, C={concurrency} (whole process)",
+           f"{raw_wall:.2f} s ({n / raw_wall:.0f} calls/s)")
+    record("client", "amaris score, same requests (whole process)", f"{our_wall:.2f} s ({n / our_wall:.0f} calls/s)")
+    record("client", "ratio amaris/raw (target <= 1.0)", f"**{our_wall / raw_wall:.3f}**")
+    record("client", "client CPU per call (user+sys / calls): raw / amaris",
+           f"{statistics.median(t.cpu for t in raw) / n * 1000:.2f} ms / {statistics.median(t.cpu for t in ours) / n * 1000:.2f} ms")
+    record("client", "server CPU share of one core during the runs (max)", f"{max(server_share) * 100:.0f}%")
+    if check_capacity:  # the same client time with twice the server capacity: the server was not the limit
+        with canned_server(2) as (url2, _):
+            env2 = client_env(url2)
+            walls = []
+            for rep in range(reps):
+                run = new_run(tmp, f"client-x2-{rep}", None, concurrency)
+                walls.append(run_and_measure([*amaris_command(), "score", str(inputs), "--run", str(run), "--step", "0",
+                                              "--concurrency", str(concurrency), "--quiet", "--json"], env2).wall)
+        record("client", "amaris score with 2 server processes (twice the capacity)",
+               f"{statistics.median(walls):.2f} s (vs {our_wall:.2f} s with one)")
 
 
 # --- 2 start-up -----------------------------------------------------------------------------------
@@ -354,10 +440,82 @@ def bench_tokens(tmp: Path) -> None:
         record("tokens", f"updater prompt, static K={k}, 3 queries x {per_query} hits", f"{updater}")
 
 
+# --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------
+
+
+def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
+    from amaris_cli.policy import FailurePolicy
+    from amaris_cli.rundir import RunDir
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.common import store_rollouts
+    from amaris_cli.stages.score import score_step
+
+    rd = RunDir(run)
+    with open_session(rd, environ={}) as session:
+        store_rollouts(rd, 0, rollouts)
+        started, cpu0 = time.perf_counter(), time.process_time()
+        outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0, policy=FailurePolicy("fail", 0.5)))
+        wall = time.perf_counter() - started
+        if cpu is not None:
+            cpu.append(time.process_time() - cpu0)
+    assert outcome.failed == 0, outcome.errors[:3]
+    return wall
+
+
+def raw_loop(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
+    from openai import AsyncOpenAI
+
+    async def main() -> float:
+        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(messages: list[dict[str, str]]) -> None:
+            async with limit:
+                await client.chat.completions.create(model="sim", messages=messages,  # type: ignore[arg-type]
+                                                     temperature=0.0, max_tokens=2048,
+                                                     response_format={"type": "json_object"})
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(m) for m in requests))
+        wall = time.perf_counter() - started
+        await client.close()
+        return wall
+
+    return asyncio.run(main())
+
+
+def bench_throughput(tmp: Path, n: int, concurrency: int, latency: float, reps: int) -> None:
+    from amaris_cli.agents.common import AgentKit
+    from amaris_cli.agents.scorer import scorer_messages
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.rundir import RunDir
+
+    print(f"[7] sim-judge throughput (bound by the sim-judge, a Python process; see case 1 for the client): {n} rollouts, judge latency {latency * 1000:.0f} ms, concurrency {concurrency}")
+    rollouts = example_rollouts(n)
+    with sim_judge(latency) as url:
+        probe = new_run(tmp, f"probe-{latency}", url, concurrency)
+        rubric = RunDir(probe).load_rubric(0)
+        kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
+        requests = [scorer_messages(kit, rubric, r, 0) for r in rollouts]
+        raw, ours, cpu = [], [], []
+        for rep in range(reps):  # interleaved, so drift on a shared machine hits both alike
+            raw.append(raw_loop(url, requests, concurrency))
+            ours.append(amaris_score(new_run(tmp, f"t-{latency}-{rep}", url, concurrency), rollouts, cpu))
+    best_raw, best_ours = min(raw), min(ours)
+    record("sim-judge throughput", f"raw loop, latency {latency * 1000:.0f} ms", f"{best_raw:.2f} s ({n / best_raw:.0f} calls/s)")
+    record("sim-judge throughput", f"amaris score, latency {latency * 1000:.0f} ms", f"{best_ours:.2f} s ({n / best_ours:.0f} calls/s)")
+    record("sim-judge throughput", f"ratio amaris/raw, latency {latency * 1000:.0f} ms (target <= 1.10)", f"{best_ours / best_raw:.3f}")
+    record("sim-judge throughput", f"amaris client CPU per call, latency {latency * 1000:.0f} ms (SDK + render + parse + log)",
+           f"{min(cpu) / n * 1000:.2f} ms")
+
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--only", help="comma-separated case numbers, e.g. 1,3")
+    parser.add_argument("--calls", type=int, help="scorer calls for case 1 (default 2048; 256 with --quick)")
+    parser.add_argument("--reps", type=int, help="repetitions for case 1 (default 5; 1 with --quick)")
     parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
     args = parser.parse_args()
     only = set((args.only or "1,2,3,4,5").split(","))
@@ -374,9 +532,8 @@ def main() -> None:
                 loop_job(EXAMPLES, demo, step_range=None, mapping={}, lag=0, rescore=False, on_error=None,
                          judge="endpoint", flags={}, wait=0, say=lambda _text: None)
         if "1" in only:
-            n = 256 if args.quick else 2048
-            for latency in (0.1, 0.0):
-                bench_throughput(tmp, n, 128, latency, 1 if args.quick else 2)
+            bench_client(tmp, args.calls or (256 if args.quick else 2048), 64, args.reps or (1 if args.quick else 5),
+                         check_capacity=not args.quick)
         if "2" in only:
             bench_startup(3 if args.quick else 7)
         if "3" in only:
@@ -385,6 +542,10 @@ def main() -> None:
             bench_overhead(tmp, args.latency if args.latency is not None else 0.2 if args.quick else 1.0)
         if "5" in only:
             bench_tokens(tmp)
+        if "7" in only:
+            n = 256 if args.quick else 2048
+            for latency in (0.1, 0.0):
+                bench_throughput(tmp, n, 128, latency, 1 if args.quick else 2)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

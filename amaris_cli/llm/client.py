@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
@@ -46,7 +47,7 @@ from amaris_cli.llm.endpoint import (
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
 from amaris_cli.llm.ratelimit import RateLimiter, estimate_tokens
-from amaris_cli.llm.wire import WireError, read_completion
+from amaris_cli.llm.wire import ChatPoster, WireError, dropped_connection, http_client, read_completion
 from amaris_cli.rundir import now_iso
 from amaris_cli.terminal import one_line
 
@@ -159,7 +160,7 @@ class LLMClient:
         self._params: dict[tuple[str, type[BaseModel]], dict[str, Any]] = {}
         self._global = asyncio.Semaphore(settings.llm.concurrency)
         self._agent_limits = {a: asyncio.Semaphore(s.concurrency) for a, s in self._agents.items()}
-        self._clients: dict[tuple[str | None, str], Any] = {}
+        self._clients: dict[tuple[str | None, str], ChatPoster] = {}
         self._endpoints: dict[tuple[str | None, str, str], _Endpoint] = {}
         self._limiters: dict[tuple[Any, ...], RateLimiter] = {}
         self._secrets = {v for s in self._agents.values() if (v := self.environ.get(s.api_key_env))}
@@ -168,18 +169,15 @@ class LLMClient:
         self.usage: dict[str, AgentUsage] = {}
 
     # --- plumbing -----------------------------------------------------------------------
-    def _client(self, agent: AgentSettings) -> Any:
+    def _client(self, agent: AgentSettings) -> ChatPoster:
         key = (agent.base_url, agent.api_key_env)
         if key not in self._clients:
-            from openai import AsyncOpenAI, DefaultAsyncHttpxClient  # heavy import, only when a call is made
+            from openai import AsyncOpenAI  # heavy import, only when a call is made
 
-            self._clients[key] = AsyncOpenAI(
-                api_key=self.environ.get(agent.api_key_env) or "not-set",
-                base_url=agent.base_url,
-                max_retries=0,
-                # A redirect of a POST is a misconfigured base URL: report it, do not follow it.
-                http_client=DefaultAsyncHttpxClient(follow_redirects=False),
-            )
+            http = http_client(self.environ, credentials_in_url=bool(url_secrets(agent.base_url)))
+            client = AsyncOpenAI(api_key=self.environ.get(agent.api_key_env) or "not-set", base_url=agent.base_url,
+                                 max_retries=0, http_client=http)
+            self._clients[key] = ChatPoster(client, http)
         return self._clients[key]
 
     def redact(self, text: str) -> str:
@@ -221,25 +219,16 @@ class LLMClient:
         return params
 
     # --- one attempt ------------------------------------------------------------------------
-    async def _send_once(self, name: str, agent: AgentSettings, messages: list[dict[str, Any]],
-                         params: dict[str, Any]) -> _Reply:
+    async def _send_once(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any]) -> _Reply:
         import openai
 
-        client = self._client(agent)
-        kwargs = {k: v for k, v in params.items() if k != "extra_body"}
+        poster = self._client(agent)
         try:
             # The SDK's timeout bounds each read; wait_for bounds the attempt as a whole.
-            raw = await asyncio.wait_for(
-                client.chat.completions.with_raw_response.create(
-                    model=agent.model,
-                    messages=messages,
-                    timeout=agent.timeout,
-                    extra_body=params.get("extra_body"),
-                    **kwargs,
-                ),
-                timeout=agent.timeout,
-            )
-        except (TimeoutError, openai.APITimeoutError):
+            response = await asyncio.wait_for(poster.post(body, payload, agent.timeout), timeout=agent.timeout)
+        except (TimeoutError, openai.APITimeoutError) as exc:
+            if dropped := dropped_connection(exc):
+                raise _Transient(f"connection failed: {one_line(dropped, 300)}", "connection") from None
             raise _Transient(f"timed out after {agent.timeout:g}s for the whole attempt "
                              f"(raise agents.{name}.timeout if the judge is slow)", "timeout") from None
         except openai.APIConnectionError as exc:
@@ -264,7 +253,6 @@ class LLMClient:
                 hint += (f" (if the endpoint rejects response_format, set agents.{name}.response_format = "
                          "\"json_object\" or \"text\")")
             raise _Fatal(f"HTTP {status}: {detail}{hint}") from None
-        response = raw.http_response
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         fatal = fatal_content_type(name, agent.base_url, agent.model, content_type)
         if fatal is not None:
@@ -279,15 +267,15 @@ class LLMClient:
             finish_reason=completion.finish_reason,
         )
 
-    async def _attempt(self, name: str, agent: AgentSettings, messages: list[dict[str, Any]],
-                       params: dict[str, Any], usage: AgentUsage) -> _Reply:
+    async def _attempt(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any],
+                       usage: AgentUsage) -> _Reply:
         endpoint = self._endpoint(agent)
 
         async def send() -> _Reply:
             try:
                 async with self._agent_limits[name], self._global:
                     usage.requests += 1
-                    return await self._send_once(name, agent, messages, params)
+                    return await self._send_once(name, agent, body, payload)
             except EndpointFatal as exc:
                 endpoint.fatal = exc
                 raise
@@ -351,6 +339,9 @@ class LLMClient:
                 reply.indexable = not pointer
                 return reply
 
+        payload = {"model": agent.model, "messages": messages, **{k: v for k, v in params.items() if k != "extra_body"},
+                   **params.get("extra_body", {})}
+        body = orjson.dumps(payload)
         limiter = self._limiter(agent)
         estimate = estimate_tokens(messages, int(params[agent.token_limit_param]))
         started = time.monotonic()
@@ -359,7 +350,7 @@ class LLMClient:
             try:
                 if limiter is not None:
                     usage.rate_limited_s += await limiter.acquire(estimate)
-                reply = await self._attempt(name, agent, messages, params, usage)
+                reply = await self._attempt(name, agent, body, payload, usage)
             except _Transient as exc:
                 usage.fault(exc.kind)
                 last_error = str(exc)

@@ -1,4 +1,13 @@
-"""Reading a chat-completion body, and nothing else.
+"""The chat-completion wire: sending a request body through the openai SDK, and reading the answer.
+
+Sending (`ChatPoster`): a request is serialized once (orjson) and POSTed through the AsyncOpenAI
+client's lower-level request method, `client.post("/chat/completions", cast_to=<HTTP Response>)`,
+the openai README's way to call an endpoint below the typed resources. That keeps what the SDK
+does for every request (base URL, the `Authorization` header and its other headers, per-request
+timeouts, its HTTP client and connection pool, its error classes: APIStatusError with the parsed
+error body, APITimeoutError, APIConnectionError) and skips what amaris does not use: the recursive
+transform of the typed parameters and the response model (amaris reads the body itself, below).
+Those two were most of the SDK's CPU per call (bench/README.md, case 1).
 
 A 200 answer is not necessarily a completion: proxies and half-compatible servers send
 `usage.prompt_tokens = "many"`, `choices` as an object or a number, `content` as a list, or an
@@ -9,6 +18,7 @@ amaris's own code is never mistaken for (and retried as) a bad answer.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +92,70 @@ def read_completion(body: bytes) -> Completion:
     usage = completion.usage or _Usage()
     return Completion(text=choice.message.content, finish_reason=choice.finish_reason,
                       prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0)
+
+
+def http_client(environ: Any, credentials_in_url: bool) -> Any:
+    """The SDK's HTTP client, with redirects off (a redirect of a POST is a misconfigured base URL: it is
+    reported, not followed).
+
+    The SDK's aiohttp transport (`DefaultAioHttpClient`, the `openai[aiohttp]` extra) when aiohttp is
+    installed: its C HTTP parser costs about half the CPU per call of the default httpx transport
+    (bench/README.md, case 1). Not for a base URL with credentials (aiohttp refuses them beside the
+    SDK's Authorization header; httpx sends them as Basic auth, which a proxy in front of the endpoint
+    expects). AMARIS_HTTP_CLIENT=httpx keeps the default transport."""
+    import openai
+
+    aiohttp_client = getattr(openai, "DefaultAioHttpClient", None)  # openai >= 1.83
+    if aiohttp_client is not None and not credentials_in_url and environ.get("AMARIS_HTTP_CLIENT", "").lower() != "httpx":
+        try:
+            return aiohttp_client(follow_redirects=False)
+        except RuntimeError:  # aiohttp is not installed
+            pass
+    return openai.DefaultAsyncHttpxClient(follow_redirects=False)
+
+
+def dropped_connection(exc: BaseException) -> str | None:
+    """What dropped the connection, when the SDK reports it as a timeout: its aiohttp transport maps every
+    aiohttp connection error (a server that closed the connection included) to a connect timeout. The
+    first cause in the chain says which it was."""
+    cause = exc
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    if type(cause).__module__.partition(".")[0] == "aiohttp" and not isinstance(cause, TimeoutError):
+        return str(cause) or type(cause).__name__
+    return None
+
+
+def _response_class(http_client: Any) -> type:
+    """The Response class of the HTTP library under the SDK (httpx; httpx2 in openai >= 3): passed as
+    `cast_to`, it makes `client.post` return the HTTP response itself."""
+    import sys
+
+    for cls in type(http_client).__mro__:
+        package = cls.__module__.partition(".")[0]
+        if package in ("httpx", "httpx2"):
+            return sys.modules[package].Response  # type: ignore[no-any-return]
+    raise TypeError(f"not an httpx client: {type(http_client).__name__}")
+
+
+class ChatPoster:
+    """POST /chat/completions of one AsyncOpenAI client with a prepared body; returns the HTTP response
+    (status errors raised by the SDK as usual)."""
+
+    path = "/chat/completions"
+
+    def __init__(self, client: Any, http_client: Any) -> None:
+        self.client = client
+        self.response_class = _response_class(http_client)
+        # `content=` (raw bytes) exists since openai 2.16; before, the payload goes as `body=` (JSON-encoded by the SDK).
+        self.raw_bodies = "content" in inspect.signature(client.post).parameters
+
+    async def post(self, body: bytes, payload: dict[str, Any], timeout: float) -> Any:
+        if self.raw_bodies:
+            return await self.client.post(self.path, cast_to=self.response_class, content=body,
+                                          options={"timeout": timeout})
+        return await self.client.post(self.path, cast_to=self.response_class, body=payload,
+                                      options={"timeout": timeout})
+
+    async def close(self) -> None:
+        await self.client.close()
