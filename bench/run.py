@@ -240,10 +240,20 @@ def bench_client(tmp: Path, n: int, concurrency: int, reps: int, check_capacity:
 # --- 2 start-up -----------------------------------------------------------------------------------
 
 
-def bench_startup(reps: int) -> None:
+def first_request(command: list[str], env: dict[str, str], url: str) -> tuple[float, float]:
+    """Seconds from spawning `command` until its first chat request reached the server, and until it exited."""
+    server_get(url, "/_reset")
+    started = time.time()
+    run_and_measure(command, env)
+    ended = time.time()
+    first = server_get(url, "/_stats")["first"]
+    assert first > started, "no request reached the server"
+    return first - started, ended - started
+
+
+def bench_startup(tmp: Path, reps: int) -> None:
     print("[2] start-up")
-    exe = Path(sys.executable).parent / "amaris"
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "amaris_cli"]
+    command = amaris_command()
     for args in (["--help"], ["score", "--help"]):
         times = []
         for _ in range(reps):
@@ -252,9 +262,35 @@ def bench_startup(reps: int) -> None:
             times.append(time.perf_counter() - started)
         record("start-up", f"amaris {' '.join(args)} (target < 0.25 s)", f"min {min(times):.3f} s, median {statistics.median(times):.3f} s")
     probe = subprocess.run([sys.executable, "-c", "import sys, amaris_cli.cli; "
-                            "print([m for m in ('openai', 'chromadb', 'onnxruntime', 'httpx') if m in sys.modules])"],
+                            "print([m for m in ('openai', 'chromadb', 'onnxruntime', 'httpx', 'httpx2') if m in sys.modules])"],
                            capture_output=True, text=True, check=True)
     record("start-up", "heavy modules loaded by the CLI module", probe.stdout.strip())
+    imports = []
+    for _ in range(reps):
+        out = subprocess.run([sys.executable, "-c", "import time; t = time.perf_counter(); import openai; "
+                              "print(time.perf_counter() - t)"], capture_output=True, text=True, check=True)
+        imports.append(float(out.stdout))
+    record("start-up", "`import openai` alone (in a fresh process)", f"min {min(imports):.3f} s, median {statistics.median(imports):.3f} s")
+
+    # Time to first request: spawn -> the first chat request reaches bench/canned.py (it stamps arrivals).
+    rollouts = EXAMPLES / "step-000.jsonl"  # 16 rollouts
+    with canned_server(1) as (url, _):
+        env = client_env(url)
+        score_first, evolve_first, score_total, evolve_total = [], [], [], []
+        for rep in range(reps):
+            run = new_run(tmp, f"first-{rep}", None, 32)
+            first, total = first_request([*command, "score", str(rollouts), "--run", str(run), "--step", "0", "--quiet",
+                                          "--json"], env, url)
+            score_first.append(first)
+            score_total.append(total)
+            first, total = first_request([*command, "evolve", "--run", str(run), "--step", "0", "--quiet", "--json"],
+                                         env, url)
+            evolve_first.append(first)
+            evolve_total.append(total)
+    for name, firsts, totals in (("score", score_first, score_total), ("evolve", evolve_first, evolve_total)):
+        record("start-up", f"`amaris {name}` of 16 rollouts: time to first request (target < 0.5 s)",
+               f"**{statistics.median(firsts):.3f} s** median, min {min(firsts):.3f} s "
+               f"(whole command {statistics.median(totals):.2f} s)")
 
 
 # --- 3 memory at scale ----------------------------------------------------------------------------
@@ -440,6 +476,43 @@ def bench_tokens(tmp: Path) -> None:
         record("tokens", f"updater prompt, static K={k}, 3 queries x {per_query} hits", f"{updater}")
 
 
+# --- 6 online: what a trainer feels per step (examples/train_loop.sh) -----------------------------------
+
+MODES = ("trainer-only", "score-only", "async", "sync")
+
+
+def train_loop(mode: str, steps: int, train: float, latency: float) -> tuple[list[float], float]:
+    """examples/train_loop.sh in one mode (real processes, its own sim-judge): each step's wall time, total."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env["AMARIS"] = amaris_command()[0] if len(amaris_command()) == 1 else "amaris"
+    out = subprocess.run(["bash", str(ROOT / "examples" / "train_loop.sh"), "--mode", mode, "--steps", str(steps),
+                          "--train-seconds", str(train), "--judge-latency", str(latency)],
+                         env=env, capture_output=True, text=True, timeout=steps * (train + 60) + 120, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"train_loop.sh --mode {mode} exited {out.returncode}: {out.stderr[-2000:]}")
+    walls = [float(m.group(1)) for m in re.finditer(r"^step \d+: ([\d.]+) s$", out.stdout, re.M)]
+    total = re.search(r"^total: ([\d.]+) s", out.stdout, re.M)
+    assert len(walls) == steps and total, out.stdout
+    return walls, float(total.group(1))
+
+
+def bench_online(steps: int, train: float, latency: float) -> None:
+    print(f"[6] online: examples/train_loop.sh, {steps} steps of 16 rollouts, training {train:g} s per step, "
+          f"sim-judge latency {latency:g} s")
+    steady: dict[str, float] = {}
+    for mode in MODES:
+        walls, total = train_loop(mode, steps, train, latency)
+        steady[mode] = statistics.median(walls[2:]) if len(walls) > 2 else walls[-1]
+        print(f"  {mode}: " + " ".join(f"{w:.2f}" for w in walls), flush=True)
+        record("online", f"{mode}: wall per step, steady state (median of steps 2..{steps - 1}) / steps 0, 1 / total",
+               f"{steady[mode]:.2f} s / {walls[0]:.2f}, {walls[1]:.2f} s / {total:.1f} s")
+    extra = steady["score-only"] - steady["trainer-only"]
+    record("online", f"score-only minus trainer-only (target <= judge latency + 0.5 s = {latency + 0.5:g} s)",
+           f"**{extra:.2f} s**")
+    record("online", "async / score-only (target <= 1.05)", f"**{steady['async'] / steady['score-only']:.3f}**")
+    record("online", "sync / score-only", f"{steady['sync'] / steady['score-only']:.3f}")
+
+
 # --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------
 
 
@@ -516,9 +589,10 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated case numbers, e.g. 1,3")
     parser.add_argument("--calls", type=int, help="scorer calls for case 1 (default 2048; 256 with --quick)")
     parser.add_argument("--reps", type=int, help="repetitions for case 1 (default 5; 1 with --quick)")
+    parser.add_argument("--steps", type=int, help="training steps per mode for case 6 (default 8)")
     parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
     args = parser.parse_args()
-    only = set((args.only or "1,2,3,4,5").split(","))
+    only = set((args.only or "1,2,3,4,5,6,7").split(","))
     for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
         del os.environ[key]
     tmp = Path(tempfile.mkdtemp(prefix="amaris-bench-"))
@@ -535,13 +609,18 @@ def main() -> None:
             bench_client(tmp, args.calls or (256 if args.quick else 2048), 64, args.reps or (1 if args.quick else 5),
                          check_capacity=not args.quick)
         if "2" in only:
-            bench_startup(3 if args.quick else 7)
+            bench_startup(tmp, 3 if args.quick else 7)
         if "3" in only:
             bench_memory(tmp, 100 if args.quick else 1000, 10_000 if args.quick else 100_000)
         if "4" in only:
             bench_overhead(tmp, args.latency if args.latency is not None else 0.2 if args.quick else 1.0)
         if "5" in only:
             bench_tokens(tmp)
+        if "6" in only:
+            if args.quick:
+                bench_online(3, 2.0, 0.2)
+            else:
+                bench_online(args.steps or 8, 8.0, 1.0)
         if "7" in only:
             n = 256 if args.quick else 2048
             for latency in (0.1, 0.0):

@@ -63,6 +63,21 @@ class CallRecord(BaseModel):
     source: Source = "model"
 
 
+def call_line(*, ts: str, agent: str, step: int | None, context: str, request_hash: str, model: str,
+              base_url: str | None, messages: list[dict[str, Any]] | None, params: dict[str, Any],
+              response: str | None, usage: Usage, finish_reason: str | None, latency_s: float, attempts: int,
+              error: str | None, source: Source) -> bytes:
+    """The log line of one request: byte for byte `CallRecord(...).model_dump(mode="json")` as a line,
+    without validating a model per call (the client builds every field from typed values; a test holds
+    the two equal). Readers validate what they read with CallRecord."""
+    return dumps_line({
+        "ts": ts, "agent": agent, "step": step, "context": context, "request_hash": request_hash, "model": model,
+        "base_url": base_url, "messages": messages, "params": params, "response": response,
+        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+        "finish_reason": finish_reason, "latency_s": latency_s, "attempts": attempts, "error": error, "source": source,
+    })
+
+
 @dataclass(frozen=True)
 class Written:
     """Where a record landed in the log: what the index points at."""
@@ -156,13 +171,16 @@ class CallLog:
                     self.index_dir.mkdir(exist_ok=True)
 
     def write(self, record: CallRecord) -> Written | None:
+        return self.write_line(record.step, dumps_line(record.model_dump(mode="json")))
+
+    def write_line(self, step: int | None, line: bytes) -> Written | None:
+        """Append one complete line (see `call_line`) for `step`; where it landed."""
         if self._fd is None:
             return None
-        line = dumps_line(record.model_dump(mode="json"))
         with _locked(self._fd):
             offset = _cut_torn_tail(self._fd)
             os.write(self._fd, line)
-        return Written(record.step, offset, len(line))
+        return Written(step, offset, len(line))
 
     def index(self, written: Written | None, request_hash: str, accepted: bool) -> None:
         """Make an answered request findable by later commands (`accepted`: amaris used the answer)."""

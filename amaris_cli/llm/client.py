@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
 from amaris_cli.llm.cache import CallCache
-from amaris_cli.llm.calllog import CallLog, CallRecord, Usage, Written
+from amaris_cli.llm.calllog import CallLog, Usage, Written, call_line
 from amaris_cli.llm.endpoint import (
     EndpointFatal,
     fatal_content_type,
@@ -174,7 +174,7 @@ class LLMClient:
         if key not in self._clients:
             from openai import AsyncOpenAI  # heavy import, only when a call is made
 
-            http = http_client(self.environ, credentials_in_url=bool(url_secrets(agent.base_url)))
+            http = http_client(self.environ, agent.base_url)
             client = AsyncOpenAI(api_key=self.environ.get(agent.api_key_env) or "not-set", base_url=agent.base_url,
                                  max_retries=0, http_client=http)
             self._clients[key] = ChatPoster(client, http)
@@ -313,16 +313,16 @@ class LLMClient:
 
         def record(reply: _Reply | None, error: str | None, attempts: int, started: float, source: str = "model",
                    pointer: bool = False) -> Written | None:
-            return self.call_log.write(
-                CallRecord(
-                    ts=now_iso(), agent=name, step=step, context=context, request_hash=rhash,
-                    model=agent.model, base_url=strip_userinfo(agent.base_url), messages=None if pointer else messages,
-                    params=params, response=reply.text if reply and not pointer else None,
-                    usage=reply.usage if reply else Usage(), finish_reason=reply.finish_reason if reply else None,
-                    latency_s=round(time.monotonic() - started, 4), attempts=attempts,
-                    error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
-                )
-            )
+            if self.call_log.path is None:
+                return None
+            return self.call_log.write_line(step, call_line(
+                ts=now_iso(), agent=name, step=step, context=context, request_hash=rhash,
+                model=agent.model, base_url=strip_userinfo(agent.base_url), messages=None if pointer else messages,
+                params=params, response=reply.text if reply and not pointer else None,
+                usage=reply.usage if reply else Usage(), finish_reason=reply.finish_reason if reply else None,
+                latency_s=round(time.monotonic() - started, 4), attempts=attempts,
+                error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
+            ))
 
         if self.cache is not None:
             cached = self.cache.lookup(rhash, name, step, context, agent.model, messages, params)

@@ -19,12 +19,14 @@ amaris's own code is never mistaken for (and retried as) a bad answer.
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from amaris_cli.llm.endpoint import url_secrets
 from amaris_cli.terminal import one_line
 
 
@@ -94,24 +96,62 @@ def read_completion(body: bytes) -> Completion:
                       prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0)
 
 
-def http_client(environ: Any, credentials_in_url: bool) -> Any:
-    """The SDK's HTTP client, with redirects off (a redirect of a POST is a misconfigured base URL: it is
-    reported, not followed).
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def preload_sdk() -> None:
+    """Start importing the openai SDK in a background thread.
+
+    `import openai` is most of a command's start-up (0.8-1.3 s on a 2-core machine; its package imports
+    every API type). In a background thread it overlaps with whatever the command waits for before its
+    first request: a pipe the trainer is still writing the rollouts into, an evolution that writes the
+    rubric version it needs, the score of its step. The first request then finds the module loaded, or
+    waits for the rest of the import. Call it after the command has imported its own modules: two
+    threads importing the same modules at the same time could meet in a circular import."""
+    import sys
+    import threading
+
+    if "openai" in sys.modules:
+        return
+
+    def load() -> None:
+        try:
+            import openai  # noqa: F401
+        except Exception:  # noqa: BLE001 - the first request imports it again and reports the error
+            pass
+
+    threading.Thread(target=load, name="amaris-import-openai", daemon=True).start()
+
+
+def http_client(environ: Any, base_url: str | None) -> Any:
+    """The SDK's HTTP client for one endpoint, with redirects off (a redirect of a POST is a misconfigured
+    base URL: it is reported, not followed).
 
     The SDK's aiohttp transport (`DefaultAioHttpClient`, the `openai[aiohttp]` extra) when aiohttp is
     installed: its C HTTP parser costs about half the CPU per call of the default httpx transport
     (bench/README.md, case 1). Not for a base URL with credentials (aiohttp refuses them beside the
     SDK's Authorization header; httpx sends them as Basic auth, which a proxy in front of the endpoint
-    expects). AMARIS_HTTP_CLIENT=httpx keeps the default transport."""
+    expects). AMARIS_HTTP_CLIENT=httpx keeps the default transport.
+
+    A plain-http endpoint reached without a proxy never does TLS, so it gets a TLS context without the
+    system's CA certificates, which take 0.15 s to load (a fifth of a command's start-up): verification
+    stays on, so if TLS were ever attempted it would fail, never go unverified."""
+    import ssl
+
     import openai
 
+    kwargs: dict[str, Any] = {"follow_redirects": False}
+    if (base_url or "").lower().startswith("http://") and not any(
+            os.environ.get(v) or os.environ.get(v.upper()) for v in PROXY_VARIABLES):
+        kwargs["verify"] = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     aiohttp_client = getattr(openai, "DefaultAioHttpClient", None)  # openai >= 1.83
-    if aiohttp_client is not None and not credentials_in_url and environ.get("AMARIS_HTTP_CLIENT", "").lower() != "httpx":
+    if (aiohttp_client is not None and not url_secrets(base_url)
+            and environ.get("AMARIS_HTTP_CLIENT", "").lower() != "httpx"):
         try:
-            return aiohttp_client(follow_redirects=False)
+            return aiohttp_client(**kwargs)
         except RuntimeError:  # aiohttp is not installed
             pass
-    return openai.DefaultAsyncHttpxClient(follow_redirects=False)
+    return openai.DefaultAsyncHttpxClient(**kwargs)
 
 
 def dropped_connection(exc: BaseException) -> str | None:
