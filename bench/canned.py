@@ -149,8 +149,10 @@ def serve(sock: socket.socket) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(Http, sock=sock, backlog=1024)
+        stopped = loop.create_future()
+        loop.add_signal_handler(signal.SIGTERM, lambda: stopped.done() or stopped.set_result(None))
         async with server:
-            await server.serve_forever()
+            await stopped
 
     asyncio.run(main())
 
@@ -173,21 +175,18 @@ def main() -> None:
             return
         pids.append(pid)
     port = sock.getsockname()[1]
-
-    def stop(_signum: int, _frame: object) -> None:
+    print(f"OPENAI_BASE_URL=http://127.0.0.1:{port}/v1 PIDS={','.join(map(str, pids))}", file=sys.stderr, flush=True)
+    try:
+        serve(sock)  # until SIGTERM
+    except KeyboardInterrupt:
+        pass
+    finally:
         for child in pids[1:]:
             try:
                 os.kill(child, signal.SIGTERM)
-            except ProcessLookupError:
+                os.waitpid(child, 0)
+            except (ProcessLookupError, ChildProcessError):
                 pass
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    print(f"OPENAI_BASE_URL=http://127.0.0.1:{port}/v1 PIDS={','.join(map(str, pids))}", file=sys.stderr, flush=True)
-    try:
-        serve(sock)
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

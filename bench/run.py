@@ -481,13 +481,13 @@ def bench_tokens(tmp: Path) -> None:
 MODES = ("trainer-only", "score-only", "async", "sync")
 
 
-def train_loop(mode: str, steps: int, train: float, latency: float) -> tuple[list[float], float]:
+def train_loop(mode: str, steps: int, train: float, latency: float, prestart: bool) -> tuple[list[float], float]:
     """examples/train_loop.sh in one mode (real processes, its own sim-judge): each step's wall time, total."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env["AMARIS"] = amaris_command()[0] if len(amaris_command()) == 1 else "amaris"
-    out = subprocess.run(["bash", str(ROOT / "examples" / "train_loop.sh"), "--mode", mode, "--steps", str(steps),
-                          "--train-seconds", str(train), "--judge-latency", str(latency)],
-                         env=env, capture_output=True, text=True, timeout=steps * (train + 60) + 120, cwd=ROOT)
+    env["AMARIS"] = " ".join(amaris_command())
+    command = ["bash", str(ROOT / "examples" / "train_loop.sh"), "--mode", mode, "--steps", str(steps),
+               "--train-seconds", str(train), "--judge-latency", str(latency), *(["--prestart"] if prestart else [])]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=steps * (train + 60) + 120, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"train_loop.sh --mode {mode} exited {out.returncode}: {out.stderr[-2000:]}")
     walls = [float(m.group(1)) for m in re.finditer(r"^step \d+: ([\d.]+) s$", out.stdout, re.M)]
@@ -498,19 +498,25 @@ def train_loop(mode: str, steps: int, train: float, latency: float) -> tuple[lis
 
 def bench_online(steps: int, train: float, latency: float) -> None:
     print(f"[6] online: examples/train_loop.sh, {steps} steps of 16 rollouts, training {train:g} s per step, "
-          f"sim-judge latency {latency:g} s")
+          f"sim-judge latency {latency:g} s; the same with --prestart (each score started while the step "
+          "before trains)")
     steady: dict[str, float] = {}
-    for mode in MODES:
-        walls, total = train_loop(mode, steps, train, latency)
-        steady[mode] = statistics.median(walls[2:]) if len(walls) > 2 else walls[-1]
-        print(f"  {mode}: " + " ".join(f"{w:.2f}" for w in walls), flush=True)
-        record("online", f"{mode}: wall per step, steady state (median of steps 2..{steps - 1}) / steps 0, 1 / total",
-               f"{steady[mode]:.2f} s / {walls[0]:.2f}, {walls[1]:.2f} s / {total:.1f} s")
-    extra = steady["score-only"] - steady["trainer-only"]
-    record("online", f"score-only minus trainer-only (target <= judge latency + 0.5 s = {latency + 0.5:g} s)",
-           f"**{extra:.2f} s**")
-    record("online", "async / score-only (target <= 1.05)", f"**{steady['async'] / steady['score-only']:.3f}**")
-    record("online", "sync / score-only", f"{steady['sync'] / steady['score-only']:.3f}")
+    for prestart in (False, True):
+        for mode in MODES if not prestart else MODES[1:]:
+            name = f"{mode} --prestart" if prestart else mode
+            walls, total = train_loop(mode, steps, train, latency, prestart)
+            steady[name] = statistics.median(walls[2:]) if len(walls) > 2 else walls[-1]
+            print(f"  {name}: " + " ".join(f"{w:.2f}" for w in walls), flush=True)
+            record("online", f"{name}: wall per step, steady state (median of steps 2..{steps - 1}) / steps 0, 1 / total",
+                   f"{steady[name]:.2f} s / {walls[0]:.2f}, {walls[1]:.2f} s / {total:.1f} s")
+    for suffix in ("", " --prestart"):
+        extra = steady[f"score-only{suffix}"] - steady["trainer-only"]
+        record("online", f"score-only{suffix} minus trainer-only (target <= judge latency + 0.5 s = {latency + 0.5:g} s)",
+               f"**{extra:.2f} s**")
+        record("online", f"async{suffix} / score-only{suffix} (target <= 1.05)",
+               f"**{steady['async' + suffix] / steady['score-only' + suffix]:.3f}**")
+        record("online", f"sync{suffix} / score-only{suffix}",
+               f"{steady['sync' + suffix] / steady['score-only' + suffix]:.3f}")
 
 
 # --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------

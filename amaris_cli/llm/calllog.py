@@ -151,6 +151,35 @@ def build_index(log: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+TAIL_BYTES = 256 * 1024
+
+
+def answered_recently(log: Path, base_url: str | None, model: str, within_s: float) -> bool:
+    """Whether the last part of a log holds an answer from the model `model` at `base_url` (as recorded:
+    without credentials) written less than `within_s` seconds ago."""
+    from datetime import UTC, datetime
+
+    try:
+        with open(log, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            start = max(0, size - TAIL_BYTES)
+            fh.seek(start)
+            lines = fh.read().split(b"\n")
+    except OSError:
+        return False
+    now = datetime.now(UTC)
+    for raw in reversed(lines[1:] if start else lines):  # the first line of a tail may be cut
+        try:
+            row = orjson.loads(raw)
+            if (row["source"] != "model" or row["response"] is None or row["base_url"] != base_url
+                    or row["model"] != model):
+                continue
+            return (now - datetime.fromisoformat(row["ts"])).total_seconds() < within_s
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return False
+
+
 class CallLog:
     """The writer side: appends records and index entries. `path=None` logs nothing."""
 

@@ -11,7 +11,8 @@ Each attempt
   - waits for the agent's rate limits (llm/ratelimit.py) and its concurrency limits;
   - goes alone until the endpoint has answered once: a 401/403/404, a redirect, an HTML page or an
     event stream (llm/endpoint.py) then stops the stage after one request (`EndpointFatal`) instead
-    of being repeated for every rollout;
+    of being repeated for every rollout. An answer from the same base URL and model that the run's
+    calls.jsonl recorded in the last hour counts as that first answer (see `_endpoint`);
   - has a deadline: `timeout` bounds the whole attempt (a body dripped a byte at a time included),
     on top of the SDK's per-read timeout;
   - reads only the completion's shape (llm/wire.py): a malformed 200 body is a transient fault,
@@ -36,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
 from amaris_cli.llm.cache import CallCache
-from amaris_cli.llm.calllog import CallLog, Usage, Written, call_line
+from amaris_cli.llm.calllog import CallLog, Usage, Written, answered_recently, call_line
 from amaris_cli.llm.endpoint import (
     EndpointFatal,
     fatal_content_type,
@@ -53,6 +54,8 @@ from amaris_cli.terminal import one_line
 
 T = TypeVar("T", bound=BaseModel)
 
+# How long an answer recorded in the run's calls.jsonl vouches for its endpoint in later commands.
+CONFIRMED_FOR_S = 3600.0
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524}
 
 
@@ -192,7 +195,16 @@ class LLMClient:
         self._clients.clear()
 
     def _endpoint(self, agent: AgentSettings) -> _Endpoint:
-        return self._endpoints.setdefault(_endpoint_key(agent), _Endpoint())
+        key = _endpoint_key(agent)
+        if key not in self._endpoints:
+            # An endpoint that answered this run's requests a moment ago (another command of the run, e.g.
+            # the score of the previous step) is taken as confirmed: the first request does not go alone,
+            # which would add a whole judge latency to every command of an online run.
+            log = self.call_log.path
+            recent = log is not None and answered_recently(log, strip_userinfo(agent.base_url), agent.model,
+                                                           CONFIRMED_FOR_S)
+            self._endpoints[key] = _Endpoint(confirmed=recent)
+        return self._endpoints[key]
 
     def _limiter(self, agent: AgentSettings) -> RateLimiter | None:
         if not agent.requests_per_minute and not agent.tokens_per_minute:
