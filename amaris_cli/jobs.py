@@ -98,11 +98,12 @@ def _finish(result: JobResult, session: Session, started: float) -> None:
 def score_job(rollouts_file: Path, run_path: Path, step: int, *, mapping: dict[str, str], rubric_version: int | None,
               lag: int, on_error: str | None, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
               rewards_out: Path | None, rewards_format: str, say: Say, on_record: Hook | None = None) -> ScoreResult:
-    from amaris_cli.llm.wire import preload_sdk
+    from amaris_cli.llm.wire import preload_sdk, skip_final_collection
     from amaris_cli.rollouts import read_rollout_file
     from amaris_cli.stages.score import score_step
 
     preload_sdk()  # overlaps with reading the rollouts (a pipe, maybe) and any wait for the rubric version
+    skip_final_collection()  # the trainer waits for this process to exit
     started = time.monotonic()
     run = RunDir(run_path)
     settings = _settings(run, flags)

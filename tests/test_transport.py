@@ -123,3 +123,52 @@ def test_a_whole_step_scores_identically_on_both_transports(tmp_path: Path, sim)
         assert result.exit_code == 0, result.stderr
         outputs[transport] = (run / "steps/000000/scores.jsonl").read_bytes()
     assert outputs["aiohttp"] == outputs["httpx"]
+
+
+def _log_row(ts: str, **over: Any) -> bytes:
+    row = {"ts": ts, "agent": "scorer", "step": 0, "context": "", "request_hash": "h", "model": "judge-model",
+           "base_url": "http://127.0.0.1:9/v1", "messages": [], "params": {}, "response": "{}",
+           "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "finish_reason": "stop", "latency_s": 0.1,
+           "attempts": 1, "error": None, "source": "model"}
+    return dumps_line({**row, **over})
+
+
+def test_only_a_recent_answer_of_the_same_endpoint_and_model_confirms_it(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from amaris_cli.llm.calllog import answered_recently
+
+    log = tmp_path / "calls.jsonl"
+    now = datetime.now(UTC)
+    old = (now - timedelta(hours=2)).isoformat(timespec="seconds")
+    recent = (now - timedelta(minutes=5)).isoformat(timespec="seconds")
+    log.write_bytes(_log_row(old) + _log_row(recent, model="other") + _log_row(recent, response=None, error="HTTP 401")
+                    + _log_row(recent, source="cache") + b'{"torn')
+    url = "http://127.0.0.1:9/v1"
+    assert not answered_recently(log, url, "judge-model", 3600), "old, another model, a failure, a cache hit"
+    assert answered_recently(log, url, "judge-model", 3 * 3600), "the old answer, in a longer window"
+    log.write_bytes(log.read_bytes() + b"\n" + _log_row(recent))
+    assert answered_recently(log, url, "judge-model", 3600)
+    assert not answered_recently(log, "http://127.0.0.1:10/v1", "judge-model", 3600)
+    assert not answered_recently(tmp_path / "missing.jsonl", url, "judge-model", 3600)
+
+
+def test_the_next_command_of_a_run_does_not_send_its_first_request_alone(tmp_path: Path, sim_factory) -> None:
+    """The first command of a run sends one request and waits for its answer before the others (so a
+    rejected key costs one request); the next command, whose endpoint answered the run a moment ago,
+    sends them together."""
+    sim = sim_factory(latency=2.0)
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    gaps = []
+    for step in (0, 1):
+        sim.arrivals.clear()
+        result = invoke("score", EXAMPLES / "math" / f"step-00{step}.jsonl", "--run", run, "--step", str(step),
+                        "--rubric-version", "0", env=judge_env(sim, AMARIS_SCORER_CONCURRENCY="16"))
+        assert result.exit_code == 0, result.stderr
+        first, second = sorted(sim.arrivals)[:2]
+        gaps.append(second - first)
+    assert gaps[0] >= 1.9, "the first command's second request waits for the first answer"
+    assert gaps[1] < 1.0, "the next command's requests go together"
