@@ -76,17 +76,21 @@ def example_rollouts(n: int) -> list[Rollout]:
 
 
 def new_run(tmp: Path, name: str, url: str | None, concurrency: int) -> Path:
+    """A run whose agents use `url` (None: the environment's OPENAI_BASE_URL); agent settings are saved
+    in run.json only from a config file, so they are written as one."""
     from amaris_cli.runinit import init_run
 
     run = tmp / name
+    config = tmp / f"{name}.toml"
+    config.write_text(
+        f"[llm]\nconcurrency = {concurrency}\n\n"
+        f"[agents.default]\nmodel = \"sim\"\nconcurrency = {concurrency}\ntimeout = 60\n"
+        + (f"base_url = \"{url}\"\n" if url else ""))
     flags = {
         "rubric": {"anchors": [{"id": "correct", "text": "The final answer is correct.", "weight": 2}],
                    "adaptive": [{"id": "work", "text": "The response explains its reasoning step by step.", "weight": 1}]},
-        "agents": {"default": {"model": "sim", "concurrency": concurrency, "timeout": 60,
-                               **({"base_url": url} if url else {})}},
-        "llm": {"concurrency": concurrency},
     }
-    init_run(run, None, flags)
+    init_run(run, config, flags)
     return run
 
 
