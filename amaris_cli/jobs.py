@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amaris_cli import artifacts, locks
 from amaris_cli.config import Settings, load_settings
@@ -25,18 +25,17 @@ from amaris_cli.errors import InputError, InputErrors, StageFailed
 from amaris_cli.export import rewards_bytes
 from amaris_cli.jsonio import write_bytes_atomic
 from amaris_cli.llm.client import AgentUsage
-from amaris_cli.memory.store import MemoryStore
 from amaris_cli.policy import FailurePolicy
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import earlier_steps, scoring_limit, scoring_version, update_due, wait_for_evolutions
 from amaris_cli.session import JudgeChoice, Session, open_session
-from amaris_cli.stages.analyze import analyze_step
 from amaris_cli.stages.common import StageOutcome, store_rollouts
-from amaris_cli.stages.evolve import EvolveOutcome, evolve_step, require_analyses, require_scores
-from amaris_cli.stages.loop import StepPlan, StepReport, run_loop
-from amaris_cli.stages.score import score_step
-from amaris_cli.stages.summarize import summarize_step
-from amaris_cli.stages.update import UpdateOutcome, update_step
+
+if TYPE_CHECKING:  # each job imports the stages it runs, so `score` does not load the evolution's modules
+    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.stages.evolve import EvolveOutcome
+    from amaris_cli.stages.loop import StepPlan, StepReport
+    from amaris_cli.stages.update import UpdateOutcome
 
 Say = Callable[[str], None]
 Hook = Callable[..., None]
@@ -73,6 +72,8 @@ def _step_lock(run: RunDir, step: int, role: str, wait: float = 0.0, say: Say | 
 def _memory(session: Session, wait: float, say: Say) -> Iterator[Callable[[], Any]]:
     """An opener of the memory for writing (taking its lock, waiting up to `wait`) that opens it at most
     once, on first use, and closes it when the job ends."""
+    from amaris_cli.memory.store import MemoryStore
+
     opened: list[MemoryStore] = []
 
     async def open_store() -> MemoryStore:
@@ -97,8 +98,12 @@ def _finish(result: JobResult, session: Session, started: float) -> None:
 def score_job(rollouts_file: Path, run_path: Path, step: int, *, mapping: dict[str, str], rubric_version: int | None,
               lag: int, on_error: str | None, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
               rewards_out: Path | None, rewards_format: str, say: Say, on_record: Hook | None = None) -> ScoreResult:
+    from amaris_cli.llm.wire import preload_sdk, skip_final_collection
     from amaris_cli.rollouts import read_rollout_file
+    from amaris_cli.stages.score import score_step
 
+    preload_sdk()  # overlaps with reading the rollouts (a pipe, maybe) and any wait for the rubric version
+    skip_final_collection()  # the trainer waits for this process to exit
     started = time.monotonic()
     run = RunDir(run_path)
     settings = _settings(run, flags)
@@ -138,6 +143,7 @@ class StageResult(JobResult):
 
 def analyze_job(run_path: Path, step: int, *, on_error: str | None, force: bool, judge: JudgeChoice,
                 flags: dict[str, Any], wait: float, say: Say, on_record: Hook | None = None) -> StageResult:
+    from amaris_cli.stages.analyze import analyze_step
     from amaris_cli.stages.evolve import require_scores
 
     started = time.monotonic()
@@ -154,6 +160,8 @@ def analyze_job(run_path: Path, step: int, *, on_error: str | None, force: bool,
 
 def _require_whole_step(session: Session, step: int, policy: FailurePolicy) -> None:
     """What `evolve` checks before it summarizes: under `fail`, no failed scores or analyses."""
+    from amaris_cli.stages.evolve import require_analyses, require_scores
+
     require_scores(session, step, policy)
     require_analyses(session, step, policy)
 
@@ -173,6 +181,8 @@ def _memory_stage(run: RunDir, step: int, role: str, flags: dict[str, Any], judg
 
 def summarize_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
                   say: Say, on_error: str | None = None) -> StageResult:
+    from amaris_cli.stages.summarize import summarize_step
+
     started, run, result = time.monotonic(), RunDir(run_path), StageResult()
     policy = FailurePolicy.resolve(on_error, _settings(run, flags))
     with _memory_stage(run, step, "summarize", flags, judge, wait, say) as (session, memory):
@@ -188,6 +198,8 @@ def summarize_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice,
 
 def update_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
                say: Say, on_error: str | None = None) -> StageResult:
+    from amaris_cli.stages.update import update_step
+
     started, run, result = time.monotonic(), RunDir(run_path), StageResult()
     policy = FailurePolicy.resolve(on_error, _settings(run, flags))
 
@@ -218,6 +230,10 @@ class EvolveResult(JobResult):
 def evolve_job(run_path: Path, step: int, *, update: bool | None, rescore: bool, on_error: str | None, force: bool,
                judge: JudgeChoice, flags: dict[str, Any], wait: float, say: Say,
                on_stage: Hook | None = None, on_record: Hook | None = None) -> EvolveResult:
+    from amaris_cli.llm.wire import preload_sdk
+    from amaris_cli.stages.evolve import evolve_step
+
+    preload_sdk()  # overlaps with waiting for the score of this step and for earlier evolutions
     started = time.monotonic()
     run = RunDir(run_path)
     settings = _settings(run, flags)
@@ -263,6 +279,7 @@ def loop_plans(source: Path, run: RunDir, step_range: str | None, mapping: dict[
     """Every selected step's rollouts, validated before the run is touched; each input is read once
     (it may be a pipe) and the hash of those bytes is what provenance records."""
     from amaris_cli.rollouts import group_by_step, read_rollout_file
+    from amaris_cli.stages.loop import StepPlan
     from amaris_cli.stepfiles import step_files
 
     lo, hi = parse_step_range(step_range)
@@ -301,6 +318,8 @@ def loop_plans(source: Path, run: RunDir, step_range: str | None, mapping: dict[
 def loop_job(source: Path, run_path: Path, *, step_range: str | None, mapping: dict[str, str], lag: int, rescore: bool,
              on_error: str | None, judge: JudgeChoice, flags: dict[str, Any], wait: float, say: Say,
              on_step: Hook | None = None, on_stage: Hook | None = None, on_record: Hook | None = None) -> LoopResult:
+    from amaris_cli.stages.loop import run_loop
+
     started = time.monotonic()
     run = RunDir(run_path)
     settings = _settings(run, flags)

@@ -2,15 +2,20 @@
 
     python bench/run.py            # the full sizes of bench/README.md
     python bench/run.py --quick    # small sizes, for a smoke run
+    python bench/run.py --only 1,6 # some cases
 
-The sim-judge runs as a separate process on 127.0.0.1 (`amaris sim-judge`), so its CPU is not
-counted as amaris's. All traffic stays on loopback. Cases:
+Servers run as separate processes on 127.0.0.1, so their CPU is not counted as amaris's. All
+traffic stays on loopback. Cases:
 
-  1 throughput  `score` of N rollouts vs a minimal raw AsyncOpenAI + semaphore loop, same requests
-  2 start-up    `amaris --help`, `amaris score --help`; which heavy modules a bare import loads
+  1 client      whole-process `amaris score` vs a raw AsyncOpenAI worker pool, against bench/canned.py,
+                a canned-reply server that is never the bottleneck: the client's own cost
+  2 start-up    `--help`; `import openai`; time to the first request of `score` and `evolve`
   3 memory      static + dynamic retrieval on a large index; disk per step; embedding work per step
   4 overhead    a full loop step at a realistic judge latency: amaris CPU time / wall time; lag 1
   5 tokens      prompt and completion tokens per rollout and agent; growth with rubric size and budget
+  6 online      examples/train_loop.sh: wall time per training step of the trainer alone, score-only,
+                async and sync (what a trainer feels), with and without --prestart
+  7 sim-judge   `score` vs a raw loop against the sim-judge: client plus sim-judge, bound by the sim-judge
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -68,96 +75,192 @@ def example_rollouts(n: int) -> list[Rollout]:
                                                    "input": f"{base[i % len(base)].input} (#{i})"}) for i in range(n)]
 
 
-def new_run(tmp: Path, name: str, url: str, concurrency: int) -> Path:
+def new_run(tmp: Path, name: str, url: str | None, concurrency: int) -> Path:
+    """A run whose agents use `url` (None: the environment's OPENAI_BASE_URL); agent settings are saved
+    in run.json only from a config file, so they are written as one."""
     from amaris_cli.runinit import init_run
 
     run = tmp / name
+    config = tmp / f"{name}.toml"
+    config.write_text(
+        f"[llm]\nconcurrency = {concurrency}\n\n"
+        f"[agents.default]\nmodel = \"sim\"\nconcurrency = {concurrency}\ntimeout = 60\n"
+        + (f"base_url = \"{url}\"\n" if url else ""))
     flags = {
         "rubric": {"anchors": [{"id": "correct", "text": "The final answer is correct.", "weight": 2}],
                    "adaptive": [{"id": "work", "text": "The response explains its reasoning step by step.", "weight": 1}]},
-        "agents": {"default": {"base_url": url, "model": "sim", "concurrency": concurrency, "timeout": 60}},
-        "llm": {"concurrency": concurrency},
     }
-    init_run(run, None, flags)
+    init_run(run, config, flags)
     return run
 
 
-# --- 1 throughput ---------------------------------------------------------------------------------
+# --- 1 client: amaris against the raw SDK, with a server that is never the bottleneck ------------------
 
 
-def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
-    from amaris_cli.policy import FailurePolicy
-    from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session
-    from amaris_cli.stages.common import store_rollouts
-    from amaris_cli.stages.score import score_step
-
-    rd = RunDir(run)
-    with open_session(rd, environ={}) as session:
-        store_rollouts(rd, 0, rollouts)
-        started, cpu0 = time.perf_counter(), time.process_time()
-        outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0, policy=FailurePolicy("fail", 0.5)))
-        wall = time.perf_counter() - started
-        if cpu is not None:
-            cpu.append(time.process_time() - cpu0)
-    assert outcome.failed == 0, outcome.errors[:3]
-    return wall
+@contextmanager
+def canned_server(workers: int = 1) -> Iterator[tuple[str, list[int]]]:
+    """bench/canned.py in its own process(es): its URL and the pids of its workers."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "canned.py"), "--workers", str(workers)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        match = re.search(r"OPENAI_BASE_URL=(\S+) PIDS=(\S+)", proc.stderr.readline())
+        assert match, "the canned server did not start"
+        yield match.group(1), [int(p) for p in match.group(2).split(",")]
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
-def raw_loop(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
-    from openai import AsyncOpenAI
+def server_get(url: str, path: str) -> dict[str, Any]:
+    import urllib.request
 
-    async def main() -> float:
-        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
-        limit = asyncio.Semaphore(concurrency)
-
-        async def one(messages: list[dict[str, str]]) -> None:
-            async with limit:
-                await client.chat.completions.create(model="sim", messages=messages,  # type: ignore[arg-type]
-                                                     temperature=0.0, max_tokens=2048,
-                                                     response_format={"type": "json_object"})
-
-        started = time.perf_counter()
-        await asyncio.gather(*(one(m) for m in requests))
-        wall = time.perf_counter() - started
-        await client.close()
-        return wall
-
-    return asyncio.run(main())
+    method = "POST" if path == "/_reset" else "GET"
+    with urllib.request.urlopen(urllib.request.Request(url.removesuffix("/v1") + path, method=method), timeout=10) as r:
+        return json.loads(r.read())
 
 
-def bench_throughput(tmp: Path, n: int, concurrency: int, latency: float, reps: int) -> None:
+def cpu_of(pids: list[int]) -> float:
+    """user + sys seconds of running processes (/proc), e.g. the server's workers."""
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+@dataclass
+class Timed:
+    wall: float  # seconds from spawn to exit
+    cpu: float  # user + sys of the process (and its children)
+    stdout: str
+
+
+def run_and_measure(command: list[str], env: dict[str, str], timeout: float = 600) -> Timed:
+    """Wall time and CPU (user + sys from wait4) of one whole process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()  # small outputs: read to EOF, then reap with wait4
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command[:4]))} exited {proc.returncode}: {err.decode()[-2000:]}")
+    return Timed(wall, usage.ru_utime + usage.ru_stime, out.decode())
+
+
+def amaris_command() -> list[str]:
+    exe = Path(sys.executable).parent / "amaris"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "amaris_cli"]
+
+
+def client_env(url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    return {**env, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench"}
+
+
+def write_rollouts(path: Path, rollouts: list[Rollout]) -> Path:
+    with open(path, "wb") as fh:
+        for r in rollouts:
+            fh.write(json.dumps(r.model_dump(mode="json", exclude_none=True)).encode() + b"\n")
+    return path
+
+
+def scorer_requests(run: Path, rollouts: list[Rollout], path: Path) -> Path:
+    """The scorer requests amaris sends for `rollouts` (same messages and completion budget)."""
     from amaris_cli.agents.common import AgentKit
-    from amaris_cli.agents.scorer import scorer_messages
+    from amaris_cli.agents.scorer import answer_budget, scorer_messages
+    from amaris_cli.config import load_settings
     from amaris_cli.llm.client import LLMClient
     from amaris_cli.rundir import RunDir
 
-    print(f"[1] throughput: {n} rollouts, judge latency {latency * 1000:.0f} ms, concurrency {concurrency}")
+    rd = RunDir(run)
+    rubric = rd.load_rubric(0)
+    settings = load_settings(base=rd.load_manifest().config, environ={})
+    kit = AgentKit(settings=settings, client=LLMClient(settings))
+    budget = min(settings.agent("scorer").token_cap, max(settings.agent("scorer").max_tokens,
+                                                         answer_budget(len(rubric.criteria))))
+    with open(path, "wb") as fh:
+        for r in rollouts:
+            fh.write(json.dumps({"messages": scorer_messages(kit, rubric, r.model_copy(update={"step": 0}), 0),
+                                 "max_tokens": budget}).encode() + b"\n")
+    return path
+
+
+def bench_client(tmp: Path, n: int, concurrency: int, reps: int, check_capacity: bool) -> None:
+    print(f"[1] client: {n} scorer calls, concurrency {concurrency}, against bench/canned.py (a canned-reply server); "
+          f"whole processes, interleaved, median of {reps}")
     rollouts = example_rollouts(n)
-    with sim_judge(latency) as url:
-        probe = new_run(tmp, f"probe-{latency}", url, concurrency)
-        rubric = RunDir(probe).load_rubric(0)
-        kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
-        requests = [scorer_messages(kit, rubric, r, 0) for r in rollouts]
-        raw, ours, cpu = [], [], []
-        for rep in range(reps):  # interleaved, so drift on a shared machine hits both alike
-            raw.append(raw_loop(url, requests, concurrency))
-            ours.append(amaris_score(new_run(tmp, f"t-{latency}-{rep}", url, concurrency), rollouts, cpu))
-    best_raw, best_ours = min(raw), min(ours)
-    record("throughput", f"raw loop, latency {latency * 1000:.0f} ms", f"{best_raw:.2f} s ({n / best_raw:.0f} calls/s)")
-    record("throughput", f"amaris score, latency {latency * 1000:.0f} ms", f"{best_ours:.2f} s ({n / best_ours:.0f} calls/s)")
-    record("throughput", f"ratio amaris/raw, latency {latency * 1000:.0f} ms (target <= 1.10)", f"{best_ours / best_raw:.3f}")
-    record("throughput", f"amaris client CPU per call, latency {latency * 1000:.0f} ms (SDK + render + parse + log)",
-           f"{min(cpu) / n * 1000:.2f} ms")
+    inputs = write_rollouts(tmp / "client-rollouts.jsonl", rollouts)
+    requests = scorer_requests(new_run(tmp, "client-probe", "http://unused/v1", concurrency), rollouts,
+                               tmp / "client-requests.jsonl")
+
+    def raw(url: str, http: str) -> list[str]:
+        return [sys.executable, str(ROOT / "bench" / "rawloop.py"), str(requests), "--base-url", url,
+                "--concurrency", str(concurrency), "--http", http]
+
+    def amaris(name: str) -> list[str]:
+        run = new_run(tmp, name, None, concurrency)
+        return [*amaris_command(), "score", str(inputs), "--run", str(run), "--step", "0",
+                "--concurrency", str(concurrency), "--quiet", "--json"]
+
+    # (name, command maker, extra environment); "amaris" is the default: the SDK's aiohttp transport.
+    clients = [("raw", lambda url, rep: raw(url, "httpx"), {}),
+               ("amaris", lambda url, rep: amaris(f"client-{rep}"), {}),
+               ("raw-aiohttp", lambda url, rep: raw(url, "aiohttp"), {}),
+               ("amaris-httpx", lambda url, rep: amaris(f"client-httpx-{rep}"), {"AMARIS_HTTP_CLIENT": "httpx"})]
+    timed: dict[str, list[Timed]] = {name: [] for name, _, _ in clients}
+    server_share: list[float] = []
+    with canned_server(1) as (url, server_pids):
+        for rep in range(reps):  # interleaved, rotating the order, so drift hits every client alike
+            for name, make, extra in clients[rep % len(clients):] + clients[:rep % len(clients)]:
+                cpu0 = cpu_of(server_pids)
+                result = run_and_measure(make(url, rep), {**client_env(url), **extra})
+                server_share.append((cpu_of(server_pids) - cpu0) / result.wall)
+                done = json.loads(result.stdout)["calls" if name.startswith("raw") else "scored"]
+                assert done == n, f"{name} answered {done} of {n} calls"
+                timed[name].append(result)
+            print(f"  rep {rep}: " + ", ".join(f"{name} {timed[name][-1].wall:.2f} s" for name, _, _ in clients),
+                  flush=True)
+    wall = {name: statistics.median(t.wall for t in runs) for name, runs in timed.items()}
+    cpu = {name: statistics.median(t.cpu for t in runs) / n * 1000 for name, runs in timed.items()}
+    record("client", f"raw AsyncOpenAI pool (`chat.completions.create`, httpx), {n} calls, C={concurrency}",
+           f"{wall['raw']:.2f} s ({n / wall['raw']:.0f} calls/s), CPU {cpu['raw']:.2f} ms per call")
+    record("client", "amaris score, same requests (whole command: rollouts in, scores and calls.jsonl out)",
+           f"{wall['amaris']:.2f} s ({n / wall['amaris']:.0f} calls/s), CPU {cpu['amaris']:.2f} ms per call")
+    record("client", "ratio amaris/raw (target <= 1.0)", f"**{wall['amaris'] / wall['raw']:.3f}**")
+    record("client", "raw pool on the SDK's aiohttp transport (`DefaultAioHttpClient`)",
+           f"{wall['raw-aiohttp']:.2f} s, CPU {cpu['raw-aiohttp']:.2f} ms per call; amaris/it "
+           f"{wall['amaris'] / wall['raw-aiohttp']:.3f}")
+    record("client", "amaris on the SDK's httpx transport (AMARIS_HTTP_CLIENT=httpx)",
+           f"{wall['amaris-httpx']:.2f} s, CPU {cpu['amaris-httpx']:.2f} ms per call; /raw "
+           f"{wall['amaris-httpx'] / wall['raw']:.3f}")
+    record("client", "server CPU, share of one core while a client ran (max)", f"{max(server_share) * 100:.0f}%")
+    if check_capacity:  # the same client time with twice the server capacity: the server was not the limit
+        with canned_server(2) as (url2, _):
+            walls = [run_and_measure(amaris(f"client-x2-{rep}"), client_env(url2)).wall for rep in range(reps)]
+        record("client", "amaris score against 2 server processes (twice the capacity)",
+               f"{statistics.median(walls):.2f} s (vs {wall['amaris']:.2f} s against one)")
 
 
 # --- 2 start-up -----------------------------------------------------------------------------------
 
 
-def bench_startup(reps: int) -> None:
+def first_request(command: list[str], env: dict[str, str], url: str) -> tuple[float, float]:
+    """Seconds from spawning `command` until its first chat request reached the server, and until it exited."""
+    server_get(url, "/_reset")
+    started = time.time()
+    run_and_measure(command, env)
+    ended = time.time()
+    first = server_get(url, "/_stats")["first"]
+    assert first > started, "no request reached the server"
+    return first - started, ended - started
+
+
+def bench_startup(tmp: Path, reps: int) -> None:
     print("[2] start-up")
-    exe = Path(sys.executable).parent / "amaris"
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "amaris_cli"]
+    command = amaris_command()
     for args in (["--help"], ["score", "--help"]):
         times = []
         for _ in range(reps):
@@ -166,9 +269,35 @@ def bench_startup(reps: int) -> None:
             times.append(time.perf_counter() - started)
         record("start-up", f"amaris {' '.join(args)} (target < 0.25 s)", f"min {min(times):.3f} s, median {statistics.median(times):.3f} s")
     probe = subprocess.run([sys.executable, "-c", "import sys, amaris_cli.cli; "
-                            "print([m for m in ('openai', 'chromadb', 'onnxruntime', 'httpx') if m in sys.modules])"],
+                            "print([m for m in ('openai', 'chromadb', 'onnxruntime', 'httpx', 'httpx2') if m in sys.modules])"],
                            capture_output=True, text=True, check=True)
     record("start-up", "heavy modules loaded by the CLI module", probe.stdout.strip())
+    imports = []
+    for _ in range(reps):
+        out = subprocess.run([sys.executable, "-c", "import time; t = time.perf_counter(); import openai; "
+                              "print(time.perf_counter() - t)"], capture_output=True, text=True, check=True)
+        imports.append(float(out.stdout))
+    record("start-up", "`import openai` alone (in a fresh process)", f"min {min(imports):.3f} s, median {statistics.median(imports):.3f} s")
+
+    # Time to first request: spawn -> the first chat request reaches bench/canned.py (it stamps arrivals).
+    rollouts = EXAMPLES / "step-000.jsonl"  # 16 rollouts
+    with canned_server(1) as (url, _):
+        env = client_env(url)
+        score_first, evolve_first, score_total, evolve_total = [], [], [], []
+        for rep in range(reps):
+            run = new_run(tmp, f"first-{rep}", None, 32)
+            first, total = first_request([*command, "score", str(rollouts), "--run", str(run), "--step", "0", "--quiet",
+                                          "--json"], env, url)
+            score_first.append(first)
+            score_total.append(total)
+            first, total = first_request([*command, "evolve", "--run", str(run), "--step", "0", "--quiet", "--json"],
+                                         env, url)
+            evolve_first.append(first)
+            evolve_total.append(total)
+    for name, firsts, totals in (("score", score_first, score_total), ("evolve", evolve_first, evolve_total)):
+        record("start-up", f"`amaris {name}` of 16 rollouts: time to first request (target < 0.5 s)",
+               f"**{statistics.median(firsts):.3f} s** median, min {min(firsts):.3f} s "
+               f"(whole command {statistics.median(totals):.2f} s)")
 
 
 # --- 3 memory at scale ----------------------------------------------------------------------------
@@ -354,13 +483,129 @@ def bench_tokens(tmp: Path) -> None:
         record("tokens", f"updater prompt, static K={k}, 3 queries x {per_query} hits", f"{updater}")
 
 
+# --- 6 online: what a trainer feels per step (examples/train_loop.sh) -----------------------------------
+
+MODES = ("trainer-only", "score-only", "async", "sync")
+
+
+def train_loop(mode: str, steps: int, train: float, latency: float, prestart: bool) -> tuple[list[float], float]:
+    """examples/train_loop.sh in one mode (real processes, its own sim-judge): each step's wall time, total."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env["AMARIS"] = " ".join(amaris_command())
+    command = ["bash", str(ROOT / "examples" / "train_loop.sh"), "--mode", mode, "--steps", str(steps),
+               "--train-seconds", str(train), "--judge-latency", str(latency), *(["--prestart"] if prestart else [])]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=steps * (train + 60) + 120, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"train_loop.sh --mode {mode} exited {out.returncode}: {out.stderr[-2000:]}")
+    walls = [float(m.group(1)) for m in re.finditer(r"^step \d+: ([\d.]+) s$", out.stdout, re.M)]
+    total = re.search(r"^total: ([\d.]+) s", out.stdout, re.M)
+    assert len(walls) == steps and total, out.stdout
+    return walls, float(total.group(1))
+
+
+def bench_online(steps: int, train: float, latency: float) -> None:
+    print(f"[6] online: examples/train_loop.sh, {steps} steps of 16 rollouts, training {train:g} s per step, "
+          f"sim-judge latency {latency:g} s; the same with --prestart (each score started while the step "
+          "before trains)")
+    steady: dict[str, float] = {}
+    for prestart in (False, True):
+        for mode in MODES if not prestart else MODES[1:]:
+            name = f"{mode} --prestart" if prestart else mode
+            walls, total = train_loop(mode, steps, train, latency, prestart)
+            steady[name] = statistics.median(walls[2:]) if len(walls) > 2 else walls[-1]
+            print(f"  {name}: " + " ".join(f"{w:.2f}" for w in walls), flush=True)
+            record("online", f"{name}: wall per step, steady state (median of steps 2..{steps - 1}) / steps 0, 1 / total",
+                   f"{steady[name]:.2f} s / {walls[0]:.2f}, {walls[1]:.2f} s / {total:.1f} s")
+    for suffix in ("", " --prestart"):
+        extra = steady[f"score-only{suffix}"] - steady["trainer-only"]
+        record("online", f"score-only{suffix} minus trainer-only (target <= judge latency + 0.5 s = {latency + 0.5:g} s)",
+               f"**{extra:.2f} s**")
+        record("online", f"async{suffix} / score-only{suffix} (target <= 1.05)",
+               f"**{steady['async' + suffix] / steady['score-only' + suffix]:.3f}**")
+        record("online", f"sync{suffix} / score-only{suffix}",
+               f"{steady['sync' + suffix] / steady['score-only' + suffix]:.3f}")
+
+
+# --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------
+
+
+def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
+    from amaris_cli.policy import FailurePolicy
+    from amaris_cli.rundir import RunDir
+    from amaris_cli.session import open_session
+    from amaris_cli.stages.common import store_rollouts
+    from amaris_cli.stages.score import score_step
+
+    rd = RunDir(run)
+    with open_session(rd, environ={}) as session:
+        store_rollouts(rd, 0, rollouts)
+        started, cpu0 = time.perf_counter(), time.process_time()
+        outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0, policy=FailurePolicy("fail", 0.5)))
+        wall = time.perf_counter() - started
+        if cpu is not None:
+            cpu.append(time.process_time() - cpu0)
+    assert outcome.failed == 0, outcome.errors[:3]
+    return wall
+
+
+def raw_loop(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
+    from openai import AsyncOpenAI
+
+    async def main() -> float:
+        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(messages: list[dict[str, str]]) -> None:
+            async with limit:
+                await client.chat.completions.create(model="sim", messages=messages,  # type: ignore[arg-type]
+                                                     temperature=0.0, max_tokens=2048,
+                                                     response_format={"type": "json_object"})
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(m) for m in requests))
+        wall = time.perf_counter() - started
+        await client.close()
+        return wall
+
+    return asyncio.run(main())
+
+
+def bench_throughput(tmp: Path, n: int, concurrency: int, latency: float, reps: int) -> None:
+    from amaris_cli.agents.common import AgentKit
+    from amaris_cli.agents.scorer import scorer_messages
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.rundir import RunDir
+
+    print(f"[7] sim-judge throughput (bound by the sim-judge, a Python process; see case 1 for the client): {n} rollouts, judge latency {latency * 1000:.0f} ms, concurrency {concurrency}")
+    rollouts = example_rollouts(n)
+    with sim_judge(latency) as url:
+        probe = new_run(tmp, f"probe-{latency}", url, concurrency)
+        rubric = RunDir(probe).load_rubric(0)
+        kit = AgentKit(settings=Settings(), client=LLMClient(Settings()))
+        requests = [scorer_messages(kit, rubric, r, 0) for r in rollouts]
+        raw, ours, cpu = [], [], []
+        for rep in range(reps):  # interleaved, so drift on a shared machine hits both alike
+            raw.append(raw_loop(url, requests, concurrency))
+            ours.append(amaris_score(new_run(tmp, f"t-{latency}-{rep}", url, concurrency), rollouts, cpu))
+    best_raw, best_ours = min(raw), min(ours)
+    record("sim-judge throughput", f"raw loop, latency {latency * 1000:.0f} ms", f"{best_raw:.2f} s ({n / best_raw:.0f} calls/s)")
+    record("sim-judge throughput", f"amaris score, latency {latency * 1000:.0f} ms", f"{best_ours:.2f} s ({n / best_ours:.0f} calls/s)")
+    record("sim-judge throughput", f"ratio amaris/raw, latency {latency * 1000:.0f} ms (target <= 1.10)", f"{best_ours / best_raw:.3f}")
+    record("sim-judge throughput", f"amaris client CPU per call, latency {latency * 1000:.0f} ms (SDK + render + parse + log)",
+           f"{min(cpu) / n * 1000:.2f} ms")
+
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--only", help="comma-separated case numbers, e.g. 1,3")
+    parser.add_argument("--calls", type=int, help="scorer calls for case 1 (default 2048; 256 with --quick)")
+    parser.add_argument("--reps", type=int, help="repetitions for case 1 (default 5; 1 with --quick)")
+    parser.add_argument("--steps", type=int, help="training steps per mode for case 6 (default 8)")
     parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
     args = parser.parse_args()
-    only = set((args.only or "1,2,3,4,5").split(","))
+    only = set((args.only or "1,2,3,4,5,6,7").split(","))
     for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
         del os.environ[key]
     tmp = Path(tempfile.mkdtemp(prefix="amaris-bench-"))
@@ -374,17 +619,25 @@ def main() -> None:
                 loop_job(EXAMPLES, demo, step_range=None, mapping={}, lag=0, rescore=False, on_error=None,
                          judge="endpoint", flags={}, wait=0, say=lambda _text: None)
         if "1" in only:
-            n = 256 if args.quick else 2048
-            for latency in (0.1, 0.0):
-                bench_throughput(tmp, n, 128, latency, 1 if args.quick else 2)
+            bench_client(tmp, args.calls or (256 if args.quick else 2048), 64, args.reps or (1 if args.quick else 5),
+                         check_capacity=not args.quick)
         if "2" in only:
-            bench_startup(3 if args.quick else 7)
+            bench_startup(tmp, 3 if args.quick else 7)
         if "3" in only:
             bench_memory(tmp, 100 if args.quick else 1000, 10_000 if args.quick else 100_000)
         if "4" in only:
             bench_overhead(tmp, args.latency if args.latency is not None else 0.2 if args.quick else 1.0)
         if "5" in only:
             bench_tokens(tmp)
+        if "6" in only:
+            if args.quick:
+                bench_online(3, 2.0, 0.2)
+            else:
+                bench_online(args.steps or 8, 8.0, 1.0)
+        if "7" in only:
+            n = 256 if args.quick else 2048
+            for latency in (0.1, 0.0):
+                bench_throughput(tmp, n, 128, latency, 1 if args.quick else 2)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -64,6 +64,21 @@ class CallRecord(BaseModel):
     source: Source = "model"
 
 
+def call_line(*, ts: str, agent: str, step: int | None, context: str, request_hash: str, model: str,
+              base_url: str | None, messages: list[dict[str, Any]] | None, params: dict[str, Any],
+              response: str | None, usage: Usage, finish_reason: str | None, latency_s: float, attempts: int,
+              error: str | None, source: Source) -> bytes:
+    """The log line of one request: byte for byte `CallRecord(...).model_dump(mode="json")` as a line,
+    without validating a model per call (the client builds every field from typed values; a test holds
+    the two equal). Readers validate what they read with CallRecord."""
+    return dumps_line({
+        "ts": ts, "agent": agent, "step": step, "context": context, "request_hash": request_hash, "model": model,
+        "base_url": base_url, "messages": messages, "params": params, "response": response,
+        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+        "finish_reason": finish_reason, "latency_s": latency_s, "attempts": attempts, "error": error, "source": source,
+    })
+
+
 @dataclass(frozen=True)
 class Written:
     """Where a record landed in the log: what the index points at."""
@@ -153,6 +168,35 @@ def build_index(log: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+TAIL_BYTES = 256 * 1024
+
+
+def answered_recently(log: Path, base_url: str | None, model: str, within_s: float) -> bool:
+    """Whether the last part of a log holds an answer from the model `model` at `base_url` (as recorded:
+    without credentials) written less than `within_s` seconds ago."""
+    from datetime import UTC, datetime
+
+    try:
+        with open(log, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            start = max(0, size - TAIL_BYTES)
+            fh.seek(start)
+            lines = fh.read().split(b"\n")
+    except OSError:
+        return False
+    now = datetime.now(UTC)
+    for raw in reversed(lines[1:] if start else lines):  # the first line of a tail may be cut
+        try:
+            row = orjson.loads(raw)
+            if (row["source"] != "model" or row["response"] is None or row["base_url"] != base_url
+                    or row["model"] != model):
+                continue
+            return (now - datetime.fromisoformat(row["ts"])).total_seconds() < within_s
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return False
+
+
 class CallLog:
     """The writer side: appends records and index entries. `path=None` logs nothing."""
 
@@ -173,13 +217,16 @@ class CallLog:
                     self.index_dir.mkdir(exist_ok=True)
 
     def write(self, record: CallRecord) -> Written | None:
+        return self.write_line(record.step, dumps_line(record.model_dump(mode="json")))
+
+    def write_line(self, step: int | None, line: bytes) -> Written | None:
+        """Append one complete line (see `call_line`) for `step`; where it landed."""
         if self._fd is None:
             return None
-        line = dumps_line(record.model_dump(mode="json"))
         with _locked(self._fd):
             offset = _cut_torn_tail(self._fd)
             _append(self._fd, line, offset, self.path)  # type: ignore[arg-type]
-        return Written(record.step, offset, len(line))
+        return Written(step, offset, len(line))
 
     def index(self, written: Written | None, request_hash: str, accepted: bool) -> None:
         """Make an answered request findable by later commands (`accepted`: amaris used the answer)."""

@@ -11,7 +11,8 @@ Each attempt
   - waits for the agent's rate limits (llm/ratelimit.py) and its concurrency limits;
   - goes alone until the endpoint has answered once: a 401/403/404, a redirect, an HTML page or an
     event stream (llm/endpoint.py) then stops the stage after one request (`EndpointFatal`) instead
-    of being repeated for every rollout;
+    of being repeated for every rollout. An answer from the same base URL and model that the run's
+    calls.jsonl recorded in the last hour counts as that first answer (see `_endpoint`);
   - has a deadline: `timeout` bounds the whole attempt (a body dripped a byte at a time included),
     on top of the SDK's per-read timeout;
   - reads only the completion's shape (llm/wire.py): a malformed 200 body is a transient fault,
@@ -31,11 +32,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
 from amaris_cli.llm.cache import CallCache
-from amaris_cli.llm.calllog import CallLog, CallRecord, Usage, Written
+from amaris_cli.llm.calllog import CallLog, Usage, Written, answered_recently, call_line
 from amaris_cli.llm.endpoint import (
     EndpointFatal,
     fatal_content_type,
@@ -46,12 +48,14 @@ from amaris_cli.llm.endpoint import (
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
 from amaris_cli.llm.ratelimit import RateLimiter, estimate_tokens
-from amaris_cli.llm.wire import WireError, read_completion
+from amaris_cli.llm.wire import ChatPoster, WireError, dropped_connection, http_client, read_completion
 from amaris_cli.rundir import now_iso
 from amaris_cli.terminal import one_line
 
 T = TypeVar("T", bound=BaseModel)
 
+# How long an answer recorded in the run's calls.jsonl vouches for its endpoint in later commands.
+CONFIRMED_FOR_S = 3600.0
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524}
 
 
@@ -159,7 +163,7 @@ class LLMClient:
         self._params: dict[tuple[str, type[BaseModel]], dict[str, Any]] = {}
         self._global = asyncio.Semaphore(settings.llm.concurrency)
         self._agent_limits = {a: asyncio.Semaphore(s.concurrency) for a, s in self._agents.items()}
-        self._clients: dict[tuple[str | None, str], Any] = {}
+        self._clients: dict[tuple[str | None, str], ChatPoster] = {}
         self._endpoints: dict[tuple[str | None, str, str], _Endpoint] = {}
         self._limiters: dict[tuple[Any, ...], RateLimiter] = {}
         self._secrets = {v for s in self._agents.values() if (v := self.environ.get(s.api_key_env))}
@@ -168,18 +172,15 @@ class LLMClient:
         self.usage: dict[str, AgentUsage] = {}
 
     # --- plumbing -----------------------------------------------------------------------
-    def _client(self, agent: AgentSettings) -> Any:
+    def _client(self, agent: AgentSettings) -> ChatPoster:
         key = (agent.base_url, agent.api_key_env)
         if key not in self._clients:
-            from openai import AsyncOpenAI, DefaultAsyncHttpxClient  # heavy import, only when a call is made
+            from openai import AsyncOpenAI  # heavy import, only when a call is made
 
-            self._clients[key] = AsyncOpenAI(
-                api_key=self.environ.get(agent.api_key_env) or "not-set",
-                base_url=agent.base_url,
-                max_retries=0,
-                # A redirect of a POST is a misconfigured base URL: report it, do not follow it.
-                http_client=DefaultAsyncHttpxClient(follow_redirects=False),
-            )
+            http = http_client(self.environ, agent.base_url)
+            client = AsyncOpenAI(api_key=self.environ.get(agent.api_key_env) or "not-set", base_url=agent.base_url,
+                                 max_retries=0, http_client=http)
+            self._clients[key] = ChatPoster(client, http)
         return self._clients[key]
 
     def redact(self, text: str) -> str:
@@ -194,7 +195,16 @@ class LLMClient:
         self._clients.clear()
 
     def _endpoint(self, agent: AgentSettings) -> _Endpoint:
-        return self._endpoints.setdefault(_endpoint_key(agent), _Endpoint())
+        key = _endpoint_key(agent)
+        if key not in self._endpoints:
+            # An endpoint that answered this run's requests a moment ago (another command of the run, e.g.
+            # the score of the previous step) is taken as confirmed: the first request does not go alone,
+            # which would add a whole judge latency to every command of an online run.
+            log = self.call_log.path
+            recent = log is not None and answered_recently(log, strip_userinfo(agent.base_url), agent.model,
+                                                           CONFIRMED_FOR_S)
+            self._endpoints[key] = _Endpoint(confirmed=recent)
+        return self._endpoints[key]
 
     def _limiter(self, agent: AgentSettings) -> RateLimiter | None:
         if not agent.requests_per_minute and not agent.tokens_per_minute:
@@ -221,25 +231,16 @@ class LLMClient:
         return params
 
     # --- one attempt ------------------------------------------------------------------------
-    async def _send_once(self, name: str, agent: AgentSettings, messages: list[dict[str, Any]],
-                         params: dict[str, Any]) -> _Reply:
+    async def _send_once(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any]) -> _Reply:
         import openai
 
-        client = self._client(agent)
-        kwargs = {k: v for k, v in params.items() if k != "extra_body"}
+        poster = self._client(agent)
         try:
             # The SDK's timeout bounds each read; wait_for bounds the attempt as a whole.
-            raw = await asyncio.wait_for(
-                client.chat.completions.with_raw_response.create(
-                    model=agent.model,
-                    messages=messages,
-                    timeout=agent.timeout,
-                    extra_body=params.get("extra_body"),
-                    **kwargs,
-                ),
-                timeout=agent.timeout,
-            )
-        except (TimeoutError, openai.APITimeoutError):
+            response = await asyncio.wait_for(poster.post(body, payload, agent.timeout), timeout=agent.timeout)
+        except (TimeoutError, openai.APITimeoutError) as exc:
+            if dropped := dropped_connection(exc):
+                raise _Transient(f"connection failed: {one_line(dropped, 300)}", "connection") from None
             raise _Transient(f"timed out after {agent.timeout:g}s for the whole attempt "
                              f"(raise agents.{name}.timeout if the judge is slow)", "timeout") from None
         except openai.APIConnectionError as exc:
@@ -264,7 +265,6 @@ class LLMClient:
                 hint += (f" (if the endpoint rejects response_format, set agents.{name}.response_format = "
                          "\"json_object\" or \"text\")")
             raise _Fatal(f"HTTP {status}: {detail}{hint}") from None
-        response = raw.http_response
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         fatal = fatal_content_type(name, agent.base_url, agent.model, content_type)
         if fatal is not None:
@@ -279,15 +279,15 @@ class LLMClient:
             finish_reason=completion.finish_reason,
         )
 
-    async def _attempt(self, name: str, agent: AgentSettings, messages: list[dict[str, Any]],
-                       params: dict[str, Any], usage: AgentUsage) -> _Reply:
+    async def _attempt(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any],
+                       usage: AgentUsage) -> _Reply:
         endpoint = self._endpoint(agent)
 
         async def send() -> _Reply:
             try:
                 async with self._agent_limits[name], self._global:
                     usage.requests += 1
-                    return await self._send_once(name, agent, messages, params)
+                    return await self._send_once(name, agent, body, payload)
             except EndpointFatal as exc:
                 endpoint.fatal = exc
                 raise
@@ -325,16 +325,16 @@ class LLMClient:
 
         def record(reply: _Reply | None, error: str | None, attempts: int, started: float, source: str = "model",
                    pointer: bool = False) -> Written | None:
-            return self.call_log.write(
-                CallRecord(
-                    ts=now_iso(), agent=name, step=step, context=context, request_hash=rhash,
-                    model=agent.model, base_url=strip_userinfo(agent.base_url), messages=None if pointer else messages,
-                    params=params, response=reply.text if reply and not pointer else None,
-                    usage=reply.usage if reply else Usage(), finish_reason=reply.finish_reason if reply else None,
-                    latency_s=round(time.monotonic() - started, 4), attempts=attempts,
-                    error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
-                )
-            )
+            if self.call_log.path is None:
+                return None
+            return self.call_log.write_line(step, call_line(
+                ts=now_iso(), agent=name, step=step, context=context, request_hash=rhash,
+                model=agent.model, base_url=strip_userinfo(agent.base_url), messages=None if pointer else messages,
+                params=params, response=reply.text if reply and not pointer else None,
+                usage=reply.usage if reply else Usage(), finish_reason=reply.finish_reason if reply else None,
+                latency_s=round(time.monotonic() - started, 4), attempts=attempts,
+                error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
+            ))
 
         if self.cache is not None:
             cached = self.cache.lookup(rhash, name, step, context, agent.model, messages, params)
@@ -351,6 +351,9 @@ class LLMClient:
                 reply.indexable = not pointer
                 return reply
 
+        payload = {"model": agent.model, "messages": messages, **{k: v for k, v in params.items() if k != "extra_body"},
+                   **params.get("extra_body", {})}
+        body = orjson.dumps(payload)
         limiter = self._limiter(agent)
         estimate = estimate_tokens(messages, int(params[agent.token_limit_param]))
         started = time.monotonic()
@@ -359,7 +362,7 @@ class LLMClient:
             try:
                 if limiter is not None:
                     usage.rate_limited_s += await limiter.acquire(estimate)
-                reply = await self._attempt(name, agent, messages, params, usage)
+                reply = await self._attempt(name, agent, body, payload, usage)
             except _Transient as exc:
                 usage.fault(exc.kind)
                 last_error = str(exc)
