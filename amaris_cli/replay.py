@@ -56,7 +56,8 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
 def _recorded_how(src: RunDir, step: int) -> tuple[dict[str, Any], str | None, dict[str, Any], str | None]:
     """(score flags, score judge, evolve flags, evolve judge) as the source recorded them."""
     scored = artifacts.derivation(src, step, artifacts.SCORES)
-    evolved = artifacts.evolution(src, step)
+    # A step that stage commands analyzed (and summarized) without an update has no evolution mark.
+    evolved = artifacts.evolution(src, step) or artifacts.derivation(src, step, artifacts.ANALYSES)
     return (scored.flags if scored else {}, scored.judge if scored else None,
             evolved.flags if evolved else {}, evolved.judge if evolved else None)
 

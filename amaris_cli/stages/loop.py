@@ -25,9 +25,11 @@ from amaris_cli.models import Rollout
 from amaris_cli.policy import FailurePolicy
 from amaris_cli.schedule import scoring_version, update_due
 from amaris_cli.session import Session
+from amaris_cli.stages.analyze import analyze_step
 from amaris_cli.stages.common import store_rollouts
 from amaris_cli.stages.evolve import evolve_step
 from amaris_cli.stages.score import score_step
+from amaris_cli.stages.summarize import summarize_step
 from amaris_cli.stages.update import UpdateOutcome
 
 
@@ -42,6 +44,8 @@ class StepPlan:
     evolve: bool = True
     update: bool | None = None  # None: by update_every
     rescore: bool = False
+    # Without a whole evolution: the stages of one that stage commands ran (`analyze`, then `summarize`).
+    stages: tuple[str, ...] = ()
 
 
 @dataclass
@@ -129,9 +133,22 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
                 report.added, report.removed, report.rejected = outcome.added, outcome.removed, outcome.rejected
             if evolved.rescored is not None:
                 report.rescore_mean = evolved.rescored.mean_reward
+        elif plan.stages:
+            await _run_stages(session, step, plan.stages, indexer, policy, stage, on_record)
     report.tokens = _tokens(session) + (_tokens(scorer) if scorer is not session else 0) - tokens_before
     report.wall_s = round(time.monotonic() - started, 3)
     return report
+
+
+async def _run_stages(session: Session, step: int, stages: tuple[str, ...], indexer: Indexer, policy: FailurePolicy,
+                      stage: Callable[[str, int], None], on_record: Callable[[object], None] | None) -> None:
+    """What `amaris analyze` and `amaris summarize` of the step did, without an update (as a replay repeats)."""
+    stage("analyze", step)
+    analyzed = await analyze_step(session, step, on_done=on_record)
+    policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
+    if "summarize" in stages:
+        stage("summarize", step)
+        await summarize_step(session, step, await indexer.memory())
 
 
 async def run_loop(
@@ -175,4 +192,12 @@ def recorded_plan(src: Any, step: int, rollouts: list[Rollout]) -> StepPlan:
                                                if artifacts.derivation(src, step, artifacts.ROLLOUTS) else {}),
                     lag=inputs.get("lag") or 0, rubric_version=inputs.get("rubric_version"),
                     evolve=evolved is not None and evolved.status == "done",
-                    update=evolved.update if evolved else None, rescore=bool(evolved and evolved.rescore))
+                    update=evolved.update if evolved else None, rescore=bool(evolved and evolved.rescore),
+                    stages=() if evolved is not None and evolved.status == "done" else recorded_stages(src, step))
+
+
+def recorded_stages(src: Any, step: int) -> tuple[str, ...]:
+    """The evolution stages that stage commands ran on a step whose evolution is not done."""
+    if artifacts.derivation(src, step, artifacts.ANALYSES) is None:
+        return ()
+    return ("analyze", "summarize") if artifacts.derivation(src, step, artifacts.SUMMARY) is not None else ("analyze",)
