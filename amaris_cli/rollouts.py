@@ -18,9 +18,10 @@ In trainer data `answer` and `solution` are the *reference*, never the output.
 
 Every line is also checked against what amaris can write back exactly (jsonlimits: nesting depth,
 64-bit integers, duplicate keys), steps are integers 0..MAX_STEP, and a `--map` path must exist on
-every line. Ids are unique: explicit ones must be, and a generated one never takes an id already
-used in the file. Files are read once through inputfiles (kind checked, size capped, bytes hashed);
-loop directories are listed by stepfiles.
+every line. Ids are unique: explicit ones must be, and a generated id (content hash, numbered for
+repeated contents) that is another line's explicit id is an error naming both lines. Files are read
+once through inputfiles (kind checked, size capped, bytes hashed); loop directories are listed by
+stepfiles.
 """
 
 from __future__ import annotations
@@ -353,7 +354,7 @@ def parse_rollouts(
     reader = _LineReader(path, mapping or {}, instance_field)
     errors: list[InputError] = []
     rollouts: list[Rollout] = []
-    generated: list[int] = []  # indexes of rollouts whose id is the content hash
+    generated: list[tuple[int, int]] = []  # (index, line) of rollouts whose id is the content hash
     explicit_ids: dict[str, int] = {}
     last_step: tuple[int, int] | None = None  # (step, line)
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
@@ -389,30 +390,33 @@ def parse_rollouts(
                 continue
             explicit_ids[rollout.id] = line_no
         else:
-            generated.append(len(rollouts))
+            generated.append((len(rollouts), line_no))
         rollouts.append(rollout)
+    errors.extend(_assign_generated_ids(path, rollouts, generated, explicit_ids))
     if errors:
         raise InputErrors(errors)
-    _assign_generated_ids(rollouts, generated, set(explicit_ids))
     return rollouts
 
 
-def _assign_generated_ids(rollouts: list[Rollout], generated: list[int], taken: set[str]) -> None:
-    """Give each rollout without an id its content hash, or `hash-N` with the smallest N >= 2 not
-    yet used by any id of the file (explicit ones included), in input order: deterministic, and
-    no two rollouts ever share an id. Without collisions this is hash, hash-2, hash-3, ... per content."""
-    next_suffix: dict[str, int] = {}
-    for index in generated:
+def _assign_generated_ids(path: Path, rollouts: list[Rollout], generated: list[tuple[int, int]],
+                          explicit_ids: dict[str, int]) -> list[InputError]:
+    """Give each rollout without an id its content hash, numbered `hash-2`, `hash-3`, ... for repeated
+    contents in input order. A generated id that is another line's explicit id is an error naming both
+    lines: renaming it silently would give the line an id nobody can predict from its content, and
+    sharing it would give one rollout the other's verdicts."""
+    errors: list[InputError] = []
+    seen: dict[str, int] = {}
+    for index, line_no in generated:
         base = rollouts[index].id
-        n = next_suffix.get(base, 1)
+        seen[base] = n = seen.get(base, 0) + 1
         candidate = base if n == 1 else f"{base}-{n}"
-        while candidate in taken:
-            n += 1
-            candidate = f"{base}-{n}"
-        next_suffix[base] = n + 1
-        taken.add(candidate)
-        if candidate != base:
+        if candidate in explicit_ids:
+            errors.append(InputError(path, f"the id amaris generates for this line ({candidate}, from its content) is the "
+                                     f"explicit id of line {explicit_ids[candidate]}; give this line an id of its own",
+                                     line_no))
+        elif candidate != base:
             rollouts[index] = rollouts[index].model_copy(update={"id": candidate})
+    return errors
 
 
 def group_by_step(rollouts: list[Rollout], path: Path) -> dict[int, list[Rollout]]:

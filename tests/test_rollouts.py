@@ -205,20 +205,25 @@ def test_an_explicit_id_equal_to_the_old_placeholder_is_kept(tmp_path: Path) -> 
     assert generated.id.startswith("r-") and generated.id != explicit.id
 
 
-def test_generated_ids_never_take_an_explicit_id(tmp_path: Path) -> None:
+def test_a_generated_id_that_is_another_lines_explicit_id_is_an_error(tmp_path: Path) -> None:
     """Issue 13's collision: a line without id got `r-<hash>-auto` while a later line carried that
-    very id, so two rollouts shared one and one got the other's verdicts."""
+    very id, so two rollouts shared one and one got the other's verdicts. Now the generated id (hash,
+    hash-2, ... for repeats) is checked against every explicit id of the file, before or after it."""
     from amaris_cli.rollouts import content_id
 
     a, b = {"input": "p", "output": "right"}, {"input": "p", "output": "wrong"}
     base_a = content_id(read_rollouts(write_jsonl(tmp_path / "one.jsonl", [a]))[0])
-    rows = [{"id": base_a, **b}, a, {"id": f"{base_a}-auto", **b}, a, {"id": f"{base_a}-2", **b}, a]
-    read = read_rollouts(write_jsonl(tmp_path / "mix.jsonl", rows))
-    ids = [r.id for r in read]
-    assert len(set(ids)) == len(ids), ids
-    assert ids == [base_a, f"{base_a}-3", f"{base_a}-auto", f"{base_a}-4", f"{base_a}-2", f"{base_a}-5"]
-    assert [r.output for r in read] == ["wrong", "right", "wrong", "right", "wrong", "right"]
-    assert [r.id for r in read_rollouts(write_jsonl(tmp_path / "again.jsonl", rows))] == ids  # deterministic
+    rows = [a, {"id": f"{base_a}-auto", **b}, a, {"id": base_a, **b}, {"id": f"{base_a}-2", **b}, a]
+    with pytest.raises(InputErrors) as info:
+        read_rollouts(write_jsonl(tmp_path / "mix.jsonl", rows))
+    assert sorted((e.line, e.reason) for e in info.value.errors) == [
+        (1, f"the id amaris generates for this line ({base_a}, from its content) is the explicit id of line 4; "
+            "give this line an id of its own"),
+        (3, f"the id amaris generates for this line ({base_a}-2, from its content) is the explicit id of line 5; "
+            "give this line an id of its own")]
+    # Without the colliding explicit ids the same contents read, numbered in input order.
+    ids = [r.id for r in read_rollouts(write_jsonl(tmp_path / "ok.jsonl", [rows[0], rows[1], rows[2], rows[5]]))]
+    assert ids == [base_a, f"{base_a}-auto", f"{base_a}-2", f"{base_a}-3"]
 
 
 def test_generated_ids_without_collisions_are_hash_then_numbered(tmp_path: Path) -> None:
@@ -228,6 +233,8 @@ def test_generated_ids_without_collisions_are_hash_then_numbered(tmp_path: Path)
 
 
 def test_no_mix_of_explicit_and_generated_ids_ever_shares_one(tmp_path: Path) -> None:
+    """Random mixes: either every id is unique and explicit ids are kept, or the file is refused for
+    exactly the generated ids that are explicit ids elsewhere."""
     import random
 
     from amaris_cli.rollouts import content_id
@@ -236,15 +243,33 @@ def test_no_mix_of_explicit_and_generated_ids_ever_shares_one(tmp_path: Path) ->
     bases = [content_id(r) for r in read_rollouts(write_jsonl(tmp_path / "c.jsonl", contents))]
     candidates = [*bases, *(f"{b}-{n}" for b in bases for n in range(2, 6)), *(f"{b}-auto" for b in bases)]
     rng = random.Random(14)
+    refused = 0
     for trial in range(200):
         explicit = rng.sample(candidates, rng.randint(0, 8))
         rows = [{"id": i, "input": "x", "output": i} for i in explicit]
         rows += [dict(rng.choice(contents)) for _ in range(rng.randint(1, 8))]
         rng.shuffle(rows)
-        read = read_rollouts(write_jsonl(tmp_path / f"t{trial}.jsonl", rows))
+        # What each line without an id would be called: its content id, numbered per repeat.
+        counts: dict[str, int] = {}
+        expected_clashes = set()
+        for line, row in enumerate(rows, start=1):
+            if "id" not in row:
+                base = bases[contents.index(row)]
+                counts[base] = counts.get(base, 0) + 1
+                if (base if counts[base] == 1 else f"{base}-{counts[base]}") in explicit:
+                    expected_clashes.add(line)
+        path = write_jsonl(tmp_path / f"t{trial}.jsonl", rows)
+        if expected_clashes:
+            refused += 1
+            with pytest.raises(InputErrors) as info:
+                read_rollouts(path)
+            assert {e.line for e in info.value.errors} == expected_clashes
+            continue
+        read = read_rollouts(path)
         ids = [r.id for r in read]
         assert len(set(ids)) == len(ids), (rows, ids)
         assert [r.id for r in read if r.input == "x"] == [row["id"] for row in rows if "id" in row]
+    assert 20 < refused < 180  # both outcomes were exercised
 
 
 # --- --map: the path given must be there --------------------------------------------------------
