@@ -125,7 +125,8 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
 
 
 def criteria_table(detail: dict[str, Any]) -> Table:
-    table = _table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}",
+    origin = f" (statistics computed from the scores: {detail['criteria_why']})" if detail.get("criteria_from") == "scores" else ""
+    table = _table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}{origin}",
                    "* anchor (never edited by updates); rate: mean verdict, the pass rate of a reward criterion or "
                    "the prevalence of a pitfall (higher = worse); spread: standard deviation of the verdicts; "
                    "at 1 / at 0: share of rollouts with verdict 1 / 0")

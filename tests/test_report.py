@@ -116,6 +116,17 @@ def test_report_is_one_offline_file_with_the_data_embedded(report_run: Path, rep
         assert report_html.with_name(f"r-{stem}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
+def test_report_criteria_rates_are_the_numbers_of_stats_json(report_run: Path, report_html: Path) -> None:
+    """The page computes each step's rates from the scores (so a step not summarized yet has them) with the
+    arithmetic summarize writes stats.json with: the two agree to the last digit."""
+    overview = embedded(report_html.read_text())["amaris-overview"]
+    for step in overview["steps"]:
+        stats = read_json(report_run / f"steps/{step['step']:06d}/stats.json")
+        want = {c["criterion_id"]: (c["kind"], c["n"], c["mean"], c["spread"]) for c in stats["criteria"]}
+        assert {c["id"]: (c["kind"], c["n"], c["mean"], c["spread"]) for c in step["criteria"]} == want
+        assert any(m not in (0.0, 0.5, 1.0) for _, _, m, _ in want.values()), "a rate that rounding would change"
+
+
 def test_report_in_a_browser_reaches_reasons_rubric_texts_and_rationale_without_network(
         report_run: Path, report_html: Path, chromium: str, tmp_path: Path, screenshots: Path) -> None:
     proxy = CountingProxy()
