@@ -235,6 +235,20 @@ def criterion_stats(criterion_id: str, kind: Literal["reward", "pitfall"], value
     )
 
 
+# The mean verdict of a criterion, named as the agents' prompts explain it ("for a reward criterion the
+# share of credit given, for a pitfall the share of rollouts where it was present") and as inspect and
+# the report label it.
+RATE_NAMES: dict[str, str] = {"reward": "pass rate", "pitfall": "prevalence"}
+
+
+def rates_text(stats: StepStats) -> str:
+    """The step's per-criterion rates in words, exact to stats.json's digits: `ID pass rate 68.75%` for a
+    reward criterion, `ID prevalence 25%` for a pitfall (higher is worse); "" when no criterion was scored."""
+    rates = [f"{c.criterion_id} {RATE_NAMES[c.kind]} {round(c.mean * 100, REWARD_DECIMALS - 2):g}%"
+             for c in stats.criteria if c.mean is not None]
+    return f"{'; '.join(rates)} (mean verdicts of {stats.n_scored} scored rollouts)" if rates else ""
+
+
 def step_stats(
     step: int, rubric: RubricSet, scores: Sequence[ScoreRecord], groups: dict[str, str] | None = None
 ) -> StepStats:
