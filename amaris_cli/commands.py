@@ -110,7 +110,10 @@ def run_score(rollouts_file: Path, run_path: Path, step: int, *, json_out: bool,
         table.add_row(str(outcome.total), str(outcome.done), str(outcome.failed), str(outcome.reused),
                       fmt(outcome.mean_reward), str(tokens), f"{result.wall_s:.2f}")
         err.print(table)
-        err.print(usage_table(result.usage))
+        if result.usage:
+            err.print(usage_table(result.usage))
+        else:  # nothing was asked of a model: an empty table would only look like a failure to count
+            err.print("no LLM calls (all reused)" if outcome.reused == outcome.total else "no LLM calls")
         err.print(f"wrote {result.scores_path}" + (f" and {result.rewards_path}" if result.rewards_path else ""))
     _failures(outcome.errors)
     if failure is not None:
