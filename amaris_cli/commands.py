@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from amaris_cli.display import emit_json, err, fmt, usage_json, usage_table
+from amaris_cli.display import count, emit_json, err, fmt, usage_json, usage_table
 
 
 def say(text: str) -> None:
@@ -256,7 +256,7 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
     if result.usage:
         err.print(usage_table(result.usage))
     strategies = ", ".join(f"{r.step}:{r.strategy}" for r in result.reports if r.strategy)
-    err.print(f"{len(result.reports)} steps; updates {strategies or 'none'}")
+    err.print(f"{count(len(result.reports), 'step')}; updates {strategies or 'none'}")
     if replayed or reused:
         err.print(f"model requests: {made} made, {reused} answered from a record")
     err.print(f"done in {result.wall_s:.1f}s; run directory: {run_path}")

@@ -136,7 +136,10 @@ def test_a_scored_step_without_a_summary_shows_its_criteria_from_the_scores(tmp_
     assert row.split()[-4:] == [f"{mean:.2f}", f"{spread:.2f}", f"{top:.2f}", f"{bottom:.2f}"], row
 
     # Summarized: the numbers come from stats.json, and are the same.
-    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    looped = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim))
+    assert looped.exit_code == 0 and "\n1 step; updates 0:" in looped.stderr, looped.stderr
+    overview = " ".join(invoke("inspect", run).stderr.split())
+    assert ": 1 step, rubric versions" in overview and "16 analyses, 1 summary, 1 update" in overview, overview
     detail = json.loads(invoke("inspect", run, "--step", "0", "--json").stdout)["detail"]
     assert detail["criteria_from"] == "stats.json" and detail["criteria_why"] is None
     stats = json.loads((run / "steps" / "000000" / "stats.json").read_text())

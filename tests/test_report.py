@@ -292,6 +292,8 @@ def test_report_shows_an_updates_rejected_edits_with_the_reasons(tmp_path: Path,
     try:
         page = browser.open(out.resolve().as_uri() + "#/update/0")
         page.wait("document.body.dataset.ready === '1' && !!document.querySelector('table.rejected')")
+        facts = page.eval("document.getElementById('facts').textContent")
+        assert facts.startswith("1 step, 16 rollouts, 2 rubric versions, 1 update. "), facts
         headings = page.eval("[...document.querySelectorAll('#main h3')].map(h => h.textContent)")
         assert "Rejected edits (2)" in headings and "Applied edits (1)" in headings
         # innerText: what is rendered, so a row hidden by the page's style would not count as shown.
