@@ -17,6 +17,7 @@ import typer
 
 from amaris_cli import __version__
 from amaris_cli.clihelp import install as _plain_help
+from amaris_cli.simjudge.faults import faults_help
 
 _plain_help()
 app = typer.Typer(
@@ -600,7 +601,7 @@ def sim_judge(
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     latency: Annotated[float, typer.Option("--latency", min=0, metavar="SECONDS", help="Seconds added to every answer.")] = 0.0,
     fault_rate: Annotated[float, typer.Option("--fault-rate", min=0, max=1, help="Share of requests that get a fault.")] = 0.0,
-    faults: Annotated[str | None, typer.Option("--faults", metavar="KIND,...", help="Comma-separated fault kinds (default all): 429,500,503,reset,hang,malformed,truncated,wrong_shape,empty_choices.")] = None,
+    faults: Annotated[str | None, typer.Option("--faults", metavar="KIND,...", help=faults_help())] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the fault draw.")] = 0,
 ) -> None:
     """Run the rule-based sim-judge: an OpenAI-compatible server for trying amaris without a model."""

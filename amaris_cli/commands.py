@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from amaris_cli.display import emit_json, err, fmt, usage_json, usage_table
+from amaris_cli.display import count, emit_json, err, fmt, usage_json, usage_table
 
 
 def say(text: str) -> None:
@@ -110,7 +110,10 @@ def run_score(rollouts_file: Path, run_path: Path, step: int, *, json_out: bool,
         table.add_row(str(outcome.total), str(outcome.done), str(outcome.failed), str(outcome.reused),
                       fmt(outcome.mean_reward), str(tokens), f"{result.wall_s:.2f}")
         err.print(table)
-        err.print(usage_table(result.usage))
+        if result.usage:
+            err.print(usage_table(result.usage))
+        else:  # nothing was asked of a model: an empty table would only look like a failure to count
+            err.print("no LLM calls (all reused)" if outcome.reused == outcome.total else "no LLM calls")
         err.print(f"wrote {result.scores_path}" + (f" and {result.rewards_path}" if result.rewards_path else ""))
     _failures(outcome.errors)
     if failure is not None:
@@ -253,7 +256,7 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
     if result.usage:
         err.print(usage_table(result.usage))
     strategies = ", ".join(f"{r.step}:{r.strategy}" for r in result.reports if r.strategy)
-    err.print(f"{len(result.reports)} steps; updates {strategies or 'none'}")
+    err.print(f"{count(len(result.reports), 'step')}; updates {strategies or 'none'}")
     if replayed or reused:
         err.print(f"model requests: {made} made, {reused} answered from a record")
     err.print(f"done in {result.wall_s:.1f}s; run directory: {run_path}")

@@ -32,6 +32,11 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def count(n: int, one: str, many: str | None = None) -> str:
+    """`1 step`, `2 steps` (`many` when the plural is not one + s: `analysis`, `analyses`)."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 

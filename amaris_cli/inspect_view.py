@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from amaris_cli.display import fmt
+from amaris_cli.display import count, fmt
 from amaris_cli.inspection import describe_steps, usage_by_agent
 
 BARS = " ▁▂▃▄▅▆▇█"
@@ -109,15 +109,15 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
     origin = f", replay of {data['replay_of']}" if data.get("replay_of") else ""
     versions = describe_steps(data["rubric_versions"]) or "none"
     parts: list[RenderableType] = [
-        Text(f"run {data['run']} (amaris {data['version']}{origin}): {len(data['steps'])} steps, "
+        Text(f"run {data['run']} (amaris {data['version']}{origin}): {count(len(data['steps']), 'step')}, "
              f"rubric versions {versions}", style="bold"),
         rewards_table(data),
         updates_table(data),
         usage_table("tokens and cost by agent", usage_by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
     ]
     memory = data["memory_entries"]
-    parts.append(Text(f"memory entries (from the run's files): {memory['analysis']} analyses, "
-                      f"{memory['summary']} summaries, {memory['update']} updates"))
+    parts.append(Text(f"memory entries (from the run's files): {count(memory['analysis'], 'analysis', 'analyses')}, "
+                      f"{count(memory['summary'], 'summary', 'summaries')}, {count(memory['update'], 'update')}"))
     if not data["totals"]["priced_models"]:
         parts.append(Text("no prices configured: add [prices.MODEL] prompt = X, completion = Y ($ per 1M tokens) "
                           "for costs", style="dim"))
@@ -125,7 +125,8 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
 
 
 def criteria_table(detail: dict[str, Any]) -> Table:
-    table = _table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}",
+    origin = f" (statistics computed from the scores: {detail['criteria_why']})" if detail.get("criteria_from") == "scores" else ""
+    table = _table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}{origin}",
                    "* anchor (never edited by updates); rate: mean verdict, the pass rate of a reward criterion or "
                    "the prevalence of a pitfall (higher = worse); spread: standard deviation of the verdicts; "
                    "at 1 / at 0: share of rollouts with verdict 1 / 0")

@@ -20,6 +20,7 @@ from amaris_cli.config import Settings
 from amaris_cli.errors import InputError
 from amaris_cli.jsonio import iter_jsonl
 from amaris_cli.rundir import RunDir
+from amaris_cli.stepstats import current_stats
 
 
 def _histogram(values: list[float], bins: int = 5) -> list[int]:
@@ -144,7 +145,12 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
         detail = step_view(run, step)
         summary = load_summary(run, step)
         retrieval = load_retrieval(run, step)
-        detail["criteria"] = [c.model_dump(mode="json") for c in summary.stats.criteria] if summary else []
+        # Per-criterion statistics: stats.json, or computed from the scores while the step has no
+        # (fresh) summary. A per-instance run keeps them per instance, not for the step as a whole.
+        current = None if settings.pipeline.per_instance else current_stats(run, step)
+        detail["criteria"] = [c.model_dump(mode="json") for c in current.stats.criteria] if current else []
+        detail["criteria_from"] = current.source if current else None
+        detail["criteria_why"] = current.why if current else None
         detail["summary"] = summary.summary.executive_summary if summary else None
         detail["retrieval"] = ({"static": [e.id for e in retrieval.static], "queries": retrieval.queries,
                                 "dynamic": [{"id": h.id, "step": h.step, "type": h.type, "distance": h.distance,

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from statistics import fmean, pstdev
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -209,36 +210,54 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, REWARD_DECIMALS)
 
 
+def criterion_stats(criterion_id: str, kind: Literal["reward", "pitfall"], values: Sequence[tuple[str, float]],
+                    groups: dict[str, str] | None = None) -> CriterionStats:
+    """One criterion's mean, spread (population std), mean spread within groups of rollouts that share
+    a prompt (`groups`: rollout id -> group key) and saturation (share at 1 and at 0), over its verdicts
+    `values` (rollout id, verdict). The one place of this arithmetic: stats.json, inspect and report."""
+    nums = [v for _, v in values]
+    within: float | None = None
+    if groups and nums:
+        by_group: dict[str, list[float]] = {}
+        for rid, v in values:
+            by_group.setdefault(groups.get(rid, rid), []).append(v)
+        spreads = [pstdev(vs) for vs in by_group.values() if len(vs) > 1]
+        within = fmean(spreads) if spreads else None
+    return CriterionStats(
+        criterion_id=criterion_id,
+        kind=kind,
+        n=len(nums),
+        mean=_r(fmean(nums)) if nums else None,
+        spread=_r(pstdev(nums)) if nums else None,
+        within_group_spread=_r(within),
+        saturation_top=_r(sum(v >= 0.999 for v in nums) / len(nums)) if nums else None,
+        saturation_bottom=_r(sum(v <= 0.001 for v in nums) / len(nums)) if nums else None,
+    )
+
+
+# The mean verdict of a criterion, named as the agents' prompts explain it ("for a reward criterion the
+# share of credit given, for a pitfall the share of rollouts where it was present") and as inspect and
+# the report label it.
+RATE_NAMES: dict[str, str] = {"reward": "pass rate", "pitfall": "prevalence"}
+
+
+def rates_text(stats: StepStats) -> str:
+    """The step's per-criterion rates in words, exact to stats.json's digits: `ID pass rate 68.75%` for a
+    reward criterion, `ID prevalence 25%` for a pitfall (higher is worse); "" when no criterion was scored."""
+    rates = [f"{c.criterion_id} {RATE_NAMES[c.kind]} {round(c.mean * 100, REWARD_DECIMALS - 2):g}%"
+             for c in stats.criteria if c.mean is not None]
+    return f"{'; '.join(rates)} (mean verdicts of {stats.n_scored} scored rollouts)" if rates else ""
+
+
 def step_stats(
     step: int, rubric: RubricSet, scores: Sequence[ScoreRecord], groups: dict[str, str] | None = None
 ) -> StepStats:
-    """Per-criterion mean, spread (population std), mean spread within groups of rollouts that
-    share a prompt (`groups`: rollout id -> group key), and saturation (share at 1 and at 0)."""
+    """Per-criterion statistics (criterion_stats) of the rubric's criteria over the scored rollouts."""
     scored = [s for s in scores if s.status == "scored"]
     rewards = [s.reward for s in scored if s.reward is not None]
-    criteria = []
-    for c in rubric.criteria:
-        values = [(s.rollout_id, v.score) for s in scored for v in s.verdicts if v.criterion_id == c.id]
-        nums = [v for _, v in values]
-        within: float | None = None
-        if groups and nums:
-            by_group: dict[str, list[float]] = {}
-            for rid, v in values:
-                by_group.setdefault(groups.get(rid, rid), []).append(v)
-            spreads = [pstdev(vs) for vs in by_group.values() if len(vs) > 1]
-            within = fmean(spreads) if spreads else None
-        criteria.append(
-            CriterionStats(
-                criterion_id=c.id,
-                kind=c.kind,
-                n=len(nums),
-                mean=_r(fmean(nums)) if nums else None,
-                spread=_r(pstdev(nums)) if nums else None,
-                within_group_spread=_r(within),
-                saturation_top=_r(sum(v >= 0.999 for v in nums) / len(nums)) if nums else None,
-                saturation_bottom=_r(sum(v <= 0.001 for v in nums) / len(nums)) if nums else None,
-            )
-        )
+    criteria = [criterion_stats(c.id, c.kind, [(s.rollout_id, v.score) for s in scored for v in s.verdicts
+                                               if v.criterion_id == c.id], groups)
+                for c in rubric.criteria]
     return StepStats(
         step=step,
         n_rollouts=len(scores),

@@ -21,6 +21,7 @@ from amaris_cli.models import (
     AnalysisAnswer,
     AnalysisRecord,
     Criterion,
+    CriterionStats,
     HackingCount,
     HackingFinding,
     Modification,
@@ -219,7 +220,18 @@ INSTANCE = None  # global mode
 
 
 def _stats(step: int) -> StepStats:
-    return StepStats(step=step, n_rollouts=3, n_scored=3, n_failed=0, mean_reward=0.3, std_reward=0.1, criteria=[])
+    """Criterion rates as a real step has them (the summary digest carries them after the prose): the same
+    two reward criteria every step and the pitfall the previous update added, at step-dependent rates."""
+    third = [0.0, 1 / 3, 2 / 3, 1.0]
+
+    def rate(cid: str, kind: str, mean: float) -> CriterionStats:
+        return CriterionStats(criterion_id=cid, kind=kind, n=3, mean=round(mean, 6), spread=0.471405,  # type: ignore[arg-type]
+                              within_group_spread=None, saturation_top=round(mean, 6), saturation_bottom=round(1 - mean, 6))
+
+    criteria = [rate("correct-answer", "reward", third[step % 4]), rate("shows-reasoning", "reward", third[(step + 1) % 4])]
+    if step > 0:
+        criteria.append(rate(f"s{step - 1}-{THEMES[step - 1].key}", "pitfall", third[(step + 2) % 4]))
+    return StepStats(step=step, n_rollouts=3, n_scored=3, n_failed=0, mean_reward=0.3, std_reward=0.1, criteria=criteria)
 
 
 def write_step(run: RunDir, step: int, theme: Theme, *, summary: bool = True, update: bool = True) -> None:

@@ -85,3 +85,73 @@ def test_tokens_count_only_calls_sent_to_a_model(tmp_path: Path, sim) -> None:
     assert original["model_calls"] > 0 and original["recorded_calls"] == 0 and original["prompt_tokens"] > 0
     assert again["model_calls"] == 0 and again["recorded_calls"] == original["model_calls"]
     assert again["prompt_tokens"] == 0 and again["completion_tokens"] == 0, "a replayed call spent no tokens"
+
+
+def by_hand(scores: list[dict]) -> dict[str, tuple[float, float, float, float]]:
+    """Per criterion: mean verdict, population standard deviation, share at 1 and share at 0."""
+    verdicts: dict[str, list[float]] = {}
+    for s in scores:
+        if s["status"] == "scored":
+            for v in s["verdicts"]:
+                verdicts.setdefault(v["criterion_id"], []).append(v["score"])
+    out = {}
+    for cid, vs in verdicts.items():
+        mean = sum(vs) / len(vs)
+        out[cid] = (mean, (sum((v - mean) ** 2 for v in vs) / len(vs)) ** 0.5,
+                    sum(v == 1 for v in vs) / len(vs), sum(v == 0 for v in vs) / len(vs))
+    return out
+
+
+def shown_stats(detail: dict) -> dict[str, tuple[float, float, float, float]]:
+    return {c["criterion_id"]: (c["mean"], c["spread"], c["saturation_top"], c["saturation_bottom"])
+            for c in detail["criteria"]}
+
+
+def assert_close(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for cid, values in want.items():
+        assert all(abs(g - w) < 1e-6 for g, w in zip(got[cid], values, strict=True)), (cid, got[cid], values)
+
+
+def test_a_scored_step_without_a_summary_shows_its_criteria_from_the_scores(tmp_path: Path, sim) -> None:
+    """The current step of an online or served run is scored, not summarized: its verdicts are there."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    assert invoke("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", "0",
+                  env=judge_env(sim)).exit_code == 0
+    scores_file = run / "steps" / "000000" / "scores.jsonl"
+    scores = [json.loads(line) for line in scores_file.read_text().splitlines()]
+    detail = json.loads(invoke("inspect", run, "--step", "0", "--json").stdout)["detail"]
+    assert detail["criteria_from"] == "scores" and detail["criteria_why"] == "no summary yet"
+    expected = by_hand(scores)
+    assert {m for m, _, _, _ in expected.values()} != {0.0}, "the example verdicts vary"
+    assert_close(shown_stats(detail), expected)
+    shown = invoke("inspect", run, "--step", "0").stderr
+    flowing = " ".join(shown.split())
+    assert "statistics computed from the scores: no summary yet" in flowing
+    row = next(line for line in shown.splitlines() if line.strip().startswith("* The final answer"))
+    mean, spread, top, bottom = expected["correct-answer"]
+    assert row.split()[-4:] == [f"{mean:.2f}", f"{spread:.2f}", f"{top:.2f}", f"{bottom:.2f}"], row
+
+    # Summarized: the numbers come from stats.json, and are the same.
+    looped = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim))
+    assert looped.exit_code == 0 and "\n1 step; updates 0:" in looped.stderr, looped.stderr
+    overview = " ".join(invoke("inspect", run).stderr.split())
+    assert ": 1 step, rubric versions" in overview and "16 analyses, 1 summary, 1 update" in overview, overview
+    detail = json.loads(invoke("inspect", run, "--step", "0", "--json").stdout)["detail"]
+    assert detail["criteria_from"] == "stats.json" and detail["criteria_why"] is None
+    stats = json.loads((run / "steps" / "000000" / "stats.json").read_text())
+    assert detail["criteria"] == stats["criteria"]
+    assert_close(shown_stats(detail), expected)
+    assert "computed from the scores" not in " ".join(invoke("inspect", run, "--step", "0").stderr.split())
+
+    # The scores change after the summary (here by hand): stats.json is stale, the scores are read again.
+    flipped = [dict(s, verdicts=[dict(v, score=1.0) if v["criterion_id"] == "correct-answer" else v
+                                 for v in s["verdicts"]]) for s in scores]
+    scores_file.write_text("".join(json.dumps(s) + "\n" for s in flipped))
+    detail = json.loads(invoke("inspect", run, "--step", "0", "--json").stdout)["detail"]
+    assert detail["criteria_from"] == "scores" and detail["criteria_why"] == "stats.json is stale"
+    assert shown_stats(detail)["correct-answer"] == (1.0, 0.0, 1.0, 0.0)
+    assert_close(shown_stats(detail), by_hand(flipped))

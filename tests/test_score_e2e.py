@@ -121,13 +121,18 @@ def test_a_rollout_that_cannot_be_judged_is_failed_never_a_number(run_cli, sim_f
 def test_rescoring_a_finished_step_reuses_every_score(run_cli, sim, tmp_path, config_file) -> None:
     run = init(run_cli, tmp_path, config_file)
     rollouts = write_jsonl(tmp_path / "r.jsonl", PLANTED)
-    run_cli("score", rollouts, "--run", run, "--step", "0", env=judge_env(sim))
+    made = run_cli("score", rollouts, "--run", run, "--step", "0", env=judge_env(sim))
+    assert "LLM calls by agent" in made.stderr and "no LLM calls" not in made.stderr
     before = (run / "steps/000000/scores.jsonl").read_bytes()
     requests = sim.stats["requests"]
     result = run_cli("score", rollouts, "--run", run, "--step", "0", "--json", env=judge_env(sim))
     assert json.loads(result.stdout)["reused"] == 3
     assert sim.stats["requests"] == requests
     assert (run / "steps/000000/scores.jsonl").read_bytes() == before
+    shown = run_cli("score", rollouts, "--run", run, "--step", "0", "--force", env=judge_env(sim))
+    assert shown.exit_code == 0, shown.stderr
+    assert sim.stats["requests"] == requests
+    assert "no LLM calls (all reused)" in shown.stderr and "LLM calls by agent" not in shown.stderr, shown.stderr
 
 
 def test_bad_input_lines_are_reported_and_the_run_is_unchanged(run_cli, sim, tmp_path, config_file) -> None:

@@ -30,3 +30,28 @@ def test_sim_judge_command_serves_the_openai_protocol() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_faults_help_lists_every_kind_the_command_accepts() -> None:
+    from amaris_cli.simjudge.faults import ALL_FAULT_KINDS, FAULT_KINDS
+    from tests.conftest import invoke
+
+    shown = invoke("sim-judge", "--help")
+    assert shown.exit_code == 0
+    flowing = " ".join(shown.stdout.split())
+    section = flowing.split("--faults", 1)[1].split("--seed", 1)[0]
+    listed = set(re.findall(r"[\w]+", section))
+    assert set(ALL_FAULT_KINDS) <= listed, sorted(set(ALL_FAULT_KINDS) - listed)
+    default = section.split("Default:", 1)[1].split("Also accepted:", 1)[0]
+    assert set(re.findall(r"[\w]+", default)) & set(ALL_FAULT_KINDS) == set(FAULT_KINDS)
+    # Every kind the help names starts the server (the process prints its URL), an unknown one is refused.
+    proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", "sim-judge", "--port", "0", "--faults",
+                             ", ".join(ALL_FAULT_KINDS)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stderr is not None
+        assert "OPENAI_BASE_URL=" in proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    refused = invoke("sim-judge", "--port", "0", "--faults", "429,teapot")
+    assert refused.exit_code != 0 and "unknown kind(s) teapot" in refused.stderr

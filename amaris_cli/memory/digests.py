@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from amaris_cli.models import AnalysisRecord, SummaryRecord, UpdateRecord
+from amaris_cli.rubrics import rates_text
 from amaris_cli.rundir import safe_instance_dir
 
 EntryType = Literal["analysis", "summary", "update"]
@@ -22,7 +23,12 @@ class MemoryEntry:
     type: EntryType
     step: int
     instance_id: str | None
-    text: str
+    text: str  # what a reader (the updater, `memory search`) gets
+    search_text: str | None = None  # what is embedded, when not the whole text
+
+    @property
+    def embedded(self) -> str:
+        return self.text if self.search_text is None else self.search_text
 
 
 def _inst(instance_id: str | None) -> str:
@@ -59,10 +65,17 @@ def analysis_entry(record: AnalysisRecord) -> MemoryEntry | None:
 
 
 def summary_entry(record: SummaryRecord) -> MemoryEntry:
+    """The summarizer's memory paragraph and amaris's own numbers: the hacking counts and the criterion rates
+    of stats, the rates exact and never cut (they follow the clipped part). The rates are read, not searched: the
+    same criteria and words in every step's digest pull the vectors of different steps together (with them
+    embedded, the planted history of tests/test_retrieval_quality.py found its step's summary first for 16
+    of 24 themes instead of 21), so the vector is made from the paragraph and the hacking counts."""
     s = record.summary
     hacking = ", ".join(f"{h.pattern} {h.count}/{record.n_analyzed}" for h in record.hacking) or "none"
-    text = f"Step {record.step} summary. {s.memory_entry} Hacking (counted): {hacking}."
-    return MemoryEntry(summary_id(record.step, record.instance_id), "summary", record.step, record.instance_id, _clip(text))
+    searched = _clip(f"Step {record.step} summary. {s.memory_entry} Hacking (counted): {hacking}.")
+    rates = rates_text(record.stats)
+    return MemoryEntry(summary_id(record.step, record.instance_id), "summary", record.step, record.instance_id,
+                       f"{searched} Criteria: {rates}." if rates else searched, search_text=searched)
 
 
 def update_entry(record: UpdateRecord) -> MemoryEntry:

@@ -256,7 +256,7 @@ class MemoryStore:
             todo = [e for e in group if e.id not in present]
             for start in range(0, len(todo), 256):
                 batch = todo[start : start + 256]
-                vectors = self.embedder.embed([e.text for e in batch])  # outside the io lock: the slow part
+                vectors = self.embedder.embed([e.embedded for e in batch])  # outside the io lock: the slow part
                 collection = self._store()[entry_type]
                 with self._writing():
                     collection.add(

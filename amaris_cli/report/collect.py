@@ -30,6 +30,7 @@ from amaris_cli.config import Settings
 from amaris_cli.errors import InputError
 from amaris_cli.inspection import usage_by_agent, usage_by_step
 from amaris_cli.models import AnalysisRecord, Criterion, Rollout, RubricSet, ScoreRecord
+from amaris_cli.rubrics import criterion_stats
 from amaris_cli.rundir import RunDir
 
 TEXT_LIMIT = 6000  # characters of one rollout text kept in the page (head and tail); the run keeps all
@@ -173,14 +174,21 @@ def rubric_views(run: RunDir, instances: Iterable[str | None]) -> list[RubricVie
     return views
 
 
-def criterion_rates(scores: list[ScoreRecord], kinds: dict[str, str]) -> list[CriterionRate]:
-    verdicts: dict[str, list[float]] = {}
+def criterion_rates(scores: list[ScoreRecord], kinds: dict[str, Literal["reward", "pitfall"]]) -> list[CriterionRate]:
+    """Every criterion scored at the step (in a per-instance run, those of every instance's rubric), with
+    the arithmetic of stats.json (rubrics.criterion_stats): the page shows the verdicts the scores hold,
+    whether or not the step is summarized yet."""
+    verdicts: dict[str, list[tuple[str, float]]] = {}
     for s in scores:
         if s.status == "scored":
             for v in s.verdicts:
-                verdicts.setdefault(v.criterion_id, []).append(v.score)
-    return [CriterionRate(id=cid, kind=kinds.get(cid, "reward"), n=len(vs), mean=_r(fmean(vs)), spread=_r(pstdev(vs)))  # type: ignore[arg-type]
-            for cid, vs in verdicts.items()]
+                verdicts.setdefault(v.criterion_id, []).append((s.rollout_id, v.score))
+    rates = []
+    for cid, values in verdicts.items():
+        c = criterion_stats(cid, kinds.get(cid, "reward"), values)
+        assert c.mean is not None and c.spread is not None  # values is never empty
+        rates.append(CriterionRate(id=cid, kind=c.kind, n=c.n, mean=c.mean, spread=c.spread))
+    return rates
 
 
 def histogram(values: list[float], bins: int = 10) -> list[int]:
@@ -191,7 +199,7 @@ def histogram(values: list[float], bins: int = 10) -> list[int]:
 
 
 def step_view(run: RunDir, step: int, scores: list[ScoreRecord], analyses: list[AnalysisRecord],
-              kinds: dict[str, str], rubrics: list[tuple[str | None, int]]) -> StepView:
+              kinds: dict[str, Literal["reward", "pitfall"]], rubrics: list[tuple[str | None, int]]) -> StepView:
     rewards = [s.reward for s in scores if s.status == "scored" and s.reward is not None]
     summaries = load_summaries(run, step)
     # Hacking counts are amaris's own (SummaryRecord.hacking), summed over the step's summaries.

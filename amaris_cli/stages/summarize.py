@@ -24,6 +24,7 @@ from amaris_cli.models import (
 )
 from amaris_cli.rollouts import group_by_instance
 from amaris_cli.rubrics import step_stats
+from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stages.common import (
     StageOutcome,
@@ -56,16 +57,24 @@ def summary_inputs(session: Session, step: int, rubric: RubricSet) -> dict[str, 
     }
 
 
-def _write_stats(session: Session, step: int, instance_id: str | None, rubric: RubricSet,
-                 scores: list[ScoreRecord], groups: dict[str, str]) -> StepStats:
+def group_stats(run: RunDir, step: int, instance_id: str | None, rollouts: list[Rollout],
+                scores: list[ScoreRecord]) -> tuple[RubricSet, StepStats]:
+    """What stats.json holds for a group (the step, or one instance in per-instance mode), computed from
+    its scores with the rubric that scored them; within-group spreads over rollouts sharing a prompt.
+    Readers (inspect, report) call it too while a step has no fresh stats.json, so the numbers they show
+    are the ones summarize will write."""
+    rubric = rubric_for(run, scores[0].rubric_version, instance_id, exact=True)
+    groups = {r.id: key for key, members in group_by_instance(rollouts).items() for r in members}
+    return rubric, step_stats(step, rubric, scores, groups)
+
+
+def _write_stats(session: Session, step: int, instance_id: str | None, rubric: RubricSet, stats: StepStats) -> None:
     run = session.run
-    stats = step_stats(step, rubric, scores, groups)
     name = artifacts.rel(artifacts.STATS, instance_id)
     inputs = {"rollouts": artifacts.output_sha(run, step, artifacts.ROLLOUTS),
               "scores": artifacts.output_sha(run, step, artifacts.SCORES), "rubrics": rubric_inputs(run, [rubric])}
     if not artifacts.is_fresh(run, step, name, inputs):
         artifacts.write_json_recorded(run, step, name, stats.model_dump(mode="json"), inputs, session.how)
-    return stats
 
 
 async def _summarize_group(session: Session, step: int, instance_id: str | None, rollouts: list[Rollout],
@@ -77,9 +86,8 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
     group_scores = [scores[i] for i in ids if i in scores]
     if not group_scores:
         raise AmarisError(f"{artifacts.scores_path(run, step)}: no scores for {instance_id or 'the step'}")
-    rubric = rubric_for(run, group_scores[0].rubric_version, instance_id, exact=True)
-    groups = {r.id: key for key, members in group_by_instance(rollouts).items() for r in members}
-    stats = _write_stats(session, step, instance_id, rubric, group_scores, groups)
+    rubric, stats = group_stats(run, step, instance_id, rollouts, group_scores)
+    _write_stats(session, step, instance_id, rubric, stats)
     name = artifacts.rel(artifacts.SUMMARY, instance_id)
     inputs = summary_inputs(session, step, rubric)
     if not force and artifacts.is_fresh(run, step, name, inputs):

@@ -38,6 +38,8 @@
   const meter = (x, color) => h("span", { class: "meterbox" }, h("span", { class: "meter", style: { width: Math.round(Math.max(0, Math.min(1, x ?? 0)) * 100) + "%", background: color } }));
   const kindLabel = (kind) => (kind === "pitfall" ? "pitfall" : "reward");
   const rateLabel = (kind) => (kind === "pitfall" ? "prevalence" : "pass rate");
+  // "1 step", "2 steps"; `many` when the plural is not one + "s"
+  const count = (n, one, many) => `${n} ${n === 1 ? one : many || one + "s"}`;
 
   async function decode(el) {
     const bin = atob(el.textContent.trim());
@@ -217,7 +219,7 @@
   // --- views --------------------------------------------------------------------------------
   function usageLine() {
     const m = D.usage.reduce((a, u) => ({ calls: a.calls + u.model_calls, pin: a.pin + u.prompt_tokens, pout: a.pout + u.completion_tokens, rec: a.rec + u.recorded_calls, cost: a.cost + u.cost }), { calls: 0, pin: 0, pout: 0, rec: 0, cost: 0 });
-    const parts = [`${m.calls} calls sent to a model (${m.pin} prompt and ${m.pout} completion tokens`];
+    const parts = [`${count(m.calls, "call")} sent to a model (${m.pin} prompt and ${m.pout} completion tokens`];
     parts[0] += D.priced ? `, $${m.cost.toFixed(4)})` : ")";
     if (m.rec) parts.push(`${m.rec} answered from a record (no tokens spent)`);
     return parts.join("; ");
@@ -366,7 +368,7 @@
     const head = [
       h("div", { class: "crumbs" }, link("#/", "overview"), " / step " + step, "  ", i > 0 ? link(stepHref(D.steps[i - 1].step), "← step " + D.steps[i - 1].step) : null, " ", i < D.steps.length - 1 ? link(stepHref(D.steps[i + 1].step), "step " + D.steps[i + 1].step + " →") : null),
       h("h2", {}, `Step ${step}`),
-      h("p", {}, `${st.n} rollouts, ${st.scored} scored, ${st.failed} failed, ${st.analyzed} analyzed; mean reward ${fmt(st.mean)} (sd ${fmt(st.std, 2)}); scored with `,
+      h("p", {}, `${count(st.n, "rollout")}, ${st.scored} scored, ${st.failed} failed, ${st.analyzed} analyzed; mean reward ${fmt(st.mean)} (sd ${fmt(st.std, 2)}); scored with `,
         st.rubrics.map((k, n) => [n ? ", " : "", link(rubricHref(k.version, k.instance), "rubric v" + k.version + (k.instance !== null ? " (" + k.instance + ")" : ""))]), ". ",
         ups.length ? [link(updateHref(step), "The update after this step"), ": ", ups.map((u) => h("span", { class: "badge strategy" }, u.update.strategy))] : "No update after this step."),
       st.summary ? h("p", { class: "summary" }, h("b", {}, "Summary: "), st.summary) : null,
@@ -558,7 +560,7 @@
     for (const r of D.rubrics) rubricByKey.set((r.instance ?? "") + "|" + r.version, r);
     const scored = D.steps.reduce((a, st) => a + st.n, 0);
     document.getElementById("facts").replaceChildren(
-      `${D.steps.length} steps, ${scored} rollouts, ${D.rubrics.length} rubric versions, ${D.updates.length} updates. ${usageLine()}. ` +
+      `${count(D.steps.length, "step")}, ${count(scored, "rollout")}, ${count(D.rubrics.length, "rubric version")}, ${count(D.updates.length, "update")}. ${usageLine()}. ` +
       `Report of amaris ${D.report_version} (the run was written by amaris ${D.version}${D.replay_of ? ", as a replay of " + D.replay_of : ""}).`);
     window.addEventListener("hashchange", route);
     await route();
