@@ -118,6 +118,33 @@ def test_scoring_the_next_step_finishes_while_the_evolution_of_this_one_runs(tmp
     assert rewards.read_text() == expected
 
 
+@pytest.mark.parametrize("fmt", ["list", "jsonl"])
+def test_score_writes_the_rewards_file_in_input_order_as_the_rewards_command_prints_it(tmp_path, sim, fmt) -> None:
+    """`score --rewards FILE --rewards-format F` holds what `amaris rewards --format F` prints: each rollout's
+    reward from scores.jsonl, in the order of the input file (shuffled here, so no other order passes)."""
+    lines = step_file(0).read_text().splitlines()
+    random.Random(7).shuffle(lines)
+    source = tmp_path / "shuffled.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    order = [json.loads(line)["id"] for line in lines]
+    assert order != sorted(order)
+    run = new_run(tmp_path, "run")
+    rewards = tmp_path / f"rewards.{fmt}"
+    scored_now = invoke("score", source, "--run", run, "--step", 0, "--rewards", rewards, "--rewards-format", fmt,
+                        env=judge_env(sim))
+    assert scored_now.exit_code == 0, scored_now.stderr
+    printed = invoke("rewards", "--run", run, "--step", "0", "--format", fmt)
+    assert printed.exit_code == 0, printed.stderr
+    assert rewards.read_text() == printed.stdout
+    scored = {r["rollout_id"]: r for r in map(json.loads, (run / "steps/000000/scores.jsonl").read_text().splitlines())}
+    assert all(r["status"] == "scored" for r in scored.values()) and len({r["reward"] for r in scored.values()}) > 2
+    if fmt == "list":
+        assert json.loads(rewards.read_text()) == [scored[i]["reward"] for i in order]
+    else:
+        assert [json.loads(line) for line in rewards.read_text().splitlines()] == [
+            {"id": i, "reward": scored[i]["reward"], "status": "scored"} for i in order]
+
+
 def test_an_evolution_started_before_the_previous_one_waits_for_it(tmp_path, sim_factory, reference) -> None:
     judge = sim_factory(latency=0.2)
     env = judge_env(judge)
