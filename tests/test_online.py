@@ -218,6 +218,39 @@ def test_readers_work_during_an_evolution(tmp_path, sim_factory) -> None:
     assert states[0] == "updated" and states[1] == "running"
 
 
+def test_a_second_memory_writer_exits_3_naming_the_holder_while_a_reader_searches(tmp_path, sim_factory) -> None:
+    """The embedded ChromaDB store has one writer (two clients on one path lose vectors): while a background
+    evolution holds it, `memory rebuild` is refused (exit 3, naming the evolution's command line), and
+    `memory search` reads a copy at the same time."""
+    judge = sim_factory(latency=0.5)  # the evolution's summarize and update wait on the judge with the lock held
+    env = judge_env(judge)
+    run = new_run(tmp_path, "writers")
+    score(run, 0, env)
+    evolve(run, 0, env)
+    score(run, 1, env)
+    memory_lock = RunDir(run).lock_path("memory")
+    assert locks.holder(memory_lock) is None
+    proc = start(process_env(judge), "evolve", "--run", run, "--step", 1)
+    try:
+        wait_until(lambda: "evolve" in (locks.holder(memory_lock) or "") or proc.poll() is not None, timeout=60,
+                   what="the evolution to hold the memory writer lock")
+        assert proc.poll() is None, "the evolution ended before it held the memory lock"
+        holder = locks.holder(memory_lock)
+        rebuilt = invoke("memory", "rebuild", "--run", run, env=env)
+        searched = invoke("memory", "search", "--run", run, "rollouts that address the grader", "--json")
+        held_throughout = locks.holder(memory_lock) == holder and proc.poll() is None
+    finally:
+        code, err, _ = finish(proc)
+    assert code == 0, err
+    assert held_throughout, "the rebuild and the search had to run while the evolution held the memory"
+    assert holder == f"pid {proc.pid}: amaris evolve --run {run} --step 1"
+    assert rebuilt.exit_code == 3, rebuilt.stderr
+    assert "Traceback" not in rebuilt.stderr and holder in rebuilt.stderr and f"the memory of {run}" in rebuilt.stderr
+    assert searched.exit_code == 0, searched.stderr
+    hits = json.loads(searched.stdout)
+    assert hits and all(h["step"] == 0 for h in hits)
+
+
 def test_readers_work_on_a_read_only_copy_of_a_run(tmp_path, sim) -> None:
     env = judge_env(sim)
     run = new_run(tmp_path, "source")
