@@ -118,8 +118,11 @@ def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[st
                     on_wait(f"waiting for {what} (held by {other})")
                     told = True
                 time.sleep(POLL_S)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{role}\t{this_command()}".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{role}\t{this_command()}".encode(), 0)
+        except OSError as exc:  # a full disk: say which file, as every other write does
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         try:
             yield
         finally:

@@ -186,3 +186,77 @@ def test_a_cut_reply_replays_offline_to_the_same_files(tmp_path: Path, sim_facto
     result = invoke("replay", run, "--out", tmp_path / "dst", "--offline", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "dst" / "steps/000000/scores.jsonl").read_bytes() == (run / "steps/000000/scores.jsonl").read_bytes()
+
+
+# --- the same contract for the analyzer and the updater -----------------------------------------------------
+
+AGENT_FAULTS = [  # reply kind -> what the recorded reason says
+    ("two_objects", "2 different JSON objects"),
+    ("length", "cut at the token limit"),
+    ("unclosed_think", "never closed"),
+]
+
+
+def _budgets(judge, agent: str) -> list[int]:
+    """The completion budgets of the judge's requests for one agent, in order."""
+    from amaris_cli.simjudge.rules import agent_of
+
+    return [r["max_tokens"] for r in judge.requests if agent_of(r["messages"]) == agent]
+
+
+def _scored_run(tmp_path: Path, sim_factory) -> Path:
+    run = new_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0",
+                    env=judge_env(sim_factory()))
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
+@pytest.mark.parametrize(("mode", "reason"), AGENT_FAULTS)
+def test_an_analyzer_that_never_answers_on_the_contract_gives_failed_analyses(
+        tmp_path: Path, sim_factory, mode: str, reason: str) -> None:
+    run = _scored_run(tmp_path, sim_factory)
+    judge = sim_factory(agent_faults={"analyzer": mode})
+    result = invoke("analyze", "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 4, result.stderr  # --on-error fail: the failed records are written, the stage fails
+    assert "could not be analyzed" in result.stderr and reason in result.stderr
+    analyses = read_jsonl(run / "steps/000000/analyses.jsonl")
+    assert sorted(a["rollout_id"] for a in analyses) == ["right", "wrong"]
+    for record in analyses:
+        assert record["status"] == "failed" and record.get("analysis") is None, record
+        assert reason in record["error"], record["error"]
+    budgets = _budgets(judge, "analyzer")
+    assert len(budgets) == 2 * 3, "each rollout is asked once and re-asked max_reasks (2) times"
+    if mode == "length":  # a cut reply is asked again with twice the budget, up to the cap
+        assert sorted(budgets) == [2048, 2048, 4096, 4096, 8192, 8192]
+
+
+@pytest.mark.parametrize("mode", [m for m, _ in AGENT_FAULTS])
+def test_an_analyzer_that_corrects_itself_on_the_reask_gives_the_analysis(tmp_path: Path, sim_factory, mode: str) -> None:
+    run = _scored_run(tmp_path, sim_factory)
+    (tmp_path / "ref").mkdir()
+    reference = _scored_run(tmp_path / "ref", sim_factory)
+    assert invoke("analyze", "--run", reference, "--step", "0", env=judge_env(sim_factory())).exit_code == 0
+    judge = sim_factory(fault_plan=[mode])  # the first request only
+    result = invoke("analyze", "--run", run, "--step", "0", env=judge_env(judge, AMARIS_ANALYZER_CONCURRENCY="1"))
+    assert result.exit_code == 0, result.stderr
+    assert len(_budgets(judge, "analyzer")) == 3  # one bad reply, its re-ask, the other rollout
+    got, meant = (read_jsonl(r / "steps/000000/analyses.jsonl") for r in (run, reference))
+    assert got == meant, "the analysis is the one the judge meant, never the bad reply's"
+
+
+@pytest.mark.parametrize(("mode", "reason"), AGENT_FAULTS)
+def test_an_updater_that_never_answers_on_the_contract_fails_the_evolution_with_the_reason(
+        tmp_path: Path, sim_factory, mode: str, reason: str) -> None:
+    run = _scored_run(tmp_path, sim_factory)
+    judge = sim_factory(agent_faults={"updater": mode})
+    result = invoke("evolve", "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 1, result.stderr  # no rubric can be written without the update: the evolution fails
+    assert "Traceback" not in result.stderr and "the updater failed" in result.stderr and reason in result.stderr
+    assert not (run / "steps/000000/update.json").exists() and not (run / "rubrics/step-000001.json").exists()
+    evolution = json.loads((run / "steps/000000/provenance.json").read_text())["evolution"]
+    assert evolution["status"] == "failed" and reason in evolution["error"], evolution
+    budgets = _budgets(judge, "updater")
+    assert len(budgets) == 3, "the update is asked once and re-asked max_reasks (2) times"
+    if mode == "length":
+        assert budgets == [2048, 4096, 8192]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -156,17 +158,82 @@ def test_every_config_key_is_documented_and_every_documented_key_exists() -> Non
     assert documented - existing == set(), "README keys that the settings do not have"
 
 
-def test_every_config_key_is_read_by_something() -> None:
-    """A key that no code reads is a promise the tool does not keep (pipeline.on_error was one)."""
-    import re
+# What each settings class is called where code names it; "" is the top level (prices, prompts_dir).
+SETTINGS_CLASSES = {"AgentSettings": "agents", "TrainingSettings": "training", "RubricSettings": "rubric",
+                    "MemorySettings": "memory", "PipelineSettings": "pipeline", "LLMSettings": "llm", "Settings": ""}
+SECTIONS = {"training", "rubric", "memory", "pipeline", "llm"}
+# Keys read through a property of config.py, by the name code reads.
+READ_AS = {"agents.max_tokens_cap": "agents.token_cap"}
 
+
+def _sections_of(expr: ast.expr | None, bound: dict[str, set[str]]) -> set[str]:
+    """Which settings (sections) an expression may evaluate to, when the code says so: `<x>.memory`,
+    `<x>.settings`, `<x>.agent(name)`, a name or attribute bound to one of those or annotated with a
+    settings class, an item of a dict of them. A name bound in several scopes may hold several."""
+    if isinstance(expr, ast.Attribute):
+        if expr.attr in SECTIONS:
+            return {expr.attr}
+        return {""} | bound.get(expr.attr, set()) if expr.attr == "settings" else bound.get(expr.attr, set())
+    if isinstance(expr, ast.Name):
+        return bound.get(expr.id, set())
+    if isinstance(expr, ast.Subscript | ast.DictComp):
+        return _sections_of(expr.value, bound)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "agent":
+        return {"agents"}
+    return set()
+
+
+def _annotated(annotation: ast.expr | None) -> set[str]:
+    names = set(re.findall(r"\w+", ast.unparse(annotation))) if annotation is not None else set()
+    return {section for cls, section in SETTINGS_CLASSES.items() if cls in names}
+
+
+def _settings_reads(tree: ast.Module) -> set[str]:
+    """`section.key` for every attribute read on an expression that holds that section's settings."""
+    bound: dict[str, set[str]] = {}
+    for _ in range(3):  # bindings through a chain of assignments
+        for node in ast.walk(tree):
+            pairs: list[tuple[ast.expr, set[str]]] = []
+            if isinstance(node, ast.arg) and _annotated(node.annotation):
+                bound.setdefault(node.arg, set()).update(_annotated(node.annotation))
+            elif isinstance(node, ast.AnnAssign):
+                pairs.append((node.target, _annotated(node.annotation) | _sections_of(node.value, bound)))
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                        pairs.extend((t, _sections_of(v, bound)) for t, v in zip(target.elts, node.value.elts, strict=False))
+                    else:
+                        pairs.append((target, _sections_of(node.value, bound)))
+            for target, sections in pairs:
+                if sections and isinstance(target, ast.Name | ast.Attribute):
+                    bound.setdefault(target.id if isinstance(target, ast.Name) else target.attr, set()).update(sections)
+    reads = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            reads.update(f"{section}.{node.attr}".lstrip(".") for section in _sections_of(node.value, bound))
+    return reads
+
+
+def test_every_config_key_is_read_as_its_section_s_attribute_outside_config_py() -> None:
+    """A key that no code reads is a promise the tool does not keep (pipeline.on_error was one). Grepping a
+    key's name proves nothing for `model`, `timeout` or `static`: each key must be read as an attribute of
+    its own section's settings (`mem.static` where `mem = settings.memory`, `agent.timeout` where `agent` is
+    an AgentSettings) somewhere outside config.py."""
     package = Path(__file__).resolve().parent.parent / "amaris_cli"
-    code = "\n".join(p.read_text() for p in package.rglob("*.py") if p.name != "config.py")
-    unread = []
-    for key in settings_keys():
-        name = key.rsplit(".", 1)[-1]
-        if name in ("<model>",):
-            name = "prices"
-        if not re.search(rf"\.{name}\b|\"{name}\"", code):
-            unread.append(key)
+    reads: set[str] = set()
+    for path in package.rglob("*.py"):
+        if path.name != "config.py":
+            reads |= _settings_reads(ast.parse(path.read_text()))
+    wanted = {key.replace("<agent>", "").replace("..", ".").replace(".<model>", ""): key for key in settings_keys()}
+    unread = sorted(key for read_as, key in wanted.items() if READ_AS.get(read_as, read_as) not in reads)
     assert unread == []
+
+
+def test_the_settings_read_check_finds_a_key_that_is_parsed_but_never_used() -> None:
+    code = ("def f(session, agent: AgentSettings):\n"
+            "    run, mem = session.run, session.settings.memory\n"
+            "    limits = {a: session.settings.agent(a) for a in AGENTS}\n"
+            "    return mem.static, agent.timeout, limits['scorer'].model, session.settings.prompts_dir, model.dynamic\n")
+    reads = _settings_reads(ast.parse(code))
+    assert {"memory.static", "agents.timeout", "agents.model", "prompts_dir"} <= reads
+    assert "memory.dynamic" not in reads, "an attribute of something that is not the memory settings"

@@ -7,14 +7,21 @@ exactly what an undisturbed run writes.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from amaris_cli import jsonio
+from amaris_cli.llm import calllog
+from amaris_cli.memory.store import MemoryStore
+from amaris_cli.simjudge.server import SimJudge
 from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_only_copy, snapshot, write_jsonl
 
 
@@ -75,60 +82,163 @@ def test_an_unwritable_run_directory_is_one_line_for_a_user_without_permission(t
     assert snapshot(run) == before
 
 
+class SmallDisk:
+    """A tmpfs at `mount` (root only) that a filler file can fill to the last byte, at the start of a
+    command or at a chosen point inside it, and that `room` empties again."""
+
+    def __init__(self, mount: Path) -> None:
+        self.mount = mount
+        self.filler = mount / "filler"
+
+    def free(self) -> int:
+        st = os.statvfs(self.mount)
+        return st.f_bavail * st.f_frsize
+
+    def fill(self, leave: int = 0) -> None:
+        """Write the filler until the disk refuses, then give `leave` bytes (whole pages) back."""
+        chunk = b"\0" * (1 << 16)
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for _ in range(1 << 16):  # bounded: 4 GiB
+                try:
+                    if os.write(fd, chunk) == 0:
+                        break
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC, exc
+                    break
+            os.ftruncate(fd, os.fstat(fd).st_size - leave)
+        finally:
+            os.close(fd)
+        assert self.free() == leave, (self.free(), leave)
+
+    def room(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    """A tmpfs of a given size at tmp_path/disk (root only), resizable while mounted."""
+    """A 64 MB tmpfs at tmp_path/disk. The only skip: a machine where it cannot be mounted."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs to fill needs root")
+        pytest.skip("mounting a tmpfs to fill needs root")
     mount = tmp_path / "disk"
     mount.mkdir()
-    mounted: list[bool] = []
-
-    def make(size_kb: int) -> Path:
-        options = f"size={size_kb}k"
-        if mounted:
-            command = ["mount", "-o", f"remount,{options}", str(mount)]
-        else:
-            command = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-        mounted.append(True)
-        return mount
-
-    yield make
-    if mounted:
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield SmallDisk(mount)
+    finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-@pytest.mark.parametrize("size_kb", [360, 720, 1080])
-def test_a_full_disk_is_one_line_and_a_rerun_with_room_equals_an_undisturbed_run(tmp_path, sim, small_disk, size_kb,
-                                                                                 request) -> None:
+@pytest.fixture(scope="module")
+def full_disk_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """What an undisturbed `loop --steps 0:1` writes."""
+    with SimJudge() as judge:
+        run = new_run(tmp_path_factory.mktemp("reference"))
+        result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    return outputs(run)
+
+
+def _fill_before(patch: pytest.MonkeyPatch, disk: SmallDisk, owner: object, name: str, hits: Callable[..., bool],
+                 fired: list[str], leave: int = 0) -> None:
+    """Wrap `owner.name` so that the disk is filled (but `leave` bytes) just before the call that `hits`
+    picks, and that call then really gets ENOSPC from the kernel (the write itself is not touched).
+    `fired` says it happened."""
+    original = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not fired and hits(*args, **kwargs):
+            disk.fill(leave)
+            fired.append(name)
+        return original(*args, **kwargs)
+
+    patch.setattr(owner, name, wrapper)
+
+
+Arm = Callable[[pytest.MonkeyPatch, SmallDisk, Path, list[str]], None]
+
+
+def _whole_file(relative: str) -> Arm:
+    """The disk fills just before the whole-file write of RUN/relative (a temporary sibling renamed over it)."""
+
+    def arm(patch: pytest.MonkeyPatch, disk: SmallDisk, run: Path, fired: list[str]) -> None:
+        _fill_before(patch, disk, jsonio, "write_bytes_atomic", lambda path, data: Path(path) == run / relative, fired)
+
+    return arm
+
+
+def _calls_append(patch: pytest.MonkeyPatch, disk: SmallDisk, run: Path, fired: list[str]) -> None:
+    """The disk fills just before an append to calls.jsonl that needs a new page (tmpfs hands out whole
+    pages: an append that fits the last one would not fail), the fourth such."""
+    crossings: list[int] = []
+
+    def hits(fd: int, data: bytes, end: int, path: Path) -> bool:
+        if Path(path) != run / "calls.jsonl" or -(-(end + len(data)) // PAGE) == -(-end // PAGE):
+            return False
+        crossings.append(end)
+        return len(crossings) == 4
+
+    _fill_before(patch, disk, calllog, "_append", hits, fired)
+
+
+def _memory_store(patch: pytest.MonkeyPatch, disk: SmallDisk, run: Path, fired: list[str]) -> None:
+    """The disk fills just before the embedded ChromaDB store is first opened, which creates its database
+    (step 0's update searches the memory first), leaving room for the small files that record the failed
+    evolution but not for the database."""
+
+    def hits(store: MemoryStore) -> bool:
+        return store._client is None and store.writer
+
+    _fill_before(patch, disk, MemoryStore, "_store", hits, fired, leave=8 * PAGE)
+
+
+def _from_the_start(patch: pytest.MonkeyPatch, disk: SmallDisk, run: Path, fired: list[str]) -> None:
+    disk.fill()
+    fired.append("start")
+
+
+PAGE = 4096
+# Where the disk is full, and the file the error must name (relative to the run).
+FULL_AT: dict[str, tuple[Arm, str, str]] = {
+    "from-the-start": (_from_the_start, ".locks/step-000000.lock", "No space left on device"),
+    "calls-append": (_calls_append, "calls.jsonl", "No space left on device"),
+    "scores": (_whole_file("steps/000001/scores.jsonl"), "steps/000001/scores.jsonl", "No space left on device"),
+    "provenance": (_whole_file("steps/000000/provenance.json"), "steps/000000/provenance.json",
+                   "No space left on device"),
+    # ChromaDB's SQLite says SQLITE_FULL in its own words; the error names the store.
+    "memory-store": (_memory_store, "memory", "database or disk is full"),
+    "memory-marks": (_whole_file("memory/indexed-steps.json"), "memory/indexed-steps.json", "No space left on device"),
+}
+
+
+@pytest.mark.parametrize("where", list(FULL_AT))
+def test_a_full_disk_is_one_line_and_a_rerun_with_room_equals_an_undisturbed_run(sim, small_disk, full_disk_reference,
+                                                                                 where) -> None:
+    """The disk is full at a chosen point of a run; it must fail there (never skip: a case whose point is
+    not reached, or that finishes, is a failure), in one line naming the file, and a re-run once there is
+    room must write exactly what an undisturbed run writes."""
+    arm, named, reason = FULL_AT[where]
     env = judge_env(sim)
-    reference = request.getfixturevalue("full_disk_reference")
-    disk = small_disk(size_kb)
-    run = new_run(disk)
-    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=env)
-    if result.exit_code == 0:
-        pytest.skip(f"{size_kb} kB was enough for the whole loop (the other sizes fill the disk)")
-    assert "Traceback" not in result.stderr
-    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(error) == 1 and ("No space left on device" in error[0] or "disk is full" in error[0]), result.stderr
-    assert str(disk) in error[0]
-    small_disk(64 * 1024)
+    run = new_run(small_disk.mount)
+    fired: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        arm(patch, small_disk, run, fired)
+        result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=env)
+    assert fired, f"the run never reached the point where the disk was to fill ({where})"
+    one_line_error(result, f"{run / named}: ", reason)
+    assert not [p for p in run.rglob("*.tmp-*")], "a failed whole-file write leaves no temporary file"
+    log = (run / "calls.jsonl").read_bytes()
+    assert not log or log.endswith(b"\n"), "the log keeps no half line"
+
+    small_disk.room()
     again = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=env)
     assert again.exit_code == 0, again.stderr
     got = outputs(run)
-    assert got.keys() == reference.keys()
-    for name, data in reference.items():
+    assert got.keys() == full_disk_reference.keys()
+    for name, data in full_disk_reference.items():
         assert got[name] == data, name
-
-
-@pytest.fixture
-def full_disk_reference(tmp_path_factory, sim) -> dict[str, bytes]:
-    run = new_run(tmp_path_factory.mktemp("reference"))
-    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
-    return outputs(run)
 
 
 def test_readers_take_a_torn_last_line_of_calls_jsonl_in_their_stride(tmp_path, sim) -> None:

@@ -118,6 +118,33 @@ def test_scoring_the_next_step_finishes_while_the_evolution_of_this_one_runs(tmp
     assert rewards.read_text() == expected
 
 
+@pytest.mark.parametrize("fmt", ["list", "jsonl"])
+def test_score_writes_the_rewards_file_in_input_order_as_the_rewards_command_prints_it(tmp_path, sim, fmt) -> None:
+    """`score --rewards FILE --rewards-format F` holds what `amaris rewards --format F` prints: each rollout's
+    reward from scores.jsonl, in the order of the input file (shuffled here, so no other order passes)."""
+    lines = step_file(0).read_text().splitlines()
+    random.Random(7).shuffle(lines)
+    source = tmp_path / "shuffled.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    order = [json.loads(line)["id"] for line in lines]
+    assert order != sorted(order)
+    run = new_run(tmp_path, "run")
+    rewards = tmp_path / f"rewards.{fmt}"
+    scored_now = invoke("score", source, "--run", run, "--step", 0, "--rewards", rewards, "--rewards-format", fmt,
+                        env=judge_env(sim))
+    assert scored_now.exit_code == 0, scored_now.stderr
+    printed = invoke("rewards", "--run", run, "--step", "0", "--format", fmt)
+    assert printed.exit_code == 0, printed.stderr
+    assert rewards.read_text() == printed.stdout
+    scored = {r["rollout_id"]: r for r in map(json.loads, (run / "steps/000000/scores.jsonl").read_text().splitlines())}
+    assert all(r["status"] == "scored" for r in scored.values()) and len({r["reward"] for r in scored.values()}) > 2
+    if fmt == "list":
+        assert json.loads(rewards.read_text()) == [scored[i]["reward"] for i in order]
+    else:
+        assert [json.loads(line) for line in rewards.read_text().splitlines()] == [
+            {"id": i, "reward": scored[i]["reward"], "status": "scored"} for i in order]
+
+
 def test_an_evolution_started_before_the_previous_one_waits_for_it(tmp_path, sim_factory, reference) -> None:
     judge = sim_factory(latency=0.2)
     env = judge_env(judge)
@@ -189,6 +216,39 @@ def test_readers_work_during_an_evolution(tmp_path, sim_factory) -> None:
     assert inspected.exit_code == 0, inspected.stderr
     states = {s["step"]: s["state"] for s in json.loads(inspected.stdout)["steps"]}
     assert states[0] == "updated" and states[1] == "running"
+
+
+def test_a_second_memory_writer_exits_3_naming_the_holder_while_a_reader_searches(tmp_path, sim_factory) -> None:
+    """The embedded ChromaDB store has one writer (two clients on one path lose vectors): while a background
+    evolution holds it, `memory rebuild` is refused (exit 3, naming the evolution's command line), and
+    `memory search` reads a copy at the same time."""
+    judge = sim_factory(latency=0.5)  # the evolution's summarize and update wait on the judge with the lock held
+    env = judge_env(judge)
+    run = new_run(tmp_path, "writers")
+    score(run, 0, env)
+    evolve(run, 0, env)
+    score(run, 1, env)
+    memory_lock = RunDir(run).lock_path("memory")
+    assert locks.holder(memory_lock) is None
+    proc = start(process_env(judge), "evolve", "--run", run, "--step", 1)
+    try:
+        wait_until(lambda: "evolve" in (locks.holder(memory_lock) or "") or proc.poll() is not None, timeout=60,
+                   what="the evolution to hold the memory writer lock")
+        assert proc.poll() is None, "the evolution ended before it held the memory lock"
+        holder = locks.holder(memory_lock)
+        rebuilt = invoke("memory", "rebuild", "--run", run, env=env)
+        searched = invoke("memory", "search", "--run", run, "rollouts that address the grader", "--json")
+        held_throughout = locks.holder(memory_lock) == holder and proc.poll() is None
+    finally:
+        code, err, _ = finish(proc)
+    assert code == 0, err
+    assert held_throughout, "the rebuild and the search had to run while the evolution held the memory"
+    assert holder == f"pid {proc.pid}: amaris evolve --run {run} --step 1"
+    assert rebuilt.exit_code == 3, rebuilt.stderr
+    assert "Traceback" not in rebuilt.stderr and holder in rebuilt.stderr and f"the memory of {run}" in rebuilt.stderr
+    assert searched.exit_code == 0, searched.stderr
+    hits = json.loads(searched.stdout)
+    assert hits and all(h["step"] == 0 for h in hits)
 
 
 def test_readers_work_on_a_read_only_copy_of_a_run(tmp_path, sim) -> None:

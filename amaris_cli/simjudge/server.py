@@ -332,6 +332,8 @@ class SimJudge:
         content = orjson.dumps(answer).decode()
         if fault == "two_objects":
             lenient = orjson.dumps(_map_scores(answer, lambda _score: 1.0)).decode()
+            if lenient == content:  # an agent whose answer holds no score: the second object differs in prose
+                lenient = orjson.dumps(_reword_first_prose(answer)).decode()
             return f"{content}\n\nIf the rubric were lenient, the verdict would be:\n{lenient}"
         if fault == "unclosed_think":
             return f"<think>Let me draft the verdict first.\n{content}\nNow let me check each criterion again"
@@ -397,6 +399,24 @@ def _map_scores(answer: Any, fn: Any) -> Any:
     if isinstance(answer, list):
         return [_map_scores(v, fn) for v in answer]
     return answer
+
+
+def _reword_first_prose(answer: Any) -> Any:
+    """The answer with its first long string (a rationale, an assessment) put another way."""
+    done = False
+
+    def walk(value: Any) -> Any:
+        nonlocal done
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str) and len(value) > 20 and not done:
+            done = True
+            return f"Leniently: {value}"
+        return value
+
+    return walk(answer)
 
 
 def _map_reasons(answer: Any, fn: Any) -> Any:

@@ -13,6 +13,7 @@ Timing modes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -174,8 +175,13 @@ async def run_loop(
             reports.append(report)
             if on_step:
                 on_step(report)
-    finally:
-        await indexer.settle()
+    except BaseException:
+        # The step's own error is the one to report: an indexing that failed behind it (the same full disk,
+        # say) must not replace it, as an exception raised in `finally` would.
+        with contextlib.suppress(Exception):
+            await indexer.settle()
+        raise
+    await indexer.settle()
     return reports
 
 
