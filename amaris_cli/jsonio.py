@@ -8,6 +8,7 @@ readers skip such a last line.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -103,3 +104,19 @@ def _parse_line(path: Path, number: int, raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise AmarisError(f"{path}:{number}: corrupt line ({exc}); was the file edited by hand?") from None
+
+
+def append_whole(fd: int, data: bytes, end: int, path: Path) -> None:
+    """Write all of `data` at the end, or nothing: a short write (a full disk) is cut back to `end`,
+    so the log never keeps half a line."""
+    view, done = memoryview(data), 0
+    try:
+        while done < len(data):
+            written = os.write(fd, view[done:])
+            if written == 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += written
+    except OSError as exc:
+        if done:
+            os.ftruncate(fd, end)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None

@@ -180,7 +180,7 @@ def _calls_append(patch: pytest.MonkeyPatch, disk: SmallDisk, run: Path, fired: 
         crossings.append(end)
         return len(crossings) == 4
 
-    _fill_before(patch, disk, calllog, "_append", hits, fired)
+    _fill_before(patch, disk, calllog, "append_whole", hits, fired)
 
 
 def _memory_store(patch: pytest.MonkeyPatch, disk: SmallDisk, run: Path, fired: list[str]) -> None:

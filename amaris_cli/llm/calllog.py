@@ -15,7 +15,6 @@ length of the run. The index is derived data: it is rebuilt from the log when mi
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import shutil
@@ -28,7 +27,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from amaris_cli.jsonio import dumps_line
+from amaris_cli.jsonio import append_whole, dumps_line
 
 INDEX_DIR = ".calls-index"
 Source = Literal["model", "replay", "cache"]
@@ -90,22 +89,6 @@ class Written:
 
 def index_name(step: int | None) -> str:
     return "nostep.jsonl" if step is None else f"step-{step:06d}.jsonl"
-
-
-def _append(fd: int, data: bytes, end: int, path: Path) -> None:
-    """Write all of `data` at the end, or nothing: a short write (a full disk) is cut back to `end`,
-    so the log never keeps half a line."""
-    view, done = memoryview(data), 0
-    try:
-        while done < len(data):
-            written = os.write(fd, view[done:])
-            if written == 0:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            done += written
-    except OSError as exc:
-        if done:
-            os.ftruncate(fd, end)
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 @contextmanager
@@ -225,7 +208,7 @@ class CallLog:
             return None
         with _locked(self._fd):
             offset = _cut_torn_tail(self._fd)
-            _append(self._fd, line, offset, self.path)  # type: ignore[arg-type]
+            append_whole(self._fd, line, offset, self.path)  # type: ignore[arg-type]
         return Written(step, offset, len(line))
 
     def index(self, written: Written | None, request_hash: str, accepted: bool) -> None:
@@ -239,7 +222,7 @@ class CallLog:
             self._index_fds[name] = fd
         entry = dumps_line({"h": request_hash, "o": written.offset, "n": written.length, "a": accepted})
         with _locked(self._fd):
-            _append(fd, entry, os.lseek(fd, 0, os.SEEK_END), self.index_dir / name)
+            append_whole(fd, entry, os.lseek(fd, 0, os.SEEK_END), self.index_dir / name)
 
     def close(self) -> None:
         for fd in self._index_fds.values():

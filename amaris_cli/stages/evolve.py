@@ -110,8 +110,12 @@ async def evolve_step(
                                                        output=artifacts.RESCORES, policy=policy, force=force,
                                                        on_done=on_record)
     except AmarisError as exc:
-        artifacts.mark_evolved(run, step, artifacts.Evolution(status="failed", update=update, rescore=rescore,
-                                                              error=str(exc), **_how(session)))
+        try:
+            artifacts.mark_evolved(run, step, artifacts.Evolution(status="failed", update=update, rescore=rescore,
+                                                                  error=str(exc), **_how(session)))
+        except OSError:
+            pass  # e.g. the disk is full: the step's own error is the one to report (later evolutions see no mark
+            # and no running evolution, and stop with "evolve step N first")
         raise
     artifacts.mark_evolved(run, step, artifacts.Evolution(status="done", update=update, rescore=rescore,
                                                           **_how(session)))
