@@ -48,7 +48,14 @@ from amaris_cli.llm.endpoint import (
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
 from amaris_cli.llm.ratelimit import RateLimiter, estimate_tokens
-from amaris_cli.llm.wire import ChatPoster, WireError, dropped_connection, http_client, read_completion
+from amaris_cli.llm.wire import (
+    ChatPoster,
+    WireError,
+    dropped_connection,
+    http_client,
+    read_completion,
+    unparsable_answer,
+)
 from amaris_cli.rundir import now_iso
 from amaris_cli.terminal import one_line
 
@@ -265,6 +272,10 @@ class LLMClient:
                 hint += (f" (if the endpoint rejects response_format, set agents.{name}.response_format = "
                          "\"json_object\" or \"text\")")
             raise _Fatal(f"HTTP {status}: {detail}{hint}") from None
+        except Exception as exc:  # last: the SDK's own errors are handled above
+            if (broken := unparsable_answer(exc)) is None:
+                raise
+            raise _Transient(f"connection failed: {one_line(broken, 300)}", "connection") from None
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         fatal = fatal_content_type(name, agent.base_url, agent.model, content_type)
         if fatal is not None:

@@ -180,6 +180,20 @@ def dropped_connection(exc: BaseException) -> str | None:
     return None
 
 
+def unparsable_answer(exc: BaseException) -> str | None:
+    """What was wrong with an answer the SDK's aiohttp transport could not parse (a bad status line, an
+    invalid chunk size or header, two Content-Lengths, a header line over aiohttp's 8190 bytes): that
+    transport maps aiohttp's connection and payload errors to the SDK's, but lets its ClientResponseError
+    through unmapped, where httpx reports the same answer as a dropped connection."""
+    import sys
+
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is None or not isinstance(exc, aiohttp.ClientError):
+        return None
+    message = getattr(exc, "message", None)
+    return f"the answer is not valid HTTP: {message or exc or type(exc).__name__}"
+
+
 def _response_class(http_client: Any) -> type:
     """The Response class of the HTTP library under the SDK (httpx; httpx2 in openai >= 3): passed as
     `cast_to`, it makes `client.post` return the HTTP response itself."""
