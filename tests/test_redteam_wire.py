@@ -161,3 +161,35 @@ def test_a_key_rejected_after_the_endpoint_answered_the_run_costs_one_request_pe
         assert not (run / f"steps/00000{step}/scores.jsonl").exists(), "no rollout judged or failed"
         sent.append(judge.stats["requests"] - before)
     assert sent[1] == 1, sent
+
+
+def _log_row(ts: str, **over: object) -> bytes:
+    row = {"ts": ts, "agent": "scorer", "step": 0, "context": "", "request_hash": "h", "model": "judge-model",
+           "base_url": "http://127.0.0.1:9/v1", "messages": [], "params": {}, "response": "{}",
+           "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "finish_reason": "stop", "latency_s": 0.1,
+           "attempts": 1, "error": None, "source": "model"}
+    return json.dumps({**row, **over}).encode() + b"\n"
+
+
+def test_the_endpoint_confirmation_takes_the_newest_request_and_no_time_ahead_of_the_clock(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from amaris_cli.llm.calllog import answered_recently
+
+    url, log = "http://127.0.0.1:9/v1", tmp_path / "calls.jsonl"
+    now = datetime.now(UTC)
+    recent = (now - timedelta(minutes=5)).isoformat(timespec="seconds")
+    later = (now - timedelta(minutes=1)).isoformat(timespec="seconds")
+    log.write_bytes(_log_row(recent) + _log_row(later, response=None, error="the scorer endpoint answered HTTP 401"))
+    assert not answered_recently(log, url, "judge-model", 3600), "a rejection after the last answer"
+    log.write_bytes(log.read_bytes() + _log_row(later, model="other", response=None, error="HTTP 401")
+                    + _log_row(later, source="cache"))
+    assert not answered_recently(log, url, "judge-model", 3600), "lines of another model or the cache do not hide it"
+    log.write_bytes(log.read_bytes() + _log_row(later))
+    assert answered_recently(log, url, "judge-model", 3600), "answered again after the failure"
+    log.write_bytes(_log_row("9999-12-31T23:59:59+00:00"))
+    assert not answered_recently(log, url, "judge-model", 3600), "a time ahead of the clock"
+    for torn in (b'[1, 2]\n', b'"text"\n', b'null\n', b'{"ts": 5, "source": "model", "base_url": "' + url.encode()
+                 + b'", "model": "judge-model", "response": "{}"}\n', b"\xff\xfe garbage\n", b'{"ts": "2026'):
+        log.write_bytes(_log_row(recent) + torn)
+        assert answered_recently(log, url, "judge-model", 3600), torn
