@@ -142,10 +142,11 @@ def test_only_a_recent_answer_of_the_same_endpoint_and_model_confirms_it(tmp_pat
     now = datetime.now(UTC)
     old = (now - timedelta(hours=2)).isoformat(timespec="seconds")
     recent = (now - timedelta(minutes=5)).isoformat(timespec="seconds")
-    log.write_bytes(_log_row(old) + _log_row(recent, model="other") + _log_row(recent, response=None, error="HTTP 401")
-                    + _log_row(recent, source="cache") + b'{"torn')
+    log.write_bytes(_log_row(old, response=None, error="HTTP 500") + _log_row(old) + _log_row(recent, model="other")
+                    + _log_row(recent, model="other", response=None, error="HTTP 401") + _log_row(recent, source="cache")
+                    + b'{"torn')
     url = "http://127.0.0.1:9/v1"
-    assert not answered_recently(log, url, "judge-model", 3600), "old, another model, a failure, a cache hit"
+    assert not answered_recently(log, url, "judge-model", 3600), "old, another model, a failure before, a cache hit"
     assert answered_recently(log, url, "judge-model", 3 * 3600), "the old answer, in a longer window"
     log.write_bytes(log.read_bytes() + b"\n" + _log_row(recent))
     assert answered_recently(log, url, "judge-model", 3600)

@@ -155,8 +155,10 @@ TAIL_BYTES = 256 * 1024
 
 
 def answered_recently(log: Path, base_url: str | None, model: str, within_s: float) -> bool:
-    """Whether the last part of a log holds an answer from the model `model` at `base_url` (as recorded:
-    without credentials) written less than `within_s` seconds ago."""
+    """Whether the last request the end of a log records to the model `model` at `base_url` (as recorded:
+    without credentials) was answered, less than `within_s` seconds ago. A failure after the last answer (a
+    401 of a revoked key, above all) means no: a command that trusted an older answer would send a full
+    round of requests with a rejected key, and so would every command after it."""
     from datetime import UTC, datetime
 
     try:
@@ -171,10 +173,12 @@ def answered_recently(log: Path, base_url: str | None, model: str, within_s: flo
     for raw in reversed(lines[1:] if start else lines):  # the first line of a tail may be cut
         try:
             row = orjson.loads(raw)
-            if (row["source"] != "model" or row["response"] is None or row["base_url"] != base_url
-                    or row["model"] != model):
+            if row["source"] != "model" or row["base_url"] != base_url or row["model"] != model:
                 continue
-            return (now - datetime.fromisoformat(row["ts"])).total_seconds() < within_s
+            if row["response"] is None:
+                return False
+            age = (now - datetime.fromisoformat(row["ts"])).total_seconds()
+            return 0 <= age < within_s  # a time ahead of the clock is no evidence (a corrupt line, a clock set back)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             continue
     return False

@@ -12,7 +12,7 @@ Each attempt
   - goes alone until the endpoint has answered once: a 401/403/404, a redirect, an HTML page or an
     event stream (llm/endpoint.py) then stops the stage after one request (`EndpointFatal`) instead
     of being repeated for every rollout. An answer from the same base URL and model that the run's
-    calls.jsonl recorded in the last hour counts as that first answer (see `_endpoint`);
+    calls.jsonl recorded in the last hour, with no failure after it, counts as that first answer (see `_endpoint`);
   - has a deadline: `timeout` bounds the whole attempt (a body dripped a byte at a time included),
     on top of the SDK's per-read timeout;
   - reads only the completion's shape (llm/wire.py): a malformed 200 body is a transient fault,
