@@ -44,8 +44,9 @@ BROKEN = {
 class RawJudge:
     """Answers each request with `first` for the first request, then with a good completion."""
 
-    def __init__(self, first: bytes) -> None:
+    def __init__(self, first: bytes, rest: bytes | None = None) -> None:
         self.first = first
+        self.rest = _answer() if rest is None else rest
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.sock.settimeout(0.2)
         self.base_url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
@@ -85,7 +86,7 @@ class RawJudge:
                 with self.lock:
                     self.requests += 1
                     first = self.requests == 1
-                conn.sendall(self.first if first else _answer())
+                conn.sendall(self.first if first else self.rest)
                 if first:
                     return
         except OSError:
@@ -100,11 +101,11 @@ class RawJudge:
 
 
 @pytest.fixture
-def raw_judge() -> Iterator[Callable[[bytes], RawJudge]]:
+def raw_judge() -> Iterator[Callable[..., RawJudge]]:
     started: list[RawJudge] = []
 
-    def make(first: bytes) -> RawJudge:
-        started.append(RawJudge(first))
+    def make(first: bytes, rest: bytes | None = None) -> RawJudge:
+        started.append(RawJudge(first, rest))
         return started[-1]
 
     yield make
@@ -124,7 +125,7 @@ def _new_run(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 @pytest.mark.parametrize("kind", sorted(BROKEN))
 def test_a_broken_http_answer_is_a_dropped_connection_on_both_transports(
-        tmp_path: Path, raw_judge: Callable[[bytes], RawJudge], kind: str, transport: str) -> None:
+        tmp_path: Path, raw_judge: Callable[..., RawJudge], kind: str, transport: str) -> None:
     """httpx reports an answer it cannot parse as a connection error; the SDK's aiohttp transport leaves
     aiohttp's own ClientResponseError unmapped, which escaped the client as a traceback."""
     if transport == "aiohttp":
@@ -139,6 +140,28 @@ def test_a_broken_http_answer_is_a_dropped_connection_on_both_transports(
     [record] = [json.loads(line) for line in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
     assert record["status"] == "scored" and record["reward"] == round(2.5 / 3, 6)
     assert judge.requests == 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_headers_httpx_reads_and_aiohttp_refuses_name_the_other_transport(
+        tmp_path: Path, raw_judge: Callable[..., RawJudge], transport: str) -> None:
+    """A header line over 8190 bytes (or over 128 headers) is valid HTTP to httpx, and every answer fails on
+    the SDK's aiohttp transport, the default: the failure must say how to switch (AMARIS_HTTP_CLIENT=httpx)."""
+    if transport == "aiohttp":
+        pytest.importorskip("aiohttp")
+    big = _answer(b"X-Trace: " + b"t" * 9000 + b"\r\n")
+    judge = raw_judge(big, big)
+    run = _new_run(tmp_path)
+    env = {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": PLANTED_KEY, "AMARIS_HTTP_CLIENT": transport,
+           "AMARIS_SCORER_MAX_ATTEMPTS": "2"}
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0", env=env)
+    [record] = [json.loads(line) for line in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
+    if transport == "httpx":
+        assert result.exit_code == 0 and record["reward"] == round(2.5 / 3, 6), result.stderr
+    else:
+        assert result.exit_code == 4 and record["status"] == "failed" and "Traceback" not in result.stderr
+        assert "8190 bytes" in record["error"] and "AMARIS_HTTP_CLIENT=httpx" in record["error"], record["error"]
 
 
 @pytest.mark.timeout(60)
