@@ -184,14 +184,16 @@ def unparsable_answer(exc: BaseException) -> str | None:
     """What was wrong with an answer the SDK's aiohttp transport could not parse (a bad status line, an
     invalid chunk size or header, two Content-Lengths, a header line over aiohttp's 8190 bytes): that
     transport maps aiohttp's connection and payload errors to the SDK's, but lets its ClientResponseError
-    through unmapped, where httpx reports the same answer as a dropped connection."""
+    through unmapped, where httpx reports the same answer as a dropped connection. aiohttp is also the
+    stricter reader (header lines up to 8190 bytes, at most 128 headers, where httpx takes 100 kB of
+    headers), so the reason names the other transport."""
     import sys
 
     aiohttp = sys.modules.get("aiohttp")
     if aiohttp is None or not isinstance(exc, aiohttp.ClientError):
         return None
-    message = getattr(exc, "message", None)
-    return f"the answer is not valid HTTP: {message or exc or type(exc).__name__}"
+    message = one_line(str(getattr(exc, "message", None) or exc or type(exc).__name__), 160)
+    return f"aiohttp cannot read the answer as HTTP (httpx, AMARIS_HTTP_CLIENT=httpx, takes longer and more headers): {message}"
 
 
 def _response_class(http_client: Any) -> type:
