@@ -30,7 +30,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from amaris_cli.errors import AmarisError, InputError
-from amaris_cli.jsonio import iter_jsonl, read_json, write_json_atomic, write_jsonl_atomic
+from amaris_cli.jsonio import iter_models, read_json, write_json_atomic, write_jsonl_atomic
 from amaris_cli.models import (
     AnalysisRecord,
     RetrievalRecord,
@@ -131,15 +131,15 @@ def load_rollouts(run: RunDir, step: int) -> list[Rollout]:
     if not path.exists():
         raise InputError(path, f"step {step} has no rollouts yet; run `amaris score ROLLOUTS.jsonl --run {run.path} "
                                f"--step {step}` first")
-    return [Rollout.model_validate(row) for row in iter_jsonl(path)]
+    return list(iter_models(path, Rollout))
 
 
 def load_scores(run: RunDir, step: int, output: str = SCORES) -> list[ScoreRecord]:
-    return [ScoreRecord.model_validate(r) for r in iter_jsonl(scores_path(run, step, output))]
+    return list(iter_models(scores_path(run, step, output), ScoreRecord))
 
 
 def load_analyses(run: RunDir, step: int) -> list[AnalysisRecord]:
-    return [AnalysisRecord.model_validate(r) for r in iter_jsonl(analyses_path(run, step))]
+    return list(iter_models(analyses_path(run, step), AnalysisRecord))
 
 
 def load_stats(run: RunDir, step: int, instance_id: str | None = None) -> StepStats | None:

@@ -12,13 +12,15 @@ import errno
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from pydantic import BaseModel, ValidationError
 
 from amaris_cli.errors import AmarisError
 
 DUMP_OPTS = orjson.OPT_SORT_KEYS
+M = TypeVar("M", bound=BaseModel)
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -77,6 +79,25 @@ def iter_jsonl(path: Path) -> Iterator[Any]:
     """Rows of a JSONL file written by amaris, streamed. A torn last line (a writer killed mid-line,
     or one still appending) is not a record yet and is skipped, so readers work beside writers and
     after crashes; a bad line anywhere else is corruption and names the file and line."""
+    return (row for _, row in iter_jsonl_numbered(path))
+
+
+def iter_models(path: Path, model: type[M]) -> Iterator[M]:
+    """Records of a JSONL file written by amaris, validated: a row that is JSON but not a record (a hand
+    edit, a file of another version) is an error naming the file, the line and the field, like a line
+    that is not JSON."""
+    for number, row in iter_jsonl_numbered(path):
+        try:
+            yield model.model_validate(row)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}"
+                                 for e in exc.errors()[:3])
+            raise AmarisError(f"{path}:{number}: not a valid {model.__name__} ({problems}); "
+                              "was the file edited by hand?") from None
+
+
+def iter_jsonl_numbered(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, row) of iter_jsonl's rows."""
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
@@ -87,7 +108,7 @@ def iter_jsonl(path: Path) -> Iterator[Any]:
         for raw in fh:
             number += 1
             if pending is not None:
-                yield _parse_line(path, *pending)
+                yield pending[0], _parse_line(path, *pending)
                 pending = None
             if raw.strip():
                 pending = (number, raw)
@@ -96,7 +117,7 @@ def iter_jsonl(path: Path) -> Iterator[Any]:
                 row = orjson.loads(pending[1])
             except orjson.JSONDecodeError:
                 return  # the last line, torn
-            yield row
+            yield pending[0], row
 
 
 def _parse_line(path: Path, number: int, raw: bytes) -> Any:
