@@ -14,7 +14,8 @@ traffic stays on loopback. Cases:
   4 overhead    a full loop step at a realistic judge latency: amaris CPU time / wall time; lag 1
   5 tokens      prompt and completion tokens per rollout and agent; growth with rubric size and budget
   6 online      examples/train_loop.sh: wall time per training step of the trainer alone, score-only,
-                async and sync (what a trainer feels), with and without --prestart
+                async and sync (what a trainer feels), with and without --prestart; and the async recipe
+                behind `amaris serve` with a Python trainer posting to /score
   7 sim-judge   `score` vs a raw loop against the sim-judge: client plus sim-judge, bound by the sim-judge
 """
 
@@ -32,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -503,7 +505,57 @@ def train_loop(mode: str, steps: int, train: float, latency: float, prestart: bo
     return walls, float(total.group(1))
 
 
-def bench_online(steps: int, train: float, latency: float) -> None:
+def serve_loop(tmp: Path, steps: int, train: float, latency: float) -> tuple[list[float], float]:
+    """The async recipe behind `amaris serve --mode async` (one process that stays up): a Python trainer
+    posts each step's 16 rollouts to /score at once, calls /complete, reads the scores and trains."""
+    from amaris_cli.serve.client import AmarisClient
+
+    run = tmp / f"served-{time.monotonic_ns()}"
+    with sim_judge(latency) as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+        env.update(OPENAI_BASE_URL=url, OPENAI_API_KEY="sim")
+        subprocess.run([*amaris_command(), "init", str(run), "--config", str(ROOT / "examples" / "amaris.toml"),
+                        "--total-steps", str(steps)], env=env, check=True, capture_output=True, timeout=120)
+        server = subprocess.Popen([*amaris_command(), "serve", "--run", str(run), "--port", "0", "--mode", "async"],
+                                  env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+        try:
+            assert server.stderr is not None
+            served = None
+            for _ in range(50):  # the first lines say where it listens
+                line = server.stderr.readline()
+                if (match := re.search(r"amaris serve listening: (http://\S+)", line)) or not line:
+                    served = match.group(1) if match else None
+                    break
+            assert served, "amaris serve did not start"
+            threading.Thread(target=server.stderr.read, daemon=True).start()  # keep its pipe drained
+            client = AmarisClient(served)
+
+            async def trainer() -> list[float]:
+                walls = []
+                for t in range(steps):
+                    started = time.monotonic()
+                    rows = [json.loads(line) for line in (EXAMPLES / f"step-{t % 6:03d}.jsonl").read_text().splitlines()]
+                    answers = await asyncio.gather(*(client.score_async(
+                        step=t, prompt=r["input"], response=r["output"], reference=r.get("supplemental_context"),
+                        id=r["id"], metadata=r.get("metadata")) for r in rows))
+                    assert all(a.score is not None for a in answers), [a.error for a in answers]
+                    await client.rollouts_complete_async(t)
+                    await asyncio.sleep(train)
+                    walls.append(time.monotonic() - started)
+                await client.rubric_updated_async(steps - 1, timeout=600)  # the last evolutions finish
+                await client.aclose()
+                return walls
+
+            begun = time.monotonic()
+            walls = asyncio.run(trainer())
+            return walls, time.monotonic() - begun
+        finally:
+            server.terminate()
+            server.wait(120)
+
+
+def bench_online(steps: int, train: float, latency: float, tmp: Path | None = None) -> None:
     print(f"[6] online: examples/train_loop.sh, {steps} steps of 16 rollouts, training {train:g} s per step, "
           f"sim-judge latency {latency:g} s; the same with --prestart (each score started while the step "
           "before trains)")
@@ -516,6 +568,15 @@ def bench_online(steps: int, train: float, latency: float) -> None:
             print(f"  {name}: " + " ".join(f"{w:.2f}" for w in walls), flush=True)
             record("online", f"{name}: wall per step, steady state (median of steps 2..{steps - 1}) / steps 0, 1 / total",
                    f"{steady[name]:.2f} s / {walls[0]:.2f}, {walls[1]:.2f} s / {total:.1f} s")
+    if tmp is not None:
+        walls, total = serve_loop(tmp, steps, train, latency)
+        steady["serve"] = statistics.median(walls[2:]) if len(walls) > 2 else walls[-1]
+        print("  serve (async): " + " ".join(f"{w:.2f}" for w in walls), flush=True)
+        record("online", f"serve --mode async, a Python trainer posting to /score: wall per step, steady state (median "
+               f"of steps 2..{steps - 1}) / steps 0, 1 / total",
+               f"{steady['serve']:.2f} s / {walls[0]:.2f}, {walls[1]:.2f} s / {total:.1f} s")
+        record("online", f"serve (async) minus trainer-only (target <= judge latency + 0.5 s = {latency + 0.5:g} s)",
+               f"**{steady['serve'] - steady['trainer-only']:.2f} s**")
     for suffix in ("", " --prestart"):
         extra = steady[f"score-only{suffix}"] - steady["trainer-only"]
         record("online", f"score-only{suffix} minus trainer-only (target <= judge latency + 0.5 s = {latency + 0.5:g} s)",
@@ -631,9 +692,9 @@ def main() -> None:
             bench_tokens(tmp)
         if "6" in only:
             if args.quick:
-                bench_online(3, 2.0, 0.2)
+                bench_online(3, 2.0, 0.2, tmp)
             else:
-                bench_online(args.steps or 8, 8.0, 1.0)
+                bench_online(args.steps or 8, 8.0, 1.0, tmp)
         if "7" in only:
             n = 256 if args.quick else 2048
             for latency in (0.1, 0.0):
