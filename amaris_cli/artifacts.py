@@ -363,13 +363,22 @@ def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenan
     return changed
 
 
+def is_current(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None,
+               shas: dict[str, str | None] | None = None) -> bool:
+    """The recorded file `name` still has the bytes it was written with, and what it was made from is
+    unchanged (`provenance`, `shas`: as for upstream_changes, for a caller that asks about many files)."""
+    provenance = provenance if provenance is not None else read_provenance(run, step)
+    made = provenance.files.get(name)
+    return (made is not None and file_sha256(run.step_dir(step) / name) == made.sha256
+            and not upstream_changes(run, step, name, provenance, shas))
+
+
 def stale_files(run: RunDir, step: int) -> list[str]:
     """The step's files that no longer match what they were derived from: edited since written, or made
     from an upstream file (rollouts, scores, analyses, summary) or a rubric that has changed since."""
     provenance = read_provenance(run, step)
     shas: dict[str, str | None] = {}
-    return [name for name, made in sorted(provenance.files.items())
-            if file_sha256(run.step_dir(step) / name) != made.sha256 or upstream_changes(run, step, name, provenance, shas)]
+    return [name for name in sorted(provenance.files) if not is_current(run, step, name, provenance, shas)]
 
 
 def step_state(run: RunDir, step: int) -> str:

@@ -26,19 +26,12 @@ class CurrentStats:
     why: str | None  # when computed from the scores: NO_SUMMARY or STALE
 
 
-def _fresh(run: RunDir, step: int, name: str) -> bool:
-    """The file still has the bytes it was written with, and what it was made from is unchanged."""
-    made = artifacts.derivation(run, step, name)
-    return (made is not None and artifacts.file_sha256(run.step_dir(step) / name) == made.sha256
-            and not artifacts.upstream_changes(run, step, name))
-
-
 def current_stats(run: RunDir, step: int) -> CurrentStats | None:
     """The step's statistics in global mode (a per-instance run keeps them per instance); None while the
     step has no scores."""
     name = artifacts.rel(artifacts.STATS)
     if artifacts.stats_path(run, step).exists():
-        if _fresh(run, step, name):
+        if artifacts.is_current(run, step, name):
             stats = artifacts.load_stats(run, step)
             assert stats is not None
             return CurrentStats(stats, "stats.json", None)

@@ -28,7 +28,7 @@ def analyzer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score:
     verdicts = verdicts_for_analyzer(rubric, score)
     return render(
         kit.template("analyzer"),
-        trusted={"training": kit.training(), "stage": kit.stage(step), "rubric": rubric_json(rubric), "step": step,
+        trusted={**kit.progress(step), "rubric": rubric_json(rubric),
                  "hacking_vocabulary": vocabulary_text(),
                  "reward": "None" if score.reward is None or score.status != "scored" else f"{score.reward:.3f}"},
         untrusted={"prompt": rollout.input, "reference": rollout.supplemental_context or "",

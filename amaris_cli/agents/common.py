@@ -59,6 +59,11 @@ class AgentKit:
         total = self.settings.training.total_steps
         return f"step {step} of {total}" if total else f"step {step}"
 
+    def progress(self, step: int) -> dict[str, Any]:
+        """The trusted fields of the agents that judge a step's progress (all but the scorers): the stable
+        training context, where training is, and the step."""
+        return {"training": self.training(), "stage": self.stage(step), "step": step}
+
 
 def rubric_json(rubric: RubricSet) -> str:
     rows = [{"id": c.id, "kind": c.kind, "weight": c.weight, "anchor": True, "text": c.text} for c in rubric.anchors]

@@ -22,7 +22,7 @@ async def generate_queries(kit: AgentKit, step: int, summary: SummaryRecord, max
     cap = max_queries or ADAPTIVE_QUERY_CAP
     messages = render(
         kit.template("query_generator"),
-        trusted={"training": kit.training(), "stage": kit.stage(step), "step": step, "query_budget": query_budget(max_queries),
+        trusted={**kit.progress(step), "query_budget": query_budget(max_queries),
                  "stats": stats_json(summary.stats)},
         untrusted={"summary": compact_json(summary.summary.model_dump(mode="json")),
                    "hacking": hacking_lines(summary.hacking, summary.n_analyzed)},

@@ -38,7 +38,7 @@ async def summarize_chunk(kit: AgentKit, rubric: RubricSet, step: int, analyses:
                           stats: StepStats, hacking: list[HackingCount], scope: str) -> Answer[SummaryAnswer]:
     messages = render(
         kit.template("summarizer"),
-        trusted={"training": kit.training(), "stage": kit.stage(step), "rubric": rubric_json(rubric), "step": step, "scope": scope,
+        trusted={**kit.progress(step), "rubric": rubric_json(rubric), "scope": scope,
                  "n_rollouts": len(analyses), "mean_reward": fmt(stats.mean_reward), "stats": stats_json(stats)},
         untrusted={"hacking": hacking_lines(hacking, len(analyses)),
                    "analyses": json_lines([analysis_digest(a) for a in analyses])},
@@ -52,7 +52,7 @@ async def merge_chunks(kit: AgentKit, rubric: RubricSet, step: int, chunks: list
     rows = [{"chunk": i, "n": n, "summary": s.model_dump(mode="json")} for i, (n, s) in enumerate(chunks)]
     messages = render(
         kit.template("meta_summarizer"),
-        trusted={"training": kit.training(), "stage": kit.stage(step), "rubric": rubric_json(rubric), "step": step,
+        trusted={**kit.progress(step), "rubric": rubric_json(rubric),
                  "n_rollouts": sum(n for n, _ in chunks), "n_chunks": len(chunks),
                  "mean_reward": fmt(stats.mean_reward), "stats": stats_json(stats)},
         untrusted={"hacking": hacking_lines(hacking, analyzed), "chunks": json_lines(rows)},

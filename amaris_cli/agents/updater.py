@@ -16,7 +16,7 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
     bounds = kit.settings.rubric
     return render(
         kit.template("updater"),
-        trusted={"training": kit.training(), "stage": kit.stage(step), "rubric": rubric_json(rubric), "step": step,
+        trusted={**kit.progress(step), "rubric": rubric_json(rubric),
                  "max_criterion_chars": MAX_CRITERION_CHARS,
                  "min_weight": f"{bounds.min_weight:g}", "max_weight": f"{bounds.max_weight:g}",
                  "max_adaptive": bounds.max_adaptive, "stats": stats_json(summary.stats)},
