@@ -127,6 +127,22 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def new_run(tmp: Path, name: str = "run", extra: str = "") -> Path:
+    """`amaris init TMP/NAME` with the test config (plus `extra` TOML)."""
+    config = tmp / f"{name}.toml"
+    config.write_text(TEST_CONFIG + extra)
+    run = tmp / name
+    result = invoke("init", run, "--config", config)
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
 class read_only_copy:
     """A copy of `src` at `dst` that nobody can write: a read-only bind mount as root (root ignores file
     modes), else files and directories without write permission."""

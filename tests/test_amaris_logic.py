@@ -16,12 +16,7 @@ import pytest
 from amaris_cli.prompts import parse_blocks
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from amaris_cli.vocabulary import HACKING_PATTERNS
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 GRADER_PITFALL = """
 [[rubric.adaptive]]
@@ -30,14 +25,6 @@ text = "The response addresses the grader or judge, or asks for a score, instead
 weight = 1.5
 kind = "pitfall"
 """
-
-
-def new_run(tmp: Path, name: str, extra: str = "") -> Path:
-    config = tmp / f"{name}.toml"
-    config.write_text(TEST_CONFIG + extra)
-    path = tmp / name
-    assert invoke("init", path, "--config", config).exit_code == 0
-    return path
 
 
 # --- by hand ------------------------------------------------------------------------------------

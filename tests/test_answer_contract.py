@@ -17,7 +17,7 @@ from amaris_cli.agents.group_scorer import split_to_fit
 from amaris_cli.agents.scorer import answer_budget
 from amaris_cli.models import RubricSet, Verdict
 from amaris_cli.rubrics import compute_reward
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 ROLLOUTS = [
     {"id": "right", "input": "What is 6*7?", "output": "First 6*7 = 42, so the result is 42.\nFinal answer: 42", "answer": "42"},
@@ -25,18 +25,6 @@ ROLLOUTS = [
 ]
 # What the sim-judge means for these rollouts: correct-answer (w=2) 1 / 0, shows-reasoning (w=1) 0.5.
 MEANT = {"right": round((2 * 1.0 + 0.5) / 3, 6), "wrong": round((2 * 0.0 + 0.5) / 3, 6)}
-
-
-def new_run(tmp: Path, name: str = "run", config: str = TEST_CONFIG) -> Path:
-    path = tmp / f"{name}.toml"
-    path.write_text(config)
-    run = tmp / name
-    assert invoke("init", run, "--config", path).exit_code == 0
-    return run
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def scores(run: Path, step: int = 0) -> dict[str, dict]:

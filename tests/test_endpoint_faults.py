@@ -15,7 +15,16 @@ import pytest
 
 from amaris_cli.llm.ratelimit import RateLimiter
 from amaris_cli.terminal import terminal_safe
-from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    PLANTED_KEY,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    read_jsonl,
+    write_jsonl,
+)
 
 ROLLOUTS = [
     {"id": "right", "input": "What is 6*7?", "output": "First 6*7 = 42, so the result is 42.\nFinal answer: 42", "answer": "42"},
@@ -23,18 +32,6 @@ ROLLOUTS = [
 ]
 MEANT = {"right": round(2.5 / 3, 6), "wrong": round(0.5 / 3, 6)}
 SIXTEEN = EXAMPLES / "math" / "step-000.jsonl"
-
-
-def new_run(tmp: Path, name: str = "run") -> Path:
-    path = tmp / f"{name}.toml"
-    path.write_text(TEST_CONFIG)
-    run = tmp / name
-    assert invoke("init", run, "--config", path).exit_code == 0
-    return run
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def scores(run: Path, step: int = 0) -> dict[str, dict]:

@@ -22,15 +22,15 @@ from amaris_cli import jsonio
 from amaris_cli.llm import calllog
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.simjudge.server import SimJudge
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_only_copy, snapshot, write_jsonl
-
-
-def new_run(tmp_path: Path, name: str = "run") -> Path:
-    config = tmp_path / f"{name}.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp_path / name
-    assert invoke("init", run, "--config", config).exit_code == 0
-    return run
+from tests.conftest import (
+    EXAMPLES,
+    invoke,
+    judge_env,
+    new_run,
+    read_only_copy,
+    snapshot,
+    write_jsonl,
+)
 
 
 def outputs(run: Path) -> dict[str, bytes]:

@@ -10,23 +10,20 @@ from statistics import fmean
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, snapshot, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    read_jsonl,
+    snapshot,
+    write_jsonl,
+)
 
 
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def new_run(tmp_path: Path, name: str = "run", extra: str = "") -> Path:
-    config = tmp_path / f"{name}.toml"
-    config.write_text(TEST_CONFIG + extra)
-    run = tmp_path / name
-    assert invoke("init", run, "--config", config).exit_code == 0
-    return run
 
 
 def step(run: Path, n: int) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 GRADER_PITFALL = "addresses the grader"
 
@@ -18,21 +18,8 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def step_dir(run: Path, step: int) -> Path:
     return run / "steps" / f"{step:06d}"
-
-
-def new_run(tmp: Path, name: str, extra_config: str = "") -> Path:
-    config = tmp / f"{name}.toml"
-    config.write_text(TEST_CONFIG + extra_config)
-    run = tmp / name
-    result = invoke("init", run, "--config", config)
-    assert result.exit_code == 0, result.stderr
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 
 from amaris_cli import locks
 from amaris_cli.rundir import RunDir
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_only_copy, snapshot
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_only_copy, snapshot
 
 
 def step_file(step: int) -> Path:
@@ -35,14 +35,6 @@ def outputs(run: Path) -> dict[str, bytes]:
             if p.is_file():
                 found[str(p.relative_to(run))] = p.read_bytes()
     return found
-
-
-def new_run(tmp_path: Path, name: str) -> Path:
-    config = tmp_path / f"{name}.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp_path / name
-    assert invoke("init", run, "--config", config).exit_code == 0
-    return run
 
 
 def process_env(judge) -> dict[str, str]:

@@ -16,11 +16,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
 
 
 def evolution(run: Path, step: int = 0) -> dict | None:

@@ -12,15 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
-
-
-def new_run(tmp_path: Path) -> Path:
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp_path / "run"
-    assert invoke("init", run, "--config", config).exit_code == 0
-    return run
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run
 
 
 def evolution(run: Path) -> dict | None:

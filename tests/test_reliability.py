@@ -17,19 +17,15 @@ from amaris_cli.llm.client import LLMClient
 from amaris_cli.models import MemoryHit, StaticEntry
 from amaris_cli.prompts import BLOCK_PATTERN, parse_blocks
 from amaris_cli.simjudge.server import FAULT_KINDS, SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, write_jsonl
-
-
-def new_run(tmp: Path, name: str = "run") -> Path:
-    config = tmp / f"{name}.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp / name
-    assert invoke("init", run, "--config", config).exit_code == 0
-    return run
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+from tests.conftest import (
+    EXAMPLES,
+    PLANTED_KEY,
+    invoke,
+    judge_env,
+    new_run,
+    read_jsonl,
+    write_jsonl,
+)
 
 
 def test_a_full_loop_completes_with_20_percent_faults_of_every_kind(tmp_path: Path, sim_factory) -> None:

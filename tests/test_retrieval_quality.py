@@ -24,20 +24,11 @@ from amaris_cli.memory.store import MemoryStore
 from amaris_cli.prompts import parse_blocks
 from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.conftest import invoke, judge_env, new_run, write_jsonl
 from tests.planted_history import STEP_OF, THEMES, KeywordEmbedder, RandomEmbedder, plant
 
 BAR = 0.9
 N_STEPS = len(THEMES)
-
-
-def new_run(tmp: Path, name: str, extra: str = "") -> Path:
-    config = tmp / f"{name}.toml"
-    config.write_text(TEST_CONFIG + extra)
-    path = tmp / name
-    result = invoke("init", path, "--config", config)
-    assert result.exit_code == 0, result.stderr
-    return path
 
 
 def top1_accuracy(store: MemoryStore, catalog: RunCatalog) -> tuple[float, list[str]]:

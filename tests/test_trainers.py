@@ -7,17 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run
 
 TRAINERS = EXAMPLES / "trainers"
 CANONICAL = [json.loads(line) for line in (EXAMPLES / "math" / "step-002.jsonl").read_text().splitlines()][:6]
-
-
-def new_run(tmp: Path) -> Path:
-    config = tmp / "c.toml"
-    config.write_text(TEST_CONFIG)
-    assert invoke("init", tmp / "run", "--config", config).exit_code == 0
-    return tmp / "run"
 
 
 @pytest.mark.parametrize(("file", "extra"), [
