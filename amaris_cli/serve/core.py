@@ -176,6 +176,14 @@ class ServeCore:
             raise ApiError(409, str(exc), step=step) from None
         return stack
 
+    def _lock_to_resume(self, step: int) -> ExitStack | None:
+        """The step's lock, or None (said) when another process holds the step: it is not resumed."""
+        try:
+            return self._take_lock(step)
+        except ApiError as exc:
+            self.say(f"step {step}: not resumed: {exc}")
+            return None
+
     async def _resume(self, step: int) -> None:
         path = journal_path(self.run, step)
         state = read_journal(path)
@@ -197,20 +205,16 @@ class ServeCore:
                                   + ("" if state.complete else ", or delete the file to discard its rollouts"))
         if state.complete:
             if not self._files_written(step):
-                try:
-                    lock = self._take_lock(step)
-                except ApiError as exc:
-                    self.say(f"step {step}: not resumed: {exc}")
+                lock = self._lock_to_resume(step)
+                if lock is None:
                     return
                 with lock:
                     await self._write_step(step, header.limit, state)
             self._evolve(step)
             self.say(f"step {step}: complete; its evolution resumes")
             return
-        try:
-            lock = self._take_lock(step)
-        except ApiError as exc:
-            self.say(f"step {step}: not resumed: {exc}")
+        lock = self._lock_to_resume(step)
+        if lock is None:
             return
         st = OpenStep(step=step, limit=header.limit, journal=Journal(path), lock=lock, rollouts=dict(state.rollouts),
                       order=list(state.order), records=dict(state.records))
@@ -435,8 +439,7 @@ class ServeCore:
     async def _evolution_of(self, step: int) -> Evolution:
         """Wait (sync mode) until the step is complete and its evolution has ended."""
         deadline = time.monotonic() + self.config.wait
-        while step in self.steps or (step in self.evolutions.by_step and not
-                                     self.evolutions.by_step[step].finished.is_set()):
+        while step in self.steps or self.evolutions.running(step):
             if self.stopping.is_set():
                 return Evolution(step, state="idle")
             if time.monotonic() > deadline:
