@@ -116,7 +116,18 @@ class _Stepper:
             self.pending = None
 
 
-class TRLReward:
+class _ServedReward:
+    """What both reward functions share: the client, the stepper, and completing the last step."""
+
+    client: AmarisClient
+    stepper: _Stepper
+
+    def finish(self) -> None:
+        """Complete the last step (with complete="on_next_step")."""
+        self.stepper.finish()
+
+
+class TRLReward(_ServedReward):
     """TRL's reward function signature over `amaris serve`."""
 
     def __init__(self, url: str = DEFAULT_URL, *, complete: Complete = "auto", step: StepSource = None,
@@ -163,12 +174,8 @@ class TRLReward:
         body["metadata"] = {k: v for k, v in row.items() if v is not None}
         return body
 
-    def finish(self) -> None:
-        """Complete the last step (with complete="on_next_step")."""
-        self.stepper.finish()
 
-
-class VerlReward:
+class VerlReward(_ServedReward):
     """verl's `compute_score(data_source, solution_str, ground_truth, extra_info)` over `amaris serve`.
     The prompt is `extra_info["question"]` or `["prompt"]` when the dataset puts it there (verl passes
     the response only); the instance is `extra_info["index"]`."""
@@ -204,6 +211,3 @@ class VerlReward:
             return float(self.failed_as)
         raise RewardFailed(f"amaris could not score rollout {answer.id} of step {step}: {answer.error}; "
                            "start the server with --on-error neutral, or give VerlReward(failed_as=...)")
-
-    def finish(self) -> None:
-        self.stepper.finish()

@@ -95,8 +95,10 @@ class AmarisClient:
         self.close()
 
     @staticmethod
-    def _wait_timeout(timeout: float) -> httpx.Timeout:
-        return httpx.Timeout(timeout + 30.0)
+    def _wait_request(step: int | None, timeout: float) -> dict[str, Any]:
+        """The /rubric_status/wait query, and an HTTP timeout the server's own wait fits in."""
+        params = {"timeout": timeout, **({"step": step} if step is not None else {})}
+        return {"params": params, "timeout": httpx.Timeout(timeout + 30.0)}
 
     # --- the reference's calls ---------------------------------------------------------------------
     def score(self, prompt: Any, response: Any, *, step: int, reference: Any = None, id: str | int | None = None,
@@ -122,13 +124,10 @@ class AmarisClient:
     def rubric_updated(self, step: int | None = None, *, timeout: float = 600.0) -> RubricStatus:
         """Block until the evolution of `step` (default: the latest complete step) has ended, or
         `timeout` seconds (then `timed_out` is true)."""
-        params = {"timeout": timeout, **({"step": step} if step is not None else {})}
-        return _answer(self._client().get("/rubric_status/wait", params=params, timeout=self._wait_timeout(timeout)),
-                       RubricStatus)
+        return _answer(self._client().get("/rubric_status/wait", **self._wait_request(step, timeout)), RubricStatus)
 
     async def rubric_updated_async(self, step: int | None = None, *, timeout: float = 600.0) -> RubricStatus:
-        params = {"timeout": timeout, **({"step": step} if step is not None else {})}
-        response = await self._aclient().get("/rubric_status/wait", params=params, timeout=self._wait_timeout(timeout))
+        response = await self._aclient().get("/rubric_status/wait", **self._wait_request(step, timeout))
         return _answer(response, RubricStatus)
 
     def health(self) -> Health:

@@ -98,8 +98,7 @@ class OpenStep:
     lock: ExitStack
     state: Literal["open", "completing"] = "open"
     rollouts: dict[str, Rollout] = field(default_factory=dict)  # every rollout claimed, judged or in flight
-    order: list[str] = field(default_factory=list)  # journal order: where each rollout goes in rollouts.jsonl
-    records: dict[str, ScoreRecord] = field(default_factory=dict)
+    records: dict[str, ScoreRecord] = field(default_factory=dict)  # in journal order (JournalState.order)
     inflight: dict[str, asyncio.Task[ScoreRecord]] = field(default_factory=dict)
     rubrics: dict[str | None, RubricSet] = field(default_factory=dict)
     completion: asyncio.Task[CompleteResponse] | None = None
@@ -176,6 +175,14 @@ class ServeCore:
             raise ApiError(409, str(exc), step=step) from None
         return stack
 
+    def _lock_to_resume(self, step: int) -> ExitStack | None:
+        """The step's lock, or None (said) when another process holds the step: it is not resumed."""
+        try:
+            return self._take_lock(step)
+        except ApiError as exc:
+            self.say(f"step {step}: not resumed: {exc}")
+            return None
+
     async def _resume(self, step: int) -> None:
         path = journal_path(self.run, step)
         state = read_journal(path)
@@ -197,25 +204,21 @@ class ServeCore:
                                   + ("" if state.complete else ", or delete the file to discard its rollouts"))
         if state.complete:
             if not self._files_written(step):
-                try:
-                    lock = self._take_lock(step)
-                except ApiError as exc:
-                    self.say(f"step {step}: not resumed: {exc}")
+                lock = self._lock_to_resume(step)
+                if lock is None:
                     return
                 with lock:
-                    await self._write_step(step, header.limit, state)
+                    await self._write_step(step, header.limit, header.lag, state)
             self._evolve(step)
             self.say(f"step {step}: complete; its evolution resumes")
             return
-        try:
-            lock = self._take_lock(step)
-        except ApiError as exc:
-            self.say(f"step {step}: not resumed: {exc}")
+        lock = self._lock_to_resume(step)
+        if lock is None:
             return
         st = OpenStep(step=step, limit=header.limit, journal=Journal(path), lock=lock, rollouts=dict(state.rollouts),
-                      order=list(state.order), records=dict(state.records))
+                      records=dict(state.records))
         self.steps[step] = st
-        self.say(f"step {step}: open again with the {len(st.order)} rollout(s) judged before the restart")
+        self.say(f"step {step}: open again with the {len(st.records)} rollout(s) judged before the restart")
         if self.config.rollouts_per_step and len(st.rollouts) >= self.config.rollouts_per_step:
             # The server stopped between the N-th rollout and the completion: no further rollout comes to start it.
             st.state = "completing"
@@ -365,9 +368,7 @@ class ServeCore:
             if rollout.id not in st.records:
                 st.rollouts.pop(rollout.id, None)  # not judged: it takes no place in the step
             raise
-        if rollout.id not in st.records:
-            st.order.append(rollout.id)
-        st.records[rollout.id] = record
+        st.records[rollout.id] = record  # a rollout judged again keeps its place
         st.journal.append(ScoreEntry(rollout=rollout, record=record))
         return record
 
@@ -435,8 +436,7 @@ class ServeCore:
     async def _evolution_of(self, step: int) -> Evolution:
         """Wait (sync mode) until the step is complete and its evolution has ended."""
         deadline = time.monotonic() + self.config.wait
-        while step in self.steps or (step in self.evolutions.by_step and not
-                                     self.evolutions.by_step[step].finished.is_set()):
+        while step in self.steps or self.evolutions.running(step):
             if self.stopping.is_set():
                 return Evolution(step, state="idle")
             if time.monotonic() > deadline:
@@ -476,14 +476,12 @@ class ServeCore:
         st.state = "completing"
         if st.inflight:
             await asyncio.gather(*list(st.inflight.values()), return_exceptions=True)
-        if not st.order:
+        if not st.records:
             st.state = "open"
             raise ApiError(409, f"step {step}: no rollout has been judged yet, so there is nothing to complete",
                            step=step)
         st.journal.append(CompleteEntry())
-        state = JournalState(header=OpenEntry(step=step, mode=self.config.mode, lag=self.config.lag, limit=st.limit),
-                             order=st.order, rollouts=st.rollouts, records=st.records, complete=True)
-        outcome = await self._write_step(step, st.limit, state)
+        outcome = await self._write_step(step, st.limit, self.config.lag, st)
         st.journal.close()
         st.lock.close()
         del self.steps[step]
@@ -497,13 +495,13 @@ class ServeCore:
                                 mean_reward=outcome.mean_reward, rubric_versions=outcome.rubric_versions,
                                 state=self._state(step))
 
-    async def _write_step(self, step: int, limit: int, state: JournalState) -> Any:
+    async def _write_step(self, step: int, limit: int, lag: int, judged: JournalState | OpenStep) -> Any:
         """rollouts.jsonl and scores.jsonl with their provenance, by the stage functions `score` runs."""
         assert self.session is not None and self.policy is not None
-        rollouts = [state.rollouts[rid] for rid in state.order]
+        rollouts = [judged.rollouts[rid] for rid in judged.records]  # journal order
         store_rollouts(self.run, step, rollouts, SOURCE, how=self.session.how)
-        outcome, _ = await score_step(self.session, step, rollouts, limit=limit, lag=state.header.lag,
-                                      policy=self.policy, known=state.records)
+        outcome, _ = await score_step(self.session, step, rollouts, limit=limit, lag=lag,
+                                      policy=self.policy, known=judged.records)
         return outcome
 
     def _complete_on_disk(self, step: int) -> CompleteResponse:

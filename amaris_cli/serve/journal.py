@@ -79,10 +79,15 @@ def journaled_steps(run: RunDir) -> list[int]:
 @dataclass
 class JournalState:
     header: OpenEntry
-    order: list[str] = field(default_factory=list)
     rollouts: dict[str, Rollout] = field(default_factory=dict)
-    records: dict[str, ScoreRecord] = field(default_factory=dict)
+    records: dict[str, ScoreRecord] = field(default_factory=dict)  # in the order rollouts were first judged
     complete: bool = False
+
+    @property
+    def order(self) -> list[str]:
+        """The rollouts' ids in journal order: where each goes in rollouts.jsonl (a rollout judged again
+        keeps its dict position, so this is the records' key order)."""
+        return list(self.records)
 
 
 class Journal:
@@ -142,8 +147,6 @@ def read_journal(path: Path) -> JournalState:
     for entry in entries[1:]:
         if isinstance(entry, ScoreEntry):
             rid = entry.rollout.id
-            if rid not in state.rollouts:
-                state.order.append(rid)
             state.rollouts[rid] = entry.rollout
             state.records[rid] = entry.record
         elif isinstance(entry, CompleteEntry):
