@@ -52,7 +52,7 @@ from amaris_cli.serve.journal import (
 )
 from amaris_cli.session import JudgeChoice, Session, open_session
 from amaris_cli.stages.common import agent_inputs, store_rollouts, training_inputs
-from amaris_cli.stages.score import rubric_for, score_step
+from amaris_cli.stages.score import mean_reward, rubric_for, score_step
 
 Mode = Literal["async", "sync"]
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
@@ -508,13 +508,12 @@ class ServeCore:
         if not self._files_written(step):
             raise ApiError(409, f"step {step} has no rollouts: nothing to complete", step=step)
         scores = artifacts.load_scores(self.run, step)
-        rewards = [s.reward for s in scores if s.status == "scored" and s.reward is not None]
         if artifacts.evolution(self.run, step) is None and not self.evolutions.running(step) \
                 and locks.holder(self.run.step_lock_path(step)) is None:
             self._evolve(step)
         return CompleteResponse(step=step, rollouts=len(scores), scored=sum(s.status == "scored" for s in scores),
                                 failed=sum(s.status == "failed" for s in scores),
-                                mean_reward=round(sum(rewards) / len(rewards), 6) if rewards else None,
+                                mean_reward=mean_reward(scores),
                                 rubric_versions=sorted({s.rubric_version for s in scores}), state=self._state(step),
                                 already_complete=True)
 

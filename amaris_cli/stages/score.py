@@ -11,7 +11,7 @@ judged again, and requests that did not change are answered from calls.jsonl.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from statistics import fmean
 from typing import Any
 
@@ -139,7 +139,12 @@ async def score_step(
     outcome.done = sum(r.status == "scored" for r in records)
     outcome.failed = sum(r.status == "failed" for r in records)
     outcome.errors = [f"{r.rollout_id}: {r.error}" for r in records if r.status == "failed"]
-    rewards = [r.reward for r in records if r.status == "scored" and r.reward is not None]
-    outcome.mean_reward = round(fmean(rewards), 6) if rewards else None
+    outcome.mean_reward = mean_reward(records)
     outcome.rubric_versions = sorted({r.version for r in rubrics.values()})
     return outcome.stop(), records
+
+
+def mean_reward(records: Iterable[ScoreRecord]) -> float | None:
+    """The mean reward of a step's scored records, as `score` reports it (None when none was scored)."""
+    rewards = [r.reward for r in records if r.status == "scored" and r.reward is not None]
+    return round(fmean(rewards), 6) if rewards else None
