@@ -54,8 +54,11 @@ def _uvicorn_server(app: ServeApp, on_signal: Callable[[], None]):  # noqa: ANN2
 
 
 def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, created with IPPROTO_TCP: asyncio sets TCP_NODELAY only on accepted sockets whose
+    protocol says TCP (they inherit it from this one). Without it, uvicorn's two sends per response (headers,
+    then body) meet Nagle's algorithm, and the body waits for the client's delayed ACK: 40 ms per response."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
