@@ -17,6 +17,8 @@ traffic stays on loopback. Cases:
                 async and sync (what a trainer feels), with and without --prestart; and the async recipe
                 behind `amaris serve` with a Python trainer posting to /score
   7 sim-judge   `score` vs a raw loop against the sim-judge: client plus sim-judge, bound by the sim-judge
+  8 serve       `amaris serve`: GET /health and POST /score latency and throughput at C=1 and C=16, against
+                bench/canned.py (a judge that answers at once), next to the judge's own latency
 """
 
 from __future__ import annotations
@@ -587,6 +589,92 @@ def bench_online(steps: int, train: float, latency: float, tmp: Path | None = No
                f"{steady['sync' + suffix] / steady['score-only' + suffix]:.3f}")
 
 
+# --- 8 serve: latency and throughput of `amaris serve` against a judge that answers at once -----------------
+
+
+def loadgen(url: str, rows: list[dict[str, Any]], path: Path, concurrency: int) -> dict[str, Any]:
+    """bench/loadgen.py in its own process: prepared requests over `concurrency` keep-alive connections."""
+    with open(path, "w") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "loadgen.py"), url, str(path), "--concurrency",
+                          str(concurrency)], capture_output=True, text=True, check=True, timeout=600)
+    result = json.loads(out.stdout)
+    assert result["statuses"] == {"200": len(rows)}, result["statuses"]
+    return result
+
+
+@contextmanager
+def amaris_serve(run: Path, env: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """`amaris serve --mode async` on the run, in its own process: its URL and pid."""
+    server = subprocess.Popen([*amaris_command(), "serve", "--run", str(run), "--port", "0", "--mode", "async"],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stderr is not None
+        served = None
+        for _ in range(50):  # the first lines say where it listens
+            line = server.stderr.readline()
+            if (match := re.search(r"amaris serve listening: (http://\S+)", line)) or not line:
+                served = match.group(1) if match else None
+                break
+        assert served, "amaris serve did not start"
+        threading.Thread(target=server.stderr.read, daemon=True).start()  # keep its pipe drained
+        yield served, server.pid
+    finally:
+        server.terminate()
+        server.wait(120)
+
+
+def bench_serve(tmp: Path, n: int) -> None:
+    print(f"[8] serve: `amaris serve --mode async` against bench/canned.py (a judge that answers at once); "
+          f"{n} requests per figure from bench/loadgen.py (keep-alive connections, closed loop)")
+    warm = 32
+    rollouts = example_rollouts(2 * n + warm)
+
+    def p50(result: dict[str, Any]) -> float:
+        return statistics.median(result["latencies_ms"])
+
+    with canned_server(1) as (url, judge_pids):
+        # The judge's own latency, as amaris serve's client sees it: the same scorer requests, sent directly.
+        probe = new_run(tmp, "serve-probe", url, 16)
+        chat = [{"method": "POST", "path": "/v1/chat/completions", "body": {"model": "sim", **json.loads(line)}}
+                for line in scorer_requests(probe, rollouts[:n], tmp / "serve-judge.jsonl").read_text().splitlines()]
+        judge = loadgen(url, chat, tmp / "serve-judge-load.jsonl", 1)
+        run = new_run(tmp, "serve", url, 16)
+        with amaris_serve(run, client_env(url)) as (served, pid):
+            health = loadgen(served, [{"method": "GET", "path": "/health"}] * n, tmp / "serve-health.jsonl", 1)
+
+            def score_rows(part: list[Rollout]) -> list[dict[str, Any]]:
+                return [{"method": "POST", "path": "/score",
+                         "body": {"id": r.id, "prompt": r.input, "response": r.output, "reference": r.supplemental_context,
+                                  "metadata": {"current_step": 0}}} for r in part]
+
+            # Warm-up, not measured: the step's first rollout opens the step and the judge's client (imports).
+            loadgen(served, score_rows(rollouts[2 * n:]), tmp / "serve-warm.jsonl", 1)
+            figures = {}
+            for concurrency, part in ((1, rollouts[:n]), (16, rollouts[n:2 * n])):
+                rows = score_rows(part)
+                cpu0, judge0 = cpu_of([pid]), cpu_of(judge_pids)
+                result = loadgen(served, rows, tmp / f"serve-score-{concurrency}.jsonl", concurrency)
+                wall = result["wall_s"]
+                figures[concurrency] = (result, (cpu_of([pid]) - cpu0) / wall, (cpu_of(judge_pids) - judge0) / wall,
+                                        (cpu_of([pid]) - cpu0) / n * 1000)
+    record("serve", "judge alone (bench/canned.py), the scorer requests sent directly, C=1: p50",
+           f"{p50(judge):.2f} ms ({n / judge['wall_s']:.0f} req/s)")
+    record("serve", "GET /health, C=1: p50 (target <= 5 ms)", f"**{p50(health):.2f} ms** (p90 "
+           f"{statistics.quantiles(health['latencies_ms'], n=10)[-1]:.2f} ms, {n / health['wall_s']:.0f} req/s)")
+    for concurrency, (result, share, judge_share, cpu_ms) in figures.items():
+        rate = n / result["wall_s"]
+        record("serve", f"POST /score, C={concurrency}: p50; p50 minus the judge's p50 (target <= 10 ms); throughput"
+               + (" (target >= 500 req/s)" if concurrency == 1 else ""),
+               f"{p50(result):.2f} ms; **{p50(result) - p50(judge):+.2f} ms**; **{rate:.0f} req/s**")
+        record("serve", f"POST /score, C={concurrency}: CPU share of one core: amaris serve / judge / load generator; "
+               "serve CPU per rollout",
+               f"{share * 100:.0f}% / {judge_share * 100:.0f}% / {result['cpu_s'] / result['wall_s'] * 100:.0f}%; "
+               f"{cpu_ms:.2f} ms")
+
+
 # --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------
 
 
@@ -666,7 +754,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="training steps per mode for case 6 (default 8)")
     parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
     args = parser.parse_args()
-    only = set((args.only or "1,2,3,4,5,6,7").split(","))
+    only = set((args.only or "1,2,3,4,5,6,7,8").split(","))
     for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
         del os.environ[key]
     tmp = Path(tempfile.mkdtemp(prefix="amaris-bench-"))
@@ -695,6 +783,8 @@ def main() -> None:
                 bench_online(3, 2.0, 0.2, tmp)
             else:
                 bench_online(args.steps or 8, 8.0, 1.0, tmp)
+        if "8" in only:
+            bench_serve(tmp, 200 if args.quick else 2000)
         if "7" in only:
             n = 256 if args.quick else 2048
             for latency in (0.1, 0.0):
