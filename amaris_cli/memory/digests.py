@@ -1,12 +1,22 @@
-"""The text of each memory entry: a compact digest of its record (the embedder reads ~200 words).
+"""The text of each memory entry: a compact digest of its record (the embedder reads ~200 words), and which
+of a step's analyses get an entry.
 
 Ids are predictable so static retrieval and rebuilds never search:
   analysis:STEP:INSTANCE:ROLLOUT   summary:STEP:INSTANCE   update:STEP:INSTANCE
 with STEP zero-padded to 8 digits and INSTANCE "-" in global mode.
+
+Embedding is what the memory costs (several ms of CPU per text), and a step may have 10,000 analyses, so
+a step's analyses are indexed as retrieval needs them: at most ANALYSES_PER_STEP per step (and instance),
+chosen so that every distinct analysis of every kind of finding (each set of hacking patterns, a misjudging
+rubric) is represented before any gets a second entry; rollouts the analyzer described in the same words
+share one vector (MemoryStore.add embeds each distinct text once). Retrieval shows the updater a few hits per
+query; the step summary carries the counts of the whole step.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +25,7 @@ from amaris_cli.rubrics import rates_text
 from amaris_cli.rundir import safe_instance_dir
 
 EntryType = Literal["analysis", "summary", "update"]
+ANALYSES_PER_STEP = 64  # distinct analyses embedded per step (per instance in per-instance runs)
 
 
 @dataclass(frozen=True)
@@ -53,15 +64,62 @@ def _clip(text: str, limit: int = 1200) -> str:
 
 
 def analysis_entry(record: AnalysisRecord) -> MemoryEntry | None:
+    """The analysis of one rollout. What is embedded leaves out the rollout's id: it carries no meaning a query
+    could match, and without it rollouts the analyzer described alike (with the same reward) share one vector."""
     a = record.analysis
     if a is None:
         return None
     reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
     hacking = "; ".join(f"{p.pattern} ({p.severity}): {p.evidence}" for p in a.reward_hacking.patterns) or "none"
-    text = (f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {a.overall_assessment} "
-            f"Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}")
+    body = f"{a.overall_assessment} Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}"
     return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id), "analysis", record.step,
-                       record.instance_id, _clip(text))
+                       record.instance_id, _clip(f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {body}"),
+                       search_text=_clip(f"Step {record.step} rollout, reward {reward}. {body}"))
+
+
+def analysis_entries(records: Iterable[AnalysisRecord], limit: int = ANALYSES_PER_STEP) -> list[MemoryEntry]:
+    """The entries of a step's analyses (module docstring), in file order; deterministic in the files alone,
+    so a rebuild makes the same entries. Up to `limit` per instance, every analysis has its entry; above it,
+    first one rollout of each distinct analysis, taking each kind of finding in turn (flagged kinds first,
+    then the larger; within a kind the most common analyses first, then a spread over the step by a hash of
+    the rollout id rather than the file order, which often follows the prompts), then second copies, ..."""
+    entries: dict[str | None, list[tuple[MemoryEntry, AnalysisRecord]]] = {}
+    for record in records:
+        entry = analysis_entry(record)
+        if entry is not None:
+            entries.setdefault(record.instance_id, []).append((entry, record))
+    chosen: set[str] = set()
+    for group in entries.values():
+        chosen.update(e.id for e in _across_kinds(group, limit))
+    return [e for group in entries.values() for e, _ in group if e.id in chosen]
+
+
+def _across_kinds(group: list[tuple[MemoryEntry, AnalysisRecord]], limit: int) -> list[MemoryEntry]:
+    if len(group) <= limit:
+        return [e for e, _ in group]
+
+    def spread(entry: MemoryEntry) -> bytes:
+        return hashlib.sha256(entry.id.encode()).digest()
+
+    alike: dict[str, list[MemoryEntry]] = {}
+    kinds: dict[tuple[tuple[str, ...], bool], list[str]] = {}
+    for entry, record in group:
+        if entry.embedded not in alike:
+            a = record.analysis
+            assert a is not None
+            kind = tuple(sorted({p.pattern for p in a.reward_hacking.patterns})), a.rubric_judgement.misjudged
+            kinds.setdefault(kind, []).append(entry.embedded)
+        alike.setdefault(entry.embedded, []).append(entry)
+    for copies in alike.values():
+        copies.sort(key=spread)
+    size = {kind: sum(len(alike[text]) for text in texts) for kind, texts in kinds.items()}
+    order = sorted(kinds, key=lambda k: (not (k[0] or k[1]), -size[k], k))
+    ranked = []
+    for k, kind in enumerate(order):
+        texts = sorted(kinds[kind], key=lambda t: (-len(alike[t]), spread(alike[t][0])))
+        ranked += [((j, i, k), entry) for i, text in enumerate(texts) for j, entry in enumerate(alike[text])]
+    ranked.sort(key=lambda r: r[0])
+    return [entry for _, entry in ranked[:limit]]
 
 
 def summary_entry(record: SummaryRecord) -> MemoryEntry:

@@ -6,7 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from amaris_cli import artifacts
-from amaris_cli.memory.digests import EntryType, MemoryEntry, analysis_entry, summary_entry, update_entry
+from amaris_cli.memory.digests import (
+    EntryType,
+    MemoryEntry,
+    analysis_entries,
+    analysis_entry,
+    summary_entry,
+    update_entry,
+)
 from amaris_cli.memory.store import MemoryStore, to_hit
 from amaris_cli.models import MemoryHit, StaticEntry, SummaryRecord
 from amaris_cli.rundir import RunDir
@@ -25,7 +32,11 @@ class RunCatalog:
     def step_entries(self, step: int, types: tuple[str, ...] = TYPES) -> list[MemoryEntry]:
         entries: list[MemoryEntry] = []
         if "analysis" in types:
-            entries += [e for a in artifacts.load_analyses(self.run, step) if (e := analysis_entry(a)) is not None]
+            analyses = artifacts.load_analyses(self.run, step)
+            for a in analyses:  # a hit's text: every rollout's own analysis (an older index has one entry each)
+                if (own := analysis_entry(a)) is not None:
+                    self._texts[own.id] = own.text
+            entries += analysis_entries(analyses)
         for summary in artifacts.load_summaries(self.run, step):
             if "summary" in types:
                 entries.append(summary_entry(summary))

@@ -256,7 +256,10 @@ class MemoryStore:
             todo = [e for e in group if e.id not in present]
             for start in range(0, len(todo), 256):
                 batch = todo[start : start + 256]
-                vectors = self.embedder.embed([e.embedded for e in batch])  # outside the io lock: the slow part
+                # Each distinct text once (rollouts analyzed alike share a digest), outside the io lock: the slow part.
+                texts = list(dict.fromkeys(e.embedded for e in batch))
+                by_text = dict(zip(texts, self.embedder.embed(texts), strict=True))
+                vectors = [by_text[e.embedded] for e in batch]
                 collection = self._store()[entry_type]
                 with self._writing():
                     collection.add(
