@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from amaris_cli import artifacts
 from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import ScoreRecord
 from amaris_cli.policy import FailurePolicy
@@ -82,7 +83,7 @@ async def evolve_step(
     on_record: Callable[[object], None] | None = None,
 ) -> EvolveOutcome:
     """`memory` opens the memory for writing (waiting for its lock) when first called, after the earlier
-    evolutions are complete. `index_now=False` leaves indexing an updated step to the caller."""
+    evolutions are complete. `index_now=False` leaves indexing the step to the caller."""
     run = session.run
     stage = on_stage or (lambda _stage, _step: None)
     # While it runs, the step's evolution is not done: a `score` that needs it waits instead of taking a
@@ -97,12 +98,13 @@ async def evolve_step(
                             needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)
         store = await memory()
         stage("summarize", step)
-        # A step that is updated is indexed after its update, whose retrieval must not see it.
-        summarized = await summarize_step(session, step, None if update else store, force=force)
+        # The step is indexed once the evolution is done (below): its update's retrieval must not see it, and
+        # the next step's scoring, which waits for this evolution, does not need it.
+        summarized = await summarize_step(session, step, None, force=force)
         outcome = EvolveOutcome(step=step, analyzed=analyzed, summarized=summarized)
         if update:
             stage("update", step)
-            outcome.updated = await update_step(session, step, store, force=force, index=index_now)
+            outcome.updated = await update_step(session, step, store, force=force, index=False)
             if rescore:
                 stage("rescore", step)
                 rollouts = artifacts.load_rollouts(run, step)
@@ -119,6 +121,10 @@ async def evolve_step(
         raise
     artifacts.mark_evolved(run, step, artifacts.Evolution(status="done", update=update, rescore=rescore,
                                                           **_how(session)))
+    if index_now and store is not None:
+        # After the mark: a `score --lag` waiting for this step goes on while the step is embedded. Should this
+        # fail, the memory is only behind the files, and the next update's sync indexes the step.
+        index_step(store, RunCatalog(run), step)
     return outcome
 
 

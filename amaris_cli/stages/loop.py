@@ -126,8 +126,8 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
             evolved = await evolve_step(session, step, indexer.memory, update=update, rescore=plan.rescore and update,
                                         policy=policy, wait=wait, fail_if_idle=True, index_now=False,
                                         on_stage=stage, on_record=on_record)
+            indexer.start(session, step)
             if evolved.updated is not None:
-                indexer.start(session, step)
                 outcome = evolved.updated
                 report.update = outcome
                 report.strategy = "/".join(sorted(set(outcome.strategies)))
