@@ -10,9 +10,11 @@ Requests of other agents (the analyzer, the summarizer, ... of `amaris evolve`) 
 sim-judge's rules (slower, but off the scorer's path this server exists to measure).
 
 Control endpoints (for the bench, not part of any API):
-  GET  /_stats   {"requests", "first", "last", "cpu_s"}: chat requests since the last reset, the
-                 wall-clock time (time.time()) of the first and last arrival, and this worker's CPU
+  GET  /_stats   {"requests", "first", "last", "cpu_s", "first_cpu"}: chat requests since the last reset,
+                 the wall-clock time (time.time()) of the first and last arrival, this worker's CPU, and
+                 the CPU time of the watched client when its first request arrived (-1: none)
   POST /_reset   zero the counters
+  POST /_watch?pid=N  watch client N (a process the bench just spawned)
 
 `--workers N` forks N-1 more processes accepting on the same socket (twice the capacity, to check
 that the server is not what limits a client); /_stats then describes the worker that answered it.
@@ -30,6 +32,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -43,10 +46,23 @@ class Stats:
     requests = 0
     first = 0.0
     last = 0.0
+    watch = 0  # a client's pid: its CPU time is read when its first request arrives
+    first_cpu = -1.0
 
     @classmethod
     def reset(cls) -> None:
-        cls.requests, cls.first, cls.last = 0, 0.0, 0.0
+        cls.requests, cls.first, cls.last, cls.watch, cls.first_cpu = 0, 0.0, 0.0, 0, -1.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process so far, all its threads (ns precision from /proc/PID/task/*/schedstat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that just ended
+    return total / 1e9
 
 
 def _response(status: int, body: bytes, content_type: bytes = b"application/json") -> bytes:
@@ -123,6 +139,11 @@ class Http(asyncio.Protocol):
         if method == b"POST" and path.endswith(b"/chat/completions"):
             now = time.time()
             Stats.requests += 1
+            if not Stats.first and Stats.watch:
+                try:
+                    Stats.first_cpu = cpu_seconds(Stats.watch)
+                except FileNotFoundError:
+                    pass
             Stats.first = Stats.first or now
             Stats.last = now
             try:
@@ -131,9 +152,13 @@ class Http(asyncio.Protocol):
                 return _response(400, orjson.dumps({"error": {"message": f"bad request: {exc}"}}))
         if path == b"/_stats":
             return _response(200, orjson.dumps({"requests": Stats.requests, "first": Stats.first, "last": Stats.last,
-                                                "cpu_s": time.process_time(), "pid": os.getpid()}))
+                                                "cpu_s": time.process_time(), "pid": os.getpid(),
+                                                "first_cpu": Stats.first_cpu}))
         if path == b"/_reset":
             Stats.reset()
+            return _response(200, b"{}")
+        if path.startswith(b"/_watch?pid="):
+            Stats.watch = int(path.split(b"=", 1)[1]) if not Stats.first else 0  # too late once a request arrived
             return _response(200, b"{}")
         return _response(404, b'{"error": {"message": "not found"}}')
 

@@ -19,12 +19,15 @@ traffic stays on loopback. Cases:
   7 sim-judge   `score` vs a raw loop against the sim-judge: client plus sim-judge, bound by the sim-judge
   8 serve       `amaris serve`: GET /health and POST /score latency and throughput at C=1 and C=16, against
                 bench/canned.py (a judge that answers at once), next to the judge's own latency
+  9 evolve      `amaris evolve` of a step of 2,000 and 10,000 rollouts: CPU per rollout, when the next step's
+                scoring can go on, what the memory holds; indexing a step whose analyses are all distinct
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import json
 import os
 import random
@@ -251,15 +254,22 @@ def bench_client(tmp: Path, n: int, concurrency: int, reps: int, check_capacity:
 # --- 2 start-up -----------------------------------------------------------------------------------
 
 
-def first_request(command: list[str], env: dict[str, str], url: str) -> tuple[float, float]:
-    """Seconds from spawning `command` until its first chat request reached the server, and until it exited."""
+def first_request(command: list[str], env: dict[str, str], url: str) -> tuple[float, float, float]:
+    """Seconds from spawning `command` until its first chat request reached the server, and until it exited;
+    and the CPU time the process had used when that request arrived (all threads: what a loaded machine
+    cannot inflate the way it inflates wall time)."""
     server_get(url, "/_reset")
     started = time.time()
-    run_and_measure(command, env)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    server_get(url, f"/_watch?pid={proc.pid}")
+    out, err = proc.communicate(timeout=600)
     ended = time.time()
-    first = server_get(url, "/_stats")["first"]
-    assert first > started, "no request reached the server"
-    return first - started, ended - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command[:4]))} exited {proc.returncode}: {err.decode()[-2000:]}")
+    stats = server_get(url, "/_stats")
+    assert stats["first"] > started, "no request reached the server"
+    assert stats["first_cpu"] >= 0, "the first request arrived before the server was told the pid"
+    return stats["first"] - started, ended - started, stats["first_cpu"]
 
 
 def bench_startup(tmp: Path, reps: int) -> None:
@@ -287,21 +297,20 @@ def bench_startup(tmp: Path, reps: int) -> None:
     rollouts = EXAMPLES / "step-000.jsonl"  # 16 rollouts
     with canned_server(1) as (url, _):
         env = client_env(url)
-        score_first, evolve_first, score_total, evolve_total = [], [], [], []
+        timings: dict[str, list[tuple[float, float, float]]] = {"score": [], "evolve": []}
         for rep in range(reps):
             run = new_run(tmp, f"first-{rep}", None, 32)
-            first, total = first_request([*command, "score", str(rollouts), "--run", str(run), "--step", "0", "--quiet",
-                                          "--json"], env, url)
-            score_first.append(first)
-            score_total.append(total)
-            first, total = first_request([*command, "evolve", "--run", str(run), "--step", "0", "--quiet", "--json"],
-                                         env, url)
-            evolve_first.append(first)
-            evolve_total.append(total)
-    for name, firsts, totals in (("score", score_first, score_total), ("evolve", evolve_first, evolve_total)):
-        record("start-up", f"`amaris {name}` of 16 rollouts: time to first request (target < 0.5 s)",
-               f"**{statistics.median(firsts):.3f} s** median, min {min(firsts):.3f} s "
-               f"(whole command {statistics.median(totals):.2f} s)")
+            timings["score"].append(first_request([*command, "score", str(rollouts), "--run", str(run), "--step", "0",
+                                                   "--quiet", "--json"], env, url))
+            timings["evolve"].append(first_request([*command, "evolve", "--run", str(run), "--step", "0", "--quiet",
+                                                    "--json"], env, url))
+    for name, rows in timings.items():
+        firsts = [r[0] for r in rows]
+        record("start-up", f"`amaris {name}` of 16 rollouts: time to first request (target < 0.5 s); CPU of the "
+               "process by then",
+               f"**{statistics.median(firsts):.3f} s** median, min {min(firsts):.3f} s; CPU "
+               f"{statistics.median(r[2] for r in rows):.3f} s median, min {min(r[2] for r in rows):.3f} s "
+               f"(whole command {statistics.median(r[1] for r in rows):.2f} s)")
 
 
 # --- 3 memory at scale ----------------------------------------------------------------------------
@@ -675,6 +684,100 @@ def bench_serve(tmp: Path, n: int) -> None:
                f"{cpu_ms:.2f} ms")
 
 
+# --- 9 evolve at scale: CPU per rollout of the evolution, and when the next step's scoring can go on -------------
+
+
+def distinct_analyses(run: Path, step: int) -> None:
+    """Rewrite a step's analyses so that no two are alike (as a model's analyses are), keeping their findings."""
+    from amaris_cli import artifacts
+    from amaris_cli.rundir import RunDir
+
+    rd = RunDir(run)
+    records = artifacts.load_analyses(rd, step)
+    for i, record in enumerate(records):
+        if record.analysis is not None:
+            record.analysis.overall_assessment += f" Seen in rollout {i} of the step, prompt {i % 97}."
+    artifacts.write_jsonl_recorded(rd, step, artifacts.ANALYSES, [r.model_dump(mode="json") for r in records],
+                                   {"bench": "distinct"})
+
+
+def bench_evolve(tmp: Path, sizes: tuple[int, ...]) -> None:
+    print(f"[9] evolve at scale: `amaris evolve` of one scored step of {', '.join(map(str, sizes))} rollouts "
+          "(whole process, CPU from wait4), against the sim-judge at latency 0 (its own process)")
+    from amaris_cli import artifacts
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.memory.embeddings import make_embedder
+    from amaris_cli.memory.service import RunCatalog, index_step
+    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.rundir import RunDir
+
+    with sim_judge(0.0) as url:
+        env = client_env(url)
+        for n in sizes:
+            run = new_run(tmp, f"evolve-{n}", url, 64)
+            inputs = write_rollouts(tmp / f"evolve-{n}.jsonl", example_rollouts(n))
+            run_and_measure([*amaris_command(), "score", str(inputs), "--run", str(run), "--step", "0", "--quiet"],
+                            env, timeout=3600)
+            rd, marks, stop = RunDir(run), {}, threading.Event()
+
+            def watch(rd: RunDir = rd, marks: dict[str, float] = marks, stop: threading.Event = stop) -> None:
+                started = time.perf_counter()
+                while not stop.wait(0.05):
+                    if "rubric" not in marks and rd.rubric_path(1).exists():
+                        marks["rubric"] = time.perf_counter() - started
+                    mark = artifacts.evolution(rd, 0)
+                    if "done" not in marks and mark is not None and mark.status == "done":
+                        marks["done"] = time.perf_counter() - started
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            try:
+                result = run_and_measure([*amaris_command(), "evolve", "--run", str(run), "--step", "0", "--json"],
+                                         env, timeout=3600)
+            finally:
+                stop.set()
+                watcher.join()
+            hits = json.loads(run_and_measure([*amaris_command(), "memory", "search", "--run", str(run),
+                                               "outputs that address the grader to get full marks", "--json"],
+                                              env).stdout)
+            with MemoryStore.open(rd, MemorySettings(), "reader") as store:
+                counts = store.counts()
+            record("evolve", f"`amaris evolve`, {n:,} rollouts: CPU per rollout (target <= 2.5 ms); CPU; wall",
+                   f"**{result.cpu / n * 1000:.2f} ms**; {result.cpu:.1f} s; {result.wall:.1f} s")
+            record("evolve", f"{n:,} rollouts: the done mark (a waiting `score --lag` goes on) / rubric version 1 "
+                   "written, seconds after the start of evolve",
+                   f"{marks.get('done', float('nan')):.1f} s / {marks.get('rubric', float('nan')):.1f} s "
+                   f"(process ends at {result.wall:.1f} s)")
+            record("evolve", f"{n:,} rollouts: memory entries (analysis / summary / update); `memory search` for the "
+                   "step's hack", f"{counts['analysis']} / {counts['summary']} / {counts['update']}; first hit "
+                   f"{'names' if hits and 'grader_addressed_instructions' in hits[0]['text'] else 'MISSES'} "
+                   "grader_addressed_instructions")
+        # What the bounded index saves when no two analyses are alike (a model's analyses; the sim-judge's repeat):
+        # indexing the largest step again with distinct analyses, against embedding every one of them.
+        n = max(sizes)
+        src = RunDir(tmp / f"evolve-{n}")
+        distinct_analyses(src.path, 0)
+        store = MemoryStore(src, MemorySettings())
+        store.reset()
+        embedder = make_embedder(MemorySettings())
+        texts = [e.embedded for e in RunCatalog(src).step_entries(0)]
+        embedder.embed(texts[:16])  # warm
+        cpu0 = time.process_time()
+        added = index_step(store, RunCatalog(src), 0)
+        indexing = time.process_time() - cpu0
+        store.close()
+        from amaris_cli.memory.digests import analysis_entry
+
+        every = [e.embedded for a in artifacts.load_analyses(src, 0)[:256] if (e := analysis_entry(a)) is not None]
+        cpu0 = time.process_time()
+        embedder.embed(every)
+        per_text = (time.process_time() - cpu0) / len(every)
+    record("evolve", f"indexing a step of {n:,} distinct analyses: entries; CPU; vs embedding every analysis "
+           "(CPU per text on 256 of them x the step)",
+           f"{added}; {indexing:.2f} s; {per_text * 1000:.1f} ms x {n:,} = {per_text * n:.0f} s "
+           f"(ratio {indexing / (per_text * n):.4f})")
+
+
 # --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------
 
 
@@ -754,11 +857,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="training steps per mode for case 6 (default 8)")
     parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
     args = parser.parse_args()
-    only = set((args.only or "1,2,3,4,5,6,7,8").split(","))
+    only = set((args.only or "1,2,3,4,5,6,7,8,9").split(","))
     for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
         del os.environ[key]
     tmp = Path(tempfile.mkdtemp(prefix="amaris-bench-"))
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; scratch {tmp}")
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; scratch {tmp}")
+    # amaris as installed: pip writes the bytecode of a package at install time, and a first run writes it for an
+    # editable install, unless PYTHONDONTWRITEBYTECODE is set (it is on the project's machine): without it every
+    # command compiled amaris's 40 modules from source before its first request.
+    compileall.compile_dir(ROOT / "amaris_cli", quiet=1)
     try:
         if only & {"3", "5"}:  # a real demo run provides realistic texts and calls
             with sim_judge(0.0) as url:
@@ -785,6 +893,8 @@ def main() -> None:
                 bench_online(args.steps or 8, 8.0, 1.0, tmp)
         if "8" in only:
             bench_serve(tmp, 200 if args.quick else 2000)
+        if "9" in only:
+            bench_evolve(tmp, (500,) if args.quick else (2000, 10_000))
         if "7" in only:
             n = 256 if args.quick else 2048
             for latency in (0.1, 0.0):
@@ -792,7 +902,8 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\npeak RSS of the bench process: {peak:.0f} MB")
+    print(f"\npeak RSS of the bench process: {peak:.0f} MB; load average at the end "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\n| case | figure | value |\n|---|---|---|")
     for case, figure, value in RESULTS:
         print(f"| {case} | {figure} | {value} |")
