@@ -107,18 +107,32 @@ def preload_sdk() -> None:
     first request: a pipe the trainer is still writing the rollouts into, an evolution that writes the
     rubric version it needs, the score of its step. The first request then finds the module loaded, or
     waits for the rest of the import. Call it after the command has imported its own modules: two
-    threads importing the same modules at the same time could meet in a circular import."""
+    threads importing the same modules at the same time could meet in a circular import.
+
+    The cyclic garbage collector is off while the SDK is imported (once per process): the import creates
+    some 10^5 objects that live as long as the process, and Python 3.11 runs a full collection each time the
+    long-lived objects grew by a quarter, over an ever larger heap. Once the import is done, the objects that
+    exist are moved out of later collections (gc.freeze: they are modules, classes and the command's own
+    state) and collection resumes."""
+    import gc
     import sys
     import threading
 
     if "openai" in sys.modules:
         return
+    collecting = gc.isenabled()
+    if collecting:
+        gc.disable()
 
     def load() -> None:
         try:
             import openai  # noqa: F401
         except Exception:  # noqa: BLE001 - the first request imports it again and reports the error
             pass
+        finally:
+            if collecting:
+                gc.freeze()
+                gc.enable()
 
     threading.Thread(target=load, name="amaris-import-openai", daemon=True).start()
 
