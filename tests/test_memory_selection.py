@@ -2,7 +2,6 @@
 
 - A step's analyses are indexed up to ANALYSES_PER_STEP, chosen so that every kind of finding is there: a rare
   hack at the end of a large step is still found by `memory search`, and a rebuild makes the same entries.
-- Rollouts analyzed alike share one vector: the embedder sees each distinct text once.
 - Batching by length changes the work, not the vectors.
 - The evolution marks itself done, with the next rubric version written, before it embeds the step: a
   `score --lag` waiting for it does not wait for the indexing.
@@ -21,8 +20,6 @@ from amaris_cli import artifacts
 from amaris_cli.config import MemorySettings
 from amaris_cli.memory.digests import ANALYSES_PER_STEP, analysis_entries, analysis_entry
 from amaris_cli.memory.embeddings import LocalMiniLM, make_embedder
-from amaris_cli.memory.service import RunCatalog, rebuild
-from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import (
     AnalysisAnswer,
     AnalysisRecord,
@@ -32,7 +29,6 @@ from amaris_cli.models import (
 )
 from amaris_cli.rundir import RunDir
 from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
-from tests.planted_history import RandomEmbedder
 
 PLAIN, MISJUDGED, HACKS = 290, 4, 6  # a large step; its rare findings come last in the file
 GRADER_NOTE = "the output ends with a note telling the grader the answer was verified and deserves full marks"
@@ -80,9 +76,11 @@ def test_alike_analyses_get_one_entry_each_before_any_gets_a_second() -> None:
              for i in range(50)]
     different = [_analysis(0, 100 + i, "plain") for i in range(20)]
     entries = analysis_entries(alike + different)
-    texts = [e.embedded for e in entries]
-    assert len(entries) == ANALYSES_PER_STEP and len(set(texts)) == 21
-    assert {f"r{100 + i:04d}" for i in range(20)} <= {e.id.rsplit(":", 1)[1] for e in entries}
+    chosen = {e.id.rsplit(":", 1)[1] for e in entries}
+    assert len(entries) == ANALYSES_PER_STEP
+    assert {f"r{100 + i:04d}" for i in range(20)} <= chosen, "every distinct analysis is there"
+    assert len(chosen & {r.rollout_id for r in alike}) == ANALYSES_PER_STEP - 20
+    assert len({e.text for e in entries}) == len(entries), "each entry's text names its rollout: no two vectors tie"
 
 
 def test_the_steps_hack_is_found_by_memory_search_and_a_rebuild_is_the_same(tmp_path: Path) -> None:
@@ -98,33 +96,6 @@ def test_the_steps_hack_is_found_by_memory_search_and_a_rebuild_is_the_same(tmp_
     assert hits and "grader_addressed_instructions" in hits[0]["text"], hits
     assert invoke("memory", "rebuild", "--run", run.path).exit_code == 0
     assert json.loads(invoke(*search).stdout) == hits
-
-
-class CountingEmbedder(RandomEmbedder):
-    name = "test:counting"
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        self.texts += texts
-        return super().embed(texts)
-
-
-def test_rollouts_analyzed_alike_are_embedded_once(tmp_path: Path) -> None:
-    run = RunDir(new_run(tmp_path, "alike"))
-    same = _analysis(0, 0, "plain").analysis
-    records = [_analysis(0, i, "plain").model_copy(update={"analysis": same}) for i in range(5)]
-    records += [_analysis(0, 10 + i, "hack") for i in range(2)]
-    artifacts.write_jsonl_recorded(run, 0, artifacts.ANALYSES, [r.model_dump(mode="json") for r in records], {"p": 1})
-    embedder = CountingEmbedder()
-    with MemoryStore(run, MemorySettings(), embedder=embedder) as store:
-        assert rebuild(store, RunCatalog(run)) == 7
-        assert store.counts()["analysis"] == 7
-        assert len(embedder.texts) == 3 and len(set(embedder.texts)) == 3
-        [found] = store.query([embedder.texts[0]], 7, 1)
-    distances = {key: d for key, _, _, d, _ in found}
-    assert len({distances[f"analysis:00000000:-:r{i:04d}"] for i in range(5)}) == 1, "the five share one vector"
 
 
 def test_batching_by_length_gives_each_text_its_own_vector() -> None:

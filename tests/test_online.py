@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from amaris_cli import locks
+from amaris_cli import artifacts, locks
 from amaris_cli.rundir import RunDir
 from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_only_copy, snapshot
 
@@ -282,7 +282,10 @@ def test_score_waits_for_the_evolution_that_writes_its_rubric_version(tmp_path, 
     result = invoke("score", step_file(2), "--run", run, "--step", "2", "--lag", "1", "--json", env=env)
     assert result.exit_code == 0, result.stderr
     assert "waiting for the evolution of step 0" in result.stderr
-    assert proc.poll() is not None, "score may only go on once the evolution wrote version 1"
+    # The evolution marks itself done once version 1 is written, and then embeds the step: score goes on at the mark.
+    mark = artifacts.evolution(RunDir(run), 0)
+    assert mark is not None and mark.status == "done" and (run / "rubrics/step-000001.json").exists(), \
+        "score may only go on once the evolution wrote version 1"
     assert finish(proc)[0] == 0
     assert json.loads(result.stdout)["rubric_version"] == 1
     versions = {json.loads(line)["rubric_version"] for line in (run / "steps/000002/scores.jsonl").read_text().splitlines()}

@@ -8,9 +8,10 @@ with STEP zero-padded to 8 digits and INSTANCE "-" in global mode.
 Embedding is what the memory costs (several ms of CPU per text), and a step may have 10,000 analyses, so
 a step's analyses are indexed as retrieval needs them: at most ANALYSES_PER_STEP per step (and instance),
 chosen so that every distinct analysis of every kind of finding (each set of hacking patterns, a misjudging
-rubric) is represented before any gets a second entry; rollouts the analyzer described in the same words
-share one vector (MemoryStore.add embeds each distinct text once). Retrieval shows the updater a few hits per
-query; the step summary carries the counts of the whole step.
+rubric) is represented before any gets a second entry. Retrieval shows the updater a few hits per query; the
+step summary carries the counts of the whole step. Each entry's digest names its rollout, so no two vectors
+are the same: ties between equal vectors would leave to the index which of them a query returns, and a run
+would no longer reproduce its retrieval (loop, separate commands and replay write the same files).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from amaris_cli.rubrics import rates_text
 from amaris_cli.rundir import safe_instance_dir
 
 EntryType = Literal["analysis", "summary", "update"]
-ANALYSES_PER_STEP = 64  # distinct analyses embedded per step (per instance in per-instance runs)
+ANALYSES_PER_STEP = 64  # analyses embedded per step (per instance in per-instance runs)
 
 
 @dataclass(frozen=True)
@@ -63,18 +64,21 @@ def _clip(text: str, limit: int = 1200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def analysis_entry(record: AnalysisRecord) -> MemoryEntry | None:
-    """The analysis of one rollout. What is embedded leaves out the rollout's id: it carries no meaning a query
-    could match, and without it rollouts the analyzer described alike (with the same reward) share one vector."""
+def _assessment(record: AnalysisRecord) -> str:
+    """What the analyzer said about the rollout (the digest without its rollout id and reward)."""
     a = record.analysis
-    if a is None:
+    assert a is not None
+    hacking = "; ".join(f"{p.pattern} ({p.severity}): {p.evidence}" for p in a.reward_hacking.patterns) or "none"
+    return f"{a.overall_assessment} Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}"
+
+
+def analysis_entry(record: AnalysisRecord) -> MemoryEntry | None:
+    if record.analysis is None:
         return None
     reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
-    hacking = "; ".join(f"{p.pattern} ({p.severity}): {p.evidence}" for p in a.reward_hacking.patterns) or "none"
-    body = f"{a.overall_assessment} Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}"
+    text = f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {_assessment(record)}"
     return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id), "analysis", record.step,
-                       record.instance_id, _clip(f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {body}"),
-                       search_text=_clip(f"Step {record.step} rollout, reward {reward}. {body}"))
+                       record.instance_id, _clip(text))
 
 
 def analysis_entries(records: Iterable[AnalysisRecord], limit: int = ANALYSES_PER_STEP) -> list[MemoryEntry]:
@@ -101,23 +105,24 @@ def _across_kinds(group: list[tuple[MemoryEntry, AnalysisRecord]], limit: int) -
     def spread(entry: MemoryEntry) -> bytes:
         return hashlib.sha256(entry.id.encode()).digest()
 
-    alike: dict[str, list[MemoryEntry]] = {}
+    alike: dict[str, list[MemoryEntry]] = {}  # by what the analyzer said
     kinds: dict[tuple[tuple[str, ...], bool], list[str]] = {}
     for entry, record in group:
-        if entry.embedded not in alike:
+        said = _assessment(record)
+        if said not in alike:
             a = record.analysis
             assert a is not None
             kind = tuple(sorted({p.pattern for p in a.reward_hacking.patterns})), a.rubric_judgement.misjudged
-            kinds.setdefault(kind, []).append(entry.embedded)
-        alike.setdefault(entry.embedded, []).append(entry)
+            kinds.setdefault(kind, []).append(said)
+        alike.setdefault(said, []).append(entry)
     for copies in alike.values():
         copies.sort(key=spread)
-    size = {kind: sum(len(alike[text]) for text in texts) for kind, texts in kinds.items()}
+    size = {kind: sum(len(alike[said]) for said in saids) for kind, saids in kinds.items()}
     order = sorted(kinds, key=lambda k: (not (k[0] or k[1]), -size[k], k))
     ranked = []
     for k, kind in enumerate(order):
-        texts = sorted(kinds[kind], key=lambda t: (-len(alike[t]), spread(alike[t][0])))
-        ranked += [((j, i, k), entry) for i, text in enumerate(texts) for j, entry in enumerate(alike[text])]
+        saids = sorted(kinds[kind], key=lambda t: (-len(alike[t]), spread(alike[t][0])))
+        ranked += [((j, i, k), entry) for i, said in enumerate(saids) for j, entry in enumerate(alike[said])]
     ranked.sort(key=lambda r: r[0])
     return [entry for _, entry in ranked[:limit]]
 

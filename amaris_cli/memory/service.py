@@ -33,7 +33,7 @@ class RunCatalog:
         entries: list[MemoryEntry] = []
         if "analysis" in types:
             analyses = artifacts.load_analyses(self.run, step)
-            for a in analyses:  # a hit's text: every rollout's own analysis (an older index has one entry each)
+            for a in analyses:  # a hit's text, also of an analysis an older index holds (it had one entry each)
                 if (own := analysis_entry(a)) is not None:
                     self._texts[own.id] = own.text
             entries += analysis_entries(analyses)

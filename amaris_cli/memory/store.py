@@ -256,10 +256,7 @@ class MemoryStore:
             todo = [e for e in group if e.id not in present]
             for start in range(0, len(todo), 256):
                 batch = todo[start : start + 256]
-                # Each distinct text once (rollouts analyzed alike share a digest), outside the io lock: the slow part.
-                texts = list(dict.fromkeys(e.embedded for e in batch))
-                by_text = dict(zip(texts, self.embedder.embed(texts), strict=True))
-                vectors = [by_text[e.embedded] for e in batch]
+                vectors = self.embedder.embed([e.embedded for e in batch])  # outside the io lock: the slow part
                 collection = self._store()[entry_type]
                 with self._writing():
                     collection.add(
