@@ -20,6 +20,7 @@ from amaris_cli import artifacts
 from amaris_cli.config import MemorySettings
 from amaris_cli.memory.digests import ANALYSES_PER_STEP, analysis_entries, analysis_entry
 from amaris_cli.memory.embeddings import LocalMiniLM, make_embedder
+from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import (
     AnalysisAnswer,
     AnalysisRecord,
@@ -134,3 +135,35 @@ def test_the_evolution_is_done_and_the_next_rubric_written_before_the_step_is_em
     assert indexing and all(status == "done" and written for _, status, written in indexing), seen
     # The control: the recorder sees the evolution while it runs (the update's queries are embedded then).
     assert any(not analyses and status is None for analyses, status, _ in seen), seen
+
+
+def test_an_evolution_without_update_is_done_before_it_embeds_its_step_and_embeds_it(
+        tmp_path: Path, sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = new_run(tmp_path, "no-update")
+    rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
+    env = judge_env(sim)
+    assert invoke("score", rollouts, "--run", run, "--step", "0", env=env).exit_code == 0
+    statuses: list[str | None] = []
+    embed = LocalMiniLM.embed
+
+    def recording(self: LocalMiniLM, texts: list[str]) -> list[list[float]]:
+        mark = artifacts.evolution(RunDir(run), 0)
+        statuses.append(mark and mark.status)
+        return embed(self, texts)
+
+    monkeypatch.setattr(LocalMiniLM, "embed", recording)
+    result = invoke("evolve", "--run", run, "--step", "0", "--no-update", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert statuses and set(statuses) == {"done"}, statuses
+    with MemoryStore.open(RunDir(run), MemorySettings(), "reader") as store:
+        assert store.counts() == {"analysis": 16, "summary": 1, "update": 0}
+
+
+def test_a_loop_indexes_the_steps_it_does_not_update(tmp_path: Path, sim) -> None:
+    """Steps 0 and 2 of a loop with --update-every 2 are summarized, not updated: their records are in the memory."""
+    run = new_run(tmp_path, "every-2")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", "--update-every", "2", "--json",
+                    env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    with MemoryStore.open(RunDir(run), MemorySettings(), "reader") as store:
+        assert store.counts() == {"analysis": 48, "summary": 3, "update": 1}
