@@ -26,7 +26,6 @@ import re
 from collections import Counter
 from typing import Any
 
-import json_repair
 import orjson
 
 _THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
@@ -141,6 +140,8 @@ def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
         return (value, None) if value else None
     if ":" not in span:  # braces in prose ("{x}"), not an object
         return None
+    import json_repair  # only for a reply that is not valid JSON: 21 modules no well-formed answer needs
+
     repaired = json_repair.repair_json(span, return_objects=True)
     if not isinstance(repaired, dict) or not repaired:
         return None
