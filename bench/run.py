@@ -55,6 +55,17 @@ from amaris_cli.rollouts import read_rollouts  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "math"
 RESULTS: list[tuple[str, str, str]] = []
+BASELINE: Path | None = None  # --baseline DIR: another amaris tree, measured beside this one in cases 2, 8 and 9
+
+
+def versions() -> list[tuple[str, dict[str, str]]]:
+    """The amaris versions a case measures side by side: (name, extra environment of its commands). The
+    `amaris` script puts its own directory first on sys.path, then PYTHONPATH: the baseline's package wins
+    over the editable install of this tree."""
+    found = [("this", {})]
+    if BASELINE is not None:
+        found.append(("baseline", {"PYTHONPATH": str(BASELINE)}))
+    return found
 
 
 def record(case: str, figure: str, value: str) -> None:
@@ -295,22 +306,30 @@ def bench_startup(tmp: Path, reps: int) -> None:
 
     # Time to first request: spawn -> the first chat request reaches bench/canned.py (it stamps arrivals).
     rollouts = EXAMPLES / "step-000.jsonl"  # 16 rollouts
+    timings: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     with canned_server(1) as (url, _):
-        env = client_env(url)
-        timings: dict[str, list[tuple[float, float, float]]] = {"score": [], "evolve": []}
-        for rep in range(reps):
-            run = new_run(tmp, f"first-{rep}", None, 32)
-            timings["score"].append(first_request([*command, "score", str(rollouts), "--run", str(run), "--step", "0",
-                                                   "--quiet", "--json"], env, url))
-            timings["evolve"].append(first_request([*command, "evolve", "--run", str(run), "--step", "0", "--quiet",
-                                                    "--json"], env, url))
-    for name, rows in timings.items():
+        for rep in range(reps):  # the versions interleaved, so drift hits both alike
+            for version, extra in versions()[rep % 2:] + versions()[:rep % 2]:
+                env = {**client_env(url), **extra}
+                run = new_run(tmp, f"first-{version}-{rep}", None, 32)
+                timings.setdefault(("score", version), []).append(first_request(
+                    [*command, "score", str(rollouts), "--run", str(run), "--step", "0", "--quiet", "--json"], env, url))
+                timings.setdefault(("evolve", version), []).append(first_request(
+                    [*command, "evolve", "--run", str(run), "--step", "0", "--quiet", "--json"], env, url))
+    for (name, version), rows in timings.items():
         firsts = [r[0] for r in rows]
-        record("start-up", f"`amaris {name}` of 16 rollouts: time to first request (target < 0.5 s); CPU of the "
-               "process by then",
+        label = "" if version == "this" else f" ({version})"
+        record("start-up", f"`amaris {name}` of 16 rollouts{label}: time to first request (target < 0.5 s); CPU of "
+               "the process by then",
                f"**{statistics.median(firsts):.3f} s** median, min {min(firsts):.3f} s; CPU "
                f"{statistics.median(r[2] for r in rows):.3f} s median, min {min(r[2] for r in rows):.3f} s "
                f"(whole command {statistics.median(r[1] for r in rows):.2f} s)")
+    if BASELINE is not None:
+        for name in ("score", "evolve"):
+            this, base = timings[(name, "this")], timings[(name, "baseline")]
+            record("start-up", f"`amaris {name}`: this / baseline, time to first request; CPU by then",
+                   f"{statistics.median(r[0] for r in this) / statistics.median(r[0] for r in base):.3f}; "
+                   f"{statistics.median(r[2] for r in this) / statistics.median(r[2] for r in base):.3f}")
 
 
 # --- 3 memory at scale ----------------------------------------------------------------------------
@@ -697,38 +716,45 @@ def bench_serve(tmp: Path, n: int) -> None:
         chat = [{"method": "POST", "path": "/v1/chat/completions", "body": {"model": "sim", **json.loads(line)}}
                 for line in scorer_requests(probe, rollouts[:n], tmp / "serve-judge.jsonl").read_text().splitlines()]
         judge = loadgen(url, chat, tmp / "serve-judge-load.jsonl", 1)
-        run = new_run(tmp, "serve", url, 16)
-        with amaris_serve(run, client_env(url)) as (served, pid):
-            health = loadgen(served, [{"method": "GET", "path": "/health"}] * n, tmp / "serve-health.jsonl", 1)
+        record("serve", "judge alone (bench/canned.py), the scorer requests sent directly, C=1: p50",
+               f"{p50(judge):.2f} ms ({n / judge['wall_s']:.0f} req/s)")
+        rates: dict[tuple[str, int], float] = {}
+        for version, extra in versions():
+            label = "" if version == "this" else f" ({version})"
+            run = new_run(tmp, f"serve-{version}", url, 16)
+            with amaris_serve(run, {**client_env(url), **extra}) as (served, pid):
+                health = loadgen(served, [{"method": "GET", "path": "/health"}] * n, tmp / "serve-health.jsonl", 1)
 
-            def score_rows(part: list[Rollout]) -> list[dict[str, Any]]:
-                return [{"method": "POST", "path": "/score",
-                         "body": {"id": r.id, "prompt": r.input, "response": r.output, "reference": r.supplemental_context,
-                                  "metadata": {"current_step": 0}}} for r in part]
+                def score_rows(part: list[Rollout]) -> list[dict[str, Any]]:
+                    return [{"method": "POST", "path": "/score",
+                             "body": {"id": r.id, "prompt": r.input, "response": r.output,
+                                      "reference": r.supplemental_context, "metadata": {"current_step": 0}}} for r in part]
 
-            # Warm-up, not measured: the step's first rollout opens the step and the judge's client (imports).
-            loadgen(served, score_rows(rollouts[2 * n:]), tmp / "serve-warm.jsonl", 1)
-            figures = {}
-            for concurrency, part in ((1, rollouts[:n]), (16, rollouts[n:2 * n])):
-                rows = score_rows(part)
-                cpu0, judge0 = cpu_of([pid]), cpu_of(judge_pids)
-                result = loadgen(served, rows, tmp / f"serve-score-{concurrency}.jsonl", concurrency)
-                wall = result["wall_s"]
-                figures[concurrency] = (result, (cpu_of([pid]) - cpu0) / wall, (cpu_of(judge_pids) - judge0) / wall,
-                                        (cpu_of([pid]) - cpu0) / n * 1000)
-    record("serve", "judge alone (bench/canned.py), the scorer requests sent directly, C=1: p50",
-           f"{p50(judge):.2f} ms ({n / judge['wall_s']:.0f} req/s)")
-    record("serve", "GET /health, C=1: p50 (target <= 5 ms)", f"**{p50(health):.2f} ms** (p90 "
-           f"{statistics.quantiles(health['latencies_ms'], n=10)[-1]:.2f} ms, {n / health['wall_s']:.0f} req/s)")
-    for concurrency, (result, share, judge_share, cpu_ms) in figures.items():
-        rate = n / result["wall_s"]
-        record("serve", f"POST /score, C={concurrency}: p50; p50 minus the judge's p50 (target <= 10 ms); throughput"
-               + (" (target >= 500 req/s)" if concurrency == 1 else ""),
-               f"{p50(result):.2f} ms; **{p50(result) - p50(judge):+.2f} ms**; **{rate:.0f} req/s**")
-        record("serve", f"POST /score, C={concurrency}: CPU share of one core: amaris serve / judge / load generator; "
-               "serve CPU per rollout",
-               f"{share * 100:.0f}% / {judge_share * 100:.0f}% / {result['cpu_s'] / result['wall_s'] * 100:.0f}%; "
-               f"{cpu_ms:.2f} ms")
+                # Warm-up, not measured: the step's first rollout opens the step and the judge's client (imports).
+                loadgen(served, score_rows(rollouts[2 * n:]), tmp / "serve-warm.jsonl", 1)
+                figures = {}
+                for concurrency, part in ((1, rollouts[:n]), (16, rollouts[n:2 * n])):
+                    rows = score_rows(part)
+                    cpu0, judge0 = cpu_of([pid]), cpu_of(judge_pids)
+                    result = loadgen(served, rows, tmp / f"serve-score-{concurrency}.jsonl", concurrency)
+                    wall = result["wall_s"]
+                    figures[concurrency] = (result, (cpu_of([pid]) - cpu0) / wall, (cpu_of(judge_pids) - judge0) / wall,
+                                            (cpu_of([pid]) - cpu0) / n * 1000)
+            record("serve", f"GET /health, C=1{label}: p50 (target <= 5 ms)", f"**{p50(health):.2f} ms** (p90 "
+                   f"{statistics.quantiles(health['latencies_ms'], n=10)[-1]:.2f} ms, {n / health['wall_s']:.0f} req/s)")
+            for concurrency, (result, share, judge_share, cpu_ms) in figures.items():
+                rates[(version, concurrency)] = n / result["wall_s"]
+                record("serve", f"POST /score, C={concurrency}{label}: p50; p50 minus the judge's p50 (target <= 10 ms); "
+                       "throughput" + (" (target >= 500 req/s)" if concurrency == 1 else ""),
+                       f"{p50(result):.2f} ms; **{p50(result) - p50(judge):+.2f} ms**; "
+                       f"**{rates[(version, concurrency)]:.0f} req/s**")
+                record("serve", f"POST /score, C={concurrency}{label}: CPU share of one core: amaris serve / judge / "
+                       "load generator; serve CPU per rollout",
+                       f"{share * 100:.0f}% / {judge_share * 100:.0f}% / {result['cpu_s'] / result['wall_s'] * 100:.0f}%; "
+                       f"{cpu_ms:.2f} ms")
+    if BASELINE is not None:
+        record("serve", "POST /score throughput, this / baseline, C=1; C=16",
+               f"{rates[('this', 1)] / rates[('baseline', 1)]:.2f}; {rates[('this', 16)] / rates[('baseline', 16)]:.2f}")
 
 
 # --- 9 evolve at scale: CPU per rollout of the evolution, and when the next step's scoring can go on -------------
@@ -765,40 +791,13 @@ def bench_evolve(tmp: Path, sizes: tuple[int, ...]) -> None:
             inputs = write_rollouts(tmp / f"evolve-{n}.jsonl", example_rollouts(n))
             run_and_measure([*amaris_command(), "score", str(inputs), "--run", str(run), "--step", "0", "--quiet"],
                             env, timeout=3600)
-            rd, marks, stop = RunDir(run), {}, threading.Event()
-
-            def watch(rd: RunDir = rd, marks: dict[str, float] = marks, stop: threading.Event = stop) -> None:
-                started = time.perf_counter()
-                while not stop.wait(0.05):
-                    if "rubric" not in marks and rd.rubric_path(1).exists():
-                        marks["rubric"] = time.perf_counter() - started
-                    mark = artifacts.evolution(rd, 0)
-                    if "done" not in marks and mark is not None and mark.status == "done":
-                        marks["done"] = time.perf_counter() - started
-
-            watcher = threading.Thread(target=watch, daemon=True)
-            watcher.start()
-            try:
-                result = run_and_measure([*amaris_command(), "evolve", "--run", str(run), "--step", "0", "--json"],
-                                         env, timeout=3600)
-            finally:
-                stop.set()
-                watcher.join()
-            hits = json.loads(run_and_measure([*amaris_command(), "memory", "search", "--run", str(run),
-                                               "outputs that address the grader to get full marks", "--json"],
-                                              env).stdout)
-            with MemoryStore.open(rd, MemorySettings(), "reader") as store:
-                counts = store.counts()
-            record("evolve", f"`amaris evolve`, {n:,} rollouts: CPU per rollout (target <= 2.5 ms); CPU; wall",
-                   f"**{result.cpu / n * 1000:.2f} ms**; {result.cpu:.1f} s; {result.wall:.1f} s")
-            record("evolve", f"{n:,} rollouts: the done mark (a waiting `score --lag` goes on) / rubric version 1 "
-                   "written, seconds after the start of evolve",
-                   f"{marks.get('done', float('nan')):.1f} s / {marks.get('rubric', float('nan')):.1f} s "
-                   f"(process ends at {result.wall:.1f} s)")
-            record("evolve", f"{n:,} rollouts: memory entries (analysis / summary / update); `memory search` for the "
-                   "step's hack", f"{counts['analysis']} / {counts['summary']} / {counts['update']}; first hit "
-                   f"{'names' if hits and 'grader_addressed_instructions' in hits[0]['text'] else 'MISSES'} "
-                   "grader_addressed_instructions")
+            scored = tmp / f"evolve-{n}-scored"
+            shutil.copytree(run, scored)
+            per_rollout = {version: evolve_one(scored, run if version == "this" else tmp / f"evolve-{n}-{version}", n,
+                                               version, {**env, **extra}, url) for version, extra in versions()}
+            if BASELINE is not None:
+                record("evolve", f"`amaris evolve`, {n:,} rollouts: CPU per rollout, this / baseline",
+                       f"{per_rollout['this'] / per_rollout['baseline']:.3f}")
         # What the bounded index saves when no two analyses are alike (a model's analyses; the sim-judge's repeat):
         # indexing the largest step again with distinct analyses, against embedding every one of them.
         n = max(sizes)
@@ -823,6 +822,55 @@ def bench_evolve(tmp: Path, sizes: tuple[int, ...]) -> None:
            "(CPU per text on 256 of them x the step)",
            f"{added}; {indexing:.2f} s; {per_text * 1000:.1f} ms x {n:,} = {per_text * n:.0f} s "
            f"(ratio {indexing / (per_text * n):.4f})")
+
+
+def evolve_one(scored: Path, run: Path, n: int, version: str, env: dict[str, str], url: str) -> float:
+    """`amaris evolve` of step 0 of a copy of `scored` at `run`, with a watcher for the done mark and version 1;
+    its CPU per rollout."""
+    from amaris_cli import artifacts
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.rundir import RunDir
+
+    if run.exists():
+        shutil.rmtree(run)
+    shutil.copytree(scored, run)
+    label = "" if version == "this" else f" ({version})"
+    rd, marks, stop = RunDir(run), {}, threading.Event()
+
+    def watch(rd: RunDir = rd, marks: dict[str, float] = marks, stop: threading.Event = stop) -> None:
+        started = time.perf_counter()
+        while not stop.wait(0.05):
+            if "rubric" not in marks and rd.rubric_path(1).exists():
+                marks["rubric"] = time.perf_counter() - started
+            mark = artifacts.evolution(rd, 0)
+            if "done" not in marks and mark is not None and mark.status == "done":
+                marks["done"] = time.perf_counter() - started
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = run_and_measure([*amaris_command(), "evolve", "--run", str(run), "--step", "0", "--json",
+                                  "--base-url", url], env, timeout=7200)
+    finally:
+        stop.set()
+        watcher.join()
+    hits = json.loads(run_and_measure([*amaris_command(), "memory", "search", "--run", str(run),
+                                       "outputs that address the grader to get full marks", "--json"],
+                                      env).stdout)
+    with MemoryStore.open(rd, MemorySettings(), "reader") as store:
+        counts = store.counts()
+    record("evolve", f"`amaris evolve`, {n:,} rollouts{label}: CPU per rollout (target <= 2.5 ms); CPU; wall",
+           f"**{result.cpu / n * 1000:.2f} ms**; {result.cpu:.1f} s; {result.wall:.1f} s")
+    record("evolve", f"{n:,} rollouts{label}: the done mark (a waiting `score --lag` goes on) / rubric version 1 "
+           "written, seconds after the start of evolve",
+           f"{marks.get('done', float('nan')):.1f} s / {marks.get('rubric', float('nan')):.1f} s "
+           f"(process ends at {result.wall:.1f} s)")
+    record("evolve", f"{n:,} rollouts{label}: memory entries (analysis / summary / update); `memory search` "
+           "for the step's hack", f"{counts['analysis']} / {counts['summary']} / {counts['update']}; first hit "
+           f"{'names' if hits and 'grader_addressed_instructions' in hits[0]['text'] else 'MISSES'} "
+           "grader_addressed_instructions")
+    return result.cpu / n
 
 
 # --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------
@@ -903,7 +951,16 @@ def main() -> None:
     parser.add_argument("--reps", type=int, help="repetitions for case 1 (default 5; 1 with --quick)")
     parser.add_argument("--steps", type=int, help="training steps per mode for case 6 (default 8)")
     parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="another amaris tree (e.g. `git worktree add /tmp/base main`): cases 2, 8 and 9 also "
+                             "measure it, interleaved, and print this / baseline")
     args = parser.parse_args()
+    global BASELINE
+    if args.baseline is not None:
+        BASELINE = args.baseline.resolve()
+        if not (BASELINE / "amaris_cli" / "__init__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: no amaris_cli package there")
+        compileall.compile_dir(BASELINE / "amaris_cli", quiet=1)
     only = set((args.only or "1,2,3,4,5,6,7,8,9").split(","))
     for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
         del os.environ[key]
