@@ -68,7 +68,8 @@ def test_a_large_step_indexes_a_bounded_set_with_every_kind_of_finding() -> None
     random.Random(7).shuffle(shuffled)
     assert {e.id for e in analysis_entries(shuffled)} == {e.id for e in entries}
     # A small step keeps every analysis, as before.
-    assert [e.id for e in analysis_entries(records[:40])] == [analysis_entry(r).id for r in records[:40]]  # type: ignore[union-attr]
+    small = records[:ANALYSES_PER_STEP]
+    assert [e.id for e in analysis_entries(small)] == [analysis_entry(r).id for r in small]  # type: ignore[union-attr]
 
 
 def test_alike_analyses_get_one_entry_each_before_any_gets_a_second() -> None:

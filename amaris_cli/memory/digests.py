@@ -26,7 +26,7 @@ from amaris_cli.rubrics import rates_text
 from amaris_cli.rundir import safe_instance_dir
 
 EntryType = Literal["analysis", "summary", "update"]
-ANALYSES_PER_STEP = 64  # analyses embedded per step (per instance in per-instance runs)
+ANALYSES_PER_STEP = 32  # analyses embedded per step (per instance in per-instance runs)
 
 
 @dataclass(frozen=True)
