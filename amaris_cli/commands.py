@@ -17,6 +17,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from amaris_cli.display import count, emit_json, err, fmt, usage_json, usage_table
+from amaris_cli.options import (
+    AnalyzeOptions,
+    EvolveOptions,
+    LoopOptions,
+    Memory,
+    ReplayOptions,
+    ScoreOptions,
+    ServeOptions,
+    SummarizeOptions,
+    UpdateOptions,
+)
+from amaris_cli.policy import StageFailure
 
 
 def say(text: str) -> None:
@@ -82,21 +94,22 @@ def _failures(errors: list[str]) -> None:
 # --- pipeline commands --------------------------------------------------------------------------
 
 
-def run_score(rollouts_file: Path, run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
-    from amaris_cli.errors import StageFailed
-    from amaris_cli.jobs import score_job
-    from amaris_cli.rollouts import parse_mapping
+def _fail_on(failure: StageFailure | None) -> None:
+    """Some records failed under `fail`: everything is written and reported; the command exits 4."""
+    if failure is not None:
+        from amaris_cli.errors import StageFailed
 
-    options["mapping"] = parse_mapping(options.pop("mapping_items"))
+        raise StageFailed(failure.message)
+
+
+def run_score(options: ScoreOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.jobs import Hooks, score_job
+
+    step = options.step
     with progress_bar(f"scoring step {step}", None, quiet) as advance:
-        try:
-            result = score_job(rollouts_file, run_path, step, say=say, on_record=advance, **options)
-            failure = None
-        except StageFailed as exc:
-            result, failure = exc.result, exc  # type: ignore[attr-defined]
-            if result is None:
-                raise
+        result = score_job(options, Hooks(say=say, on_record=advance))
     outcome = result.outcome
+    assert outcome is not None
     tokens = sum(u.prompt_tokens + u.completion_tokens for u in result.usage.values())
     if json_out:
         emit_json({"step": step, "rubric_version": result.rubric_version, "rubric_versions": outcome.rubric_versions,
@@ -116,8 +129,7 @@ def run_score(rollouts_file: Path, run_path: Path, step: int, *, json_out: bool,
             err.print("no LLM calls (all reused)" if outcome.reused == outcome.total else "no LLM calls")
         err.print(f"wrote {result.scores_path}" + (f" and {result.rewards_path}" if result.rewards_path else ""))
     _failures(outcome.errors)
-    if failure is not None:
-        raise failure
+    _fail_on(result.failure)
 
 
 def _report_stage(outcome: Any, usage: dict[str, Any], json_out: bool, quiet: bool, path: Path) -> None:
@@ -134,31 +146,24 @@ def _report_stage(outcome: Any, usage: dict[str, Any], json_out: bool, quiet: bo
             err.print(usage_table(usage))
 
 
-def run_analyze(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_analyze(options: AnalyzeOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli import artifacts
-    from amaris_cli.errors import StageFailed
-    from amaris_cli.jobs import analyze_job
+    from amaris_cli.jobs import Hooks, analyze_job
     from amaris_cli.rundir import RunDir
 
-    with progress_bar(f"analyzing step {step}", None, quiet) as advance:
-        try:
-            result, failure = analyze_job(run_path, step, say=say, on_record=advance, **options), None
-        except StageFailed as exc:
-            result, failure = exc.result, exc  # type: ignore[attr-defined]
-            if result is None:
-                raise
-    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.analyses_path(RunDir(run_path), step))
-    if failure is not None:
-        raise failure
+    with progress_bar(f"analyzing step {options.step}", None, quiet) as advance:
+        result = analyze_job(options, Hooks(say=say, on_record=advance))
+    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.analyses_path(RunDir(options.run), options.step))
+    _fail_on(result.failure)
 
 
-def run_summarize(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_summarize(options: SummarizeOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli import artifacts
-    from amaris_cli.jobs import summarize_job
+    from amaris_cli.jobs import Hooks, summarize_job
     from amaris_cli.rundir import RunDir
 
-    result = summarize_job(run_path, step, say=say, **options)
-    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.summary_path(RunDir(run_path), step))
+    result = summarize_job(options, Hooks(say=say))
+    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.summary_path(RunDir(options.run), options.step))
 
 
 def _print_update(run_path: Path, step: int, outcome: Any) -> None:
@@ -191,31 +196,31 @@ def _update_json(run_path: Path, step: int, outcome: Any) -> dict[str, Any]:
             "reused": outcome.reused, "next_rubric": str(RunDir(run_path).rubric_path(step + 1))}
 
 
-def run_update(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
-    from amaris_cli.jobs import update_job
+def run_update(options: UpdateOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.jobs import Hooks, update_job
 
-    result = update_job(run_path, step, say=say, **options)
+    result = update_job(options, Hooks(say=say))
     if json_out:
-        emit_json(_update_json(run_path, step, result.outcome) | {"usage": usage_json(result.usage)})
+        emit_json(_update_json(options.run, options.step, result.outcome) | {"usage": usage_json(result.usage)})
     elif not quiet:
-        _print_update(run_path, step, result.outcome)
+        _print_update(options.run, options.step, result.outcome)
 
 
-def run_evolve(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli import artifacts
-    from amaris_cli.jobs import evolve_job
+    from amaris_cli.jobs import Hooks, evolve_job
     from amaris_cli.rundir import RunDir
 
-    run = RunDir(run_path)
+    run, step = RunDir(options.run), options.step
     total = len(artifacts.load_rollouts(run, step)) if artifacts.rollouts_path(run, step).exists() else 0
     with StageProgress(quiet or json_out, {step: total}) as bar:
-        result = evolve_job(run_path, step, say=say, on_stage=bar.stage, on_record=bar.record, **options)
+        result = evolve_job(options, Hooks(say=say, on_stage=bar.stage, on_record=bar.record))
     outcome = result.outcome
     assert outcome is not None
     if json_out:
         emit_json({"step": step, "analyzed": outcome.analyzed.done, "analysis_failed": outcome.analyzed.failed,
                    "summarized": outcome.summarized.done + outcome.summarized.reused, "update": result.update,
-                   "updated": _update_json(run_path, step, outcome.updated) if outcome.updated else None,
+                   "updated": _update_json(options.run, step, outcome.updated) if outcome.updated else None,
                    "rescore_mean_reward": outcome.rescored.mean_reward if outcome.rescored else None,
                    "wall_s": result.wall_s, "usage": usage_json(result.usage)})
         return
@@ -225,7 +230,7 @@ def run_evolve(run_path: Path, step: int, *, json_out: bool, quiet: bool, **opti
     err.print(f"evolve step {step}: analyzed {a.done} ({a.reused} reused, {a.failed} failed); summary "
               f"{'reused' if outcome.summarized.reused else 'written'}")
     if outcome.updated is not None:
-        _print_update(run_path, step, outcome.updated)
+        _print_update(options.run, step, outcome.updated)
     else:
         err.print(f"no update at step {step} (pipeline.update_every); summary indexed in the memory")
     if outcome.rescored is not None:
@@ -262,29 +267,48 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
     err.print(f"done in {result.wall_s:.1f}s; run directory: {run_path}")
 
 
-def _multi_step(run: Any, json_out: bool, quiet: bool, totals: dict[int, int], job: Any, **options: Any) -> Any:
+@contextmanager
+def _multi_step_hooks(json_out: bool, quiet: bool) -> Iterator[Any]:
+    from amaris_cli.jobs import Hooks
+
     def on_step(report: Any) -> None:
         if not quiet and not json_out:
             err.print(_step_line(report))
 
-    with StageProgress(quiet or json_out, totals) as bar:
-        return job(say=say, on_step=on_step, on_stage=bar.stage, on_record=bar.record, **options)
+    with StageProgress(quiet or json_out, {}) as bar:
+        yield Hooks(say=say, on_step=on_step, on_stage=bar.stage, on_record=bar.record)
 
 
-def run_loop_command(source: Path, run_path: Path, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_loop_command(options: LoopOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.jobs import loop_job
-    from amaris_cli.rollouts import parse_mapping
 
-    options["mapping"] = parse_mapping(options.pop("mapping_items"))
-    result = _multi_step(run_path, json_out, quiet, {}, loop_job, source=source, run_path=run_path, **options)
-    _loop_output(result, run_path, json_out, quiet, replayed=False)
+    with _multi_step_hooks(json_out, quiet) as hooks:
+        result = loop_job(options, hooks)
+    _loop_output(result, options.run, json_out, quiet, replayed=False)
 
 
-def run_replay(source: Path, out: Path, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_replay(options: ReplayOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.replay import replay_job
 
-    result = _multi_step(out, json_out, quiet, {}, replay_job, source=source, out=out, **options)
-    _loop_output(result, out, json_out, quiet, replayed=True)
+    with _multi_step_hooks(json_out, quiet) as hooks:
+        result = replay_job(options, hooks)
+    _loop_output(result, options.out, json_out, quiet, replayed=True)
+
+
+def run_serve(options: ServeOptions) -> int:
+    from amaris_cli.serve.server import run_server
+
+    lag = "t-1 (as `score --lag 1`)" if options.lag == 1 else "t, after the evolution of step t-1 (lag 0)"
+
+    def say_plain(text: str) -> None:
+        err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def listening(url: str) -> None:
+        # One plain, unwrapped line: scripts read the URL from it.
+        print(f"amaris serve listening: {url} (run {options.run}, {options.mode.value} mode: step t is scored with "
+              f"rubric version {lag})", file=sys.stderr, flush=True)
+
+    return run_server(options, say_plain, listening)
 
 
 # --- readers ------------------------------------------------------------------------------------
@@ -338,10 +362,10 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
     err.print(totals)
 
 
-def run_memory_rebuild(run_path: Path, json_out: bool, flags: dict[str, Any] | None = None) -> None:
+def run_memory_rebuild(run_path: Path, json_out: bool, memory: Memory) -> None:
     from amaris_cli.memory.service import rebuild_run
 
-    added, counts, path = rebuild_run(run_path, flags or {})
+    added, counts, path = rebuild_run(run_path, memory.config_layer())
     if json_out:
         emit_json({"indexed": added, "counts": counts})
     else:
@@ -349,10 +373,10 @@ def run_memory_rebuild(run_path: Path, json_out: bool, flags: dict[str, Any] | N
 
 
 def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None, json_out: bool,
-                      flags: dict[str, Any] | None = None) -> None:
+                      memory: Memory) -> None:
     from amaris_cli.memory.service import search_run
 
-    hits, limit = search_run(run_path, text, n, before_step, flags or {})
+    hits, limit = search_run(run_path, text, n, before_step, memory.config_layer())
     if json_out:
         emit_json([h.model_dump(mode="json") for h in hits])
         return

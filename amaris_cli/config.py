@@ -260,6 +260,18 @@ def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def without_credentials(layer: Mapping[str, Any]) -> dict[str, Any]:
+    """A settings layer as it may be written (provenance records the flags a command ran with): every
+    `base_url` without the credentials a URL may carry. They are used for requests, never written."""
+    out: dict[str, Any] = {}
+    for key, value in layer.items():
+        if isinstance(value, Mapping):
+            out[key] = without_credentials(value)
+        else:
+            out[key] = strip_userinfo(value) if key.endswith("base_url") and isinstance(value, str) else value
+    return out
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:

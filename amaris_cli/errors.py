@@ -51,8 +51,6 @@ class WaitTimeout(RunLockedError):
 
 
 class StageFailed(AmarisError):
-    """A stage finished but some records failed under the `fail` policy (everything else is written).
-    `result` carries what the command did, so it can still be reported."""
+    """A stage finished but some records failed under the `fail` policy (everything else is written)."""
 
     exit_code = 4
-    result: object = None

@@ -12,8 +12,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from amaris_cli.display import count, fmt
-from amaris_cli.inspection import describe_steps, usage_by_agent
+from amaris_cli.display import count
+from amaris_cli.figures import shown_number, shown_percent
+from amaris_cli.reader import by_agent, describe_steps
 
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -49,7 +50,7 @@ def edit_counts(step: dict[str, Any]) -> str:
 
 
 def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
-    shown = [f"{h['pattern']} {h['prevalence']:.0%}" for h in step["hacking"][:limit]]
+    shown = [f"{h['pattern']} {shown_percent(h['prevalence'])}" for h in step["hacking"][:limit]]
     more = len(step["hacking"]) - limit
     if more > 0:
         shown.append(f"and {more} more")
@@ -59,15 +60,15 @@ def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
 def rewards_table(data: dict[str, Any]) -> Table:
     table = _table("reward per step",
                    "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
-                   "deviation over the scored rollouts; distribution: rollouts in each fifth of the reward range, "
-                   "from 0-0.2 to 0.8-1, as bars relative to the step's fullest fifth")
+                   "deviation over the scored rollouts; distribution: rollouts in each tenth of the reward range, "
+                   "from 0-0.1 to 0.9-1, as bars relative to the step's fullest tenth")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True),
                             ("mean", True), ("sd", True), ("distribution", False)):
         _col(table, header, numeric)
     for s in data["steps"]:
         version = "-" if s["rubric_version"] is None else f"v{s['rubric_version']}"
-        table.add_row(str(s["step"]), version, str(s["rollouts"]), str(s["failed"]), fmt(s["mean_reward"]),
-                      fmt(s["std_reward"], 2), sparkline(s["reward_histogram"]))
+        table.add_row(str(s["step"]), version, str(s["rollouts"]), str(s["failed"]), shown_number(s["mean_reward"]),
+                      shown_number(s["std_reward"], 2), sparkline(s["reward_histogram"]))
     return table
 
 
@@ -113,7 +114,7 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
              f"rubric versions {versions}", style="bold"),
         rewards_table(data),
         updates_table(data),
-        usage_table("tokens and cost by agent", usage_by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
+        usage_table("tokens and cost by agent", by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
     ]
     memory = data["memory_entries"]
     parts.append(Text(f"memory entries (from the run's files): {count(memory['analysis'], 'analysis', 'analyses')}, "
@@ -138,8 +139,9 @@ def criteria_table(detail: dict[str, Any]) -> Table:
         st = stats.get(c["id"], {})
         name = Text(("* " if c["anchor"] else "") + c["text"])
         name.append(f"\n{c['id']}", style="dim")
-        table.add_row(name, c["kind"], f"{c['weight']:g}", fmt(st.get("mean"), 2), fmt(st.get("spread"), 2),
-                      fmt(st.get("saturation_top"), 2), fmt(st.get("saturation_bottom"), 2))
+        table.add_row(name, c["kind"], f"{c['weight']:g}", shown_number(st.get("mean"), 2),
+                      shown_number(st.get("spread"), 2), shown_number(st.get("saturation_top"), 2),
+                      shown_number(st.get("saturation_bottom"), 2))
     return table
 
 

@@ -28,12 +28,12 @@ import orjson
 from amaris_cli import artifacts
 from amaris_cli.config import deep_merge
 from amaris_cli.errors import AmarisError
-from amaris_cli.jobs import LoopResult, Say, _memory
+from amaris_cli.jobs import Hooks, LoopResult, memory_opener
 from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.client import AgentUsage
-from amaris_cli.policy import FailurePolicy
+from amaris_cli.options import ReplayOptions
 from amaris_cli.rundir import Manifest, RunDir, now_iso
-from amaris_cli.session import JudgeChoice, Session, open_session
+from amaris_cli.session import JudgeChoice, Session, open_session, run_settings
 from amaris_cli.stages.loop import Indexer, StepPlan, StepReport, recorded_plan, run_step
 
 
@@ -62,17 +62,20 @@ def _recorded_how(src: RunDir, step: int) -> tuple[dict[str, Any], str | None, d
             evolved.flags if evolved else {}, evolved.judge if evolved else None)
 
 
-def _policy(src: RunDir, step: int, session: Session) -> FailurePolicy:
+def _policy_layer(src: RunDir, step: int) -> dict[str, Any]:
+    """The failure policy the source scored the step under (a settings layer): older runs record it only
+    in the scores' provenance, not among the flags."""
     scored = artifacts.derivation(src, step, artifacts.SCORES)
     recorded = (scored.inputs.get("policy") or {}) if scored else {}
-    name = recorded.get("on_error") or session.settings.pipeline.on_error
-    return FailurePolicy(name=name, neutral_reward=recorded.get("neutral_reward") or session.settings.pipeline.neutral_reward)
+    pipeline = {"on_error": recorded.get("on_error"), "neutral_reward": recorded.get("neutral_reward")}
+    pipeline = {k: v for k, v in pipeline.items() if v is not None}
+    return {"pipeline": pipeline} if pipeline else {}
 
 
-def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeChoice | None, lag: int | None,
-               rescore: bool | None, offline: bool, say: Say, on_step: Any = None, on_stage: Any = None,
-               on_record: Any = None) -> LoopResult:
+def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     started = time.monotonic()
+    source, out = options.source, options.out
+    flags = options.config_layer()
     src, dst = RunDir(source), RunDir(out)
     src.require()
     steps = artifacts.steps_with_rollouts(src)
@@ -81,11 +84,11 @@ def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeCh
     plans: dict[int, StepPlan] = {}
     for step in steps:
         plan = recorded_plan(src, step, artifacts.load_rollouts(src, step))
-        if lag is not None:
-            plan.lag, plan.rubric_version = lag, None
-        if rescore is not None:
-            plan.rescore = rescore
-        if "update_every" in flags.get("pipeline", {}):
+        if options.lag is not None:
+            plan.lag, plan.rubric_version = options.lag, None
+        if options.rescore is not None:
+            plan.rescore = options.rescore
+        if options.update_every is not None:
             plan.update = None  # decided by the override
         plans[step] = plan
     created = _create(src, dst, source)
@@ -93,19 +96,22 @@ def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeCh
     sessions: dict[bytes, Session] = {}
     try:
         with ExitStack() as stack:
-            def session_for(recorded_flags: dict[str, Any], recorded_judge: str | None) -> Session:
+            def session_for(recorded_flags: dict[str, Any], recorded_judge: str | None,
+                            policy: dict[str, Any] | None = None) -> Session:
                 merged = deep_merge(recorded_flags, flags)
-                choice: JudgeChoice = judge or ("sim" if recorded_judge == "sim" else "endpoint")
-                key = orjson.dumps([merged, choice], option=orjson.OPT_SORT_KEYS)
+                choice: JudgeChoice = options.judge.value if options.judge else (
+                    "sim" if recorded_judge == "sim" else "endpoint")
+                key = orjson.dumps([merged, choice, policy], option=orjson.OPT_SORT_KEYS)
                 if key not in sessions:
+                    settings = run_settings(dst, deep_merge(merged, policy or {}))
                     sessions[key] = stack.enter_context(open_session(
-                        dst, merged, choice, announce=say if not sessions else None,
-                        replay_source=src.calls_path, offline=offline))
+                        dst, settings, choice, flags=merged, announce=hooks.say if not sessions else None,
+                        replay_source=src.calls_path, offline=options.offline))
                 return sessions[key]
 
             hows = {step: _recorded_how(src, step) for step in steps}
             first = session_for(hows[steps[0]][2] or hows[steps[0]][0], hows[steps[0]][3] or hows[steps[0]][1])
-            memory = stack.enter_context(_memory(first, 0.0, say))
+            memory = stack.enter_context(memory_opener(first, 0.0, hooks.say))
 
             async def run_all() -> list[StepReport]:
                 indexer = Indexer(await memory())
@@ -114,12 +120,10 @@ def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeCh
                     for step, plan in plans.items():
                         score_flags, score_judge, evolve_flags, evolve_judge = hows[step]
                         evolver = session_for(evolve_flags or score_flags, evolve_judge or score_judge)
-                        scorer = session_for(score_flags, score_judge)
-                        report = await run_step(evolver, step, plan, indexer, policy=_policy(src, step, scorer),
-                                                scoring_session=scorer, on_stage=on_stage, on_record=on_record)
+                        scorer = session_for(score_flags, score_judge, _policy_layer(src, step))
+                        report = await run_step(evolver, step, plan, indexer, hooks=hooks, scoring_session=scorer)
                         reports.append(report)
-                        if on_step:
-                            on_step(report)
+                        hooks.on_step(report)
                 finally:
                     await indexer.settle()
                     for session in sessions.values():

@@ -39,7 +39,7 @@ from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
 from amaris_cli.models import Rollout
-from amaris_cli.stepfiles import MAX_STEP, step_files
+from amaris_cli.stepfiles import step_files, step_number
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "example_id", "request_id", "extra_info.index"),
@@ -264,11 +264,10 @@ class _LineReader:
 
 
 def _step_number(source: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
-        raise _BadContent(f"field {source!r} must be an integer, got {_short(value)}")
-    if not 0 <= value <= MAX_STEP:  # compared before int(): 1e300 must not become a 301-digit step
-        raise _BadContent(f"field {source!r} must be an integer from 0 to {MAX_STEP}, got {_short(value)}")
-    return int(value)
+    try:
+        return step_number(value)
+    except ValueError as exc:
+        raise _BadContent(f"field {source!r} {exc}") from None
 
 
 def _content_id(input_text: str, output: str, reference: str | None) -> str:

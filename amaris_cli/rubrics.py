@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from amaris_cli.config import RubricSettings
 from amaris_cli.criteria import criterion_text_problem
 from amaris_cli.errors import ConfigError
+from amaris_cli.figures import reward_figures
 from amaris_cli.models import (
     Criterion,
     CriterionStats,
@@ -254,7 +255,7 @@ def step_stats(
 ) -> StepStats:
     """Per-criterion statistics (criterion_stats) of the rubric's criteria over the scored rollouts."""
     scored = [s for s in scores if s.status == "scored"]
-    rewards = [s.reward for s in scored if s.reward is not None]
+    rewards = reward_figures(scores)
     criteria = [criterion_stats(c.id, c.kind, [(s.rollout_id, v.score) for s in scored for v in s.verdicts
                                                if v.criterion_id == c.id], groups)
                 for c in rubric.criteria]
@@ -263,8 +264,8 @@ def step_stats(
         n_rollouts=len(scores),
         n_scored=len(scored),
         n_failed=len(scores) - len(scored),
-        mean_reward=_r(fmean(rewards)) if rewards else None,
-        std_reward=_r(pstdev(rewards)) if rewards else None,
+        mean_reward=rewards.mean,
+        std_reward=rewards.std,
         criteria=criteria,
     )
 

@@ -282,7 +282,9 @@ def test_score_waits_for_the_evolution_that_writes_its_rubric_version(tmp_path, 
     result = invoke("score", step_file(2), "--run", run, "--step", "2", "--lag", "1", "--json", env=env)
     assert result.exit_code == 0, result.stderr
     assert "waiting for the evolution of step 0" in result.stderr
-    assert proc.poll() is not None, "score may only go on once the evolution wrote version 1"
+    # The evolution's process may still be closing its memory when `score` goes on: what matters is that
+    # version 1 was written before step 2 was scored (it was flaky as `proc.poll() is not None`).
+    assert (run / "rubrics/step-000001.json").stat().st_mtime_ns <= (run / "steps/000002/scores.jsonl").stat().st_mtime_ns
     assert finish(proc)[0] == 0
     assert json.loads(result.stdout)["rubric_version"] == 1
     versions = {json.loads(line)["rubric_version"] for line in (run / "steps/000002/scores.jsonl").read_text().splitlines()}

@@ -7,9 +7,8 @@ a group too large for the scorer's budget cap is split into calls that fit."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
 from amaris_cli.agents.scorer import (
@@ -29,15 +28,6 @@ class GroupEntry(BaseModel):
     model_config = ConfigDict(extra="ignore")
     response: int
     verdicts: list[JudgeVerdict]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "response" not in data:
-            for alias in ("index", "id", "response_id"):
-                if alias in data:
-                    return {**data, "response": data[alias]}
-        return data
 
 
 class GroupAnswer(BaseModel):

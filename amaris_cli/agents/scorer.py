@@ -49,23 +49,6 @@ class JudgeVerdict(BaseModel):
     score: float | None = None
     present: float | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            data = dict(data)
-            for alias in ("id", "criterion"):
-                if "criterion_id" not in data and alias in data:
-                    data["criterion_id"] = data.pop(alias)
-            for alias in ("verdict", "value", "rating"):
-                if "score" not in data and alias in data:
-                    data["score"] = data.pop(alias)
-            if "reason" not in data and "explanation" in data:
-                data["reason"] = data.pop("explanation")
-            if isinstance(data.get("criterion_id"), int):
-                data["criterion_id"] = str(data["criterion_id"])
-        return data
-
     @field_validator("score", "present", mode="before")
     @classmethod
     def _normalize(cls, value: Any) -> float | None:
@@ -93,25 +76,11 @@ class JudgeVerdict(BaseModel):
 
 
 class ScorerAnswer(BaseModel):
+    """The scorer's answer, exactly in the shape its prompt asks for (the keys are the contract: no other
+    names are read as these, so a judge that answers in another shape is re-asked with the reason)."""
+
     model_config = ConfigDict(extra="ignore")
     verdicts: list[JudgeVerdict]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mapping_form(cls, data: Any) -> Any:
-        # {"verdicts": {"c1": 0.5, ...}} or {"c1": {"score": 1}} -> list form
-        if isinstance(data, dict):
-            verdicts = data.get("verdicts", data.get("scores", data if "verdicts" not in data else None))
-            if isinstance(verdicts, dict):
-                rows = []
-                for key, value in verdicts.items():
-                    row = dict(value) if isinstance(value, dict) else {"score": value}
-                    row.setdefault("criterion_id", key)
-                    rows.append(row)
-                return {"verdicts": rows}
-            if isinstance(verdicts, list):
-                return {"verdicts": verdicts}
-        return data
 
 
 def asks_presence(system: str) -> bool:

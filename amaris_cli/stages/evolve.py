@@ -18,7 +18,6 @@ from amaris_cli import artifacts
 from amaris_cli.errors import AmarisError, InputError
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import ScoreRecord
-from amaris_cli.policy import FailurePolicy
 from amaris_cli.schedule import earlier_steps, wait_for_evolutions
 from amaris_cli.session import Session
 from amaris_cli.stages.analyze import analyze_step
@@ -37,33 +36,31 @@ class EvolveOutcome:
     rescored: StageOutcome | None = None
 
 
-def require_scores(session: Session, step: int, policy: FailurePolicy) -> list[ScoreRecord]:
+def require_scores(session: Session, step: int) -> list[ScoreRecord]:
     """The step's scores, whole and derived from its current rollouts; under `fail`, without failures."""
     run = session.run
-    sha = artifacts.output_sha(run, step, artifacts.SCORES)
-    scored_from = artifacts.derivation(run, step, artifacts.SCORES)
-    if sha is None or scored_from is None:
+    fresh = artifacts.freshness(run, step, artifacts.SCORES)
+    if fresh.sha is None:
         raise InputError(artifacts.scores_path(run, step), f"step {step} has no complete scores; run "
                          f"`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}` first")
-    changed = artifacts.upstream_changes(run, step, artifacts.SCORES)
-    if changed:
-        raise InputError(artifacts.scores_path(run, step), f"step {step}: the scores are out of date ({', '.join(changed)} "
+    if fresh.upstream:
+        raise InputError(artifacts.scores_path(run, step), f"step {step}: the scores are out of date ({', '.join(fresh.upstream)} "
                          f"changed since they were judged); score the step again first: `amaris score ROLLOUTS.jsonl "
                          f"--run {run.path} --step {step}`")
     scores = artifacts.load_scores(run, step)
     failed = [s for s in scores if s.status == "failed"]
-    policy.check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
-                 retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)")
+    session.policy.check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
+                         retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)")
     return scores
 
 
-def require_analyses(session: Session, step: int, policy: FailurePolicy) -> None:
+def require_analyses(session: Session, step: int) -> None:
     """Under `fail`, a step whose analyses failed is not summarized or updated (exit 4)."""
     run = session.run
     analyses = artifacts.load_analyses(run, step) if artifacts.analyses_path(run, step).exists() else []
     failed = [a for a in analyses if a.status != "analyzed"]
-    policy.check("analyze", step, len(failed), len(analyses), [f"{a.rollout_id}: {a.error}" for a in failed],
-                 retry=f"analyze the step again to retry them (`amaris analyze --run {run.path} --step {step}`)")
+    session.policy.check("analyze", step, len(failed), len(analyses), [f"{a.rollout_id}: {a.error}" for a in failed],
+                         retry=f"analyze the step again to retry them (`amaris analyze --run {run.path} --step {step}`)")
 
 
 async def evolve_step(
@@ -73,7 +70,6 @@ async def evolve_step(
     *,
     update: bool,
     rescore: bool,
-    policy: FailurePolicy,
     wait: float,
     fail_if_idle: bool = False,
     force: bool = False,
@@ -89,10 +85,10 @@ async def evolve_step(
     # rubric version this run is about to rewrite.
     artifacts.clear_evolved(run, step)
     try:
-        require_scores(session, step, policy)
+        require_scores(session, step)
         stage("analyze", step)
         analyzed = await analyze_step(session, step, force=force, on_done=on_record)
-        policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
+        session.policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
         wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
                             needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)
         store = await memory()
@@ -107,7 +103,7 @@ async def evolve_step(
                 stage("rescore", step)
                 rollouts = artifacts.load_rollouts(run, step)
                 outcome.rescored, _ = await score_step(session, step, rollouts, limit=step + 1, explicit_version=step + 1,
-                                                       output=artifacts.RESCORES, policy=policy, force=force,
+                                                       output=artifacts.RESCORES, force=force,
                                                        on_done=on_record)
     except AmarisError as exc:
         try:

@@ -71,9 +71,9 @@ def group_stats(run: RunDir, step: int, instance_id: str | None, rollouts: list[
 def _write_stats(session: Session, step: int, instance_id: str | None, rubric: RubricSet, stats: StepStats) -> None:
     run = session.run
     name = artifacts.rel(artifacts.STATS, instance_id)
-    inputs = {"rollouts": artifacts.output_sha(run, step, artifacts.ROLLOUTS),
-              "scores": artifacts.output_sha(run, step, artifacts.SCORES), "rubrics": rubric_inputs(run, [rubric])}
-    if not artifacts.is_fresh(run, step, name, inputs):
+    inputs = {"rollouts": artifacts.freshness(run, step, artifacts.ROLLOUTS).sha,
+              "scores": artifacts.freshness(run, step, artifacts.SCORES).sha, "rubrics": rubric_inputs(run, [rubric])}
+    if not artifacts.freshness(run, step, name).made_from(inputs):
         artifacts.write_json_recorded(run, step, name, stats.model_dump(mode="json"), inputs, session.how)
 
 
@@ -90,7 +90,7 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
     _write_stats(session, step, instance_id, rubric, stats)
     name = artifacts.rel(artifacts.SUMMARY, instance_id)
     inputs = summary_inputs(session, step, rubric)
-    if not force and artifacts.is_fresh(run, step, name, inputs):
+    if not force and artifacts.freshness(run, step, name).made_from(inputs):
         return False
     analyzed = [analyses[i] for i in ids if i in analyses and analyses[i].status == "analyzed"]
     if not analyzed:

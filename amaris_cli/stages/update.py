@@ -81,7 +81,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     base = rubric_for(run, step, iid)
     inputs = update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base)
     name = artifacts.rel(artifacts.UPDATE, iid)
-    if not force and artifacts.is_fresh(run, step, name, inputs):
+    if not force and artifacts.freshness(run, step, name).made_from(inputs):
         existing = artifacts.load_update(run, step, iid)
         assert existing is not None
         rubric = _rubric_of(base, existing)

@@ -29,8 +29,29 @@
   const h = (tag, attrs, ...kids) => put(document.createElement(tag), attrs, kids);
   const s = (tag, attrs, ...kids) => put(document.createElementNS(SVGNS, tag), attrs, kids);
   const link = (href, ...kids) => h("a", { href }, ...kids);
-  const fmt = (x, d = 3) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
-  const pct = (x) => (x === null || x === undefined ? "-" : Math.round(x * 100) + "%");
+  // Half up on the decimal value as written (0.3125 -> 0.313, 0.125 -> 13%): the rule of amaris_cli/figures.py,
+  // so the page shows the digits `amaris inspect` shows (toFixed rounds the binary value: 1.005 -> 1.00).
+  const halfUp = (x, d, shift = 0) => {
+    const text = String(Number(x));
+    if (/e/i.test(text)) return (Number(x) * 10 ** shift).toFixed(d);
+    const neg = text.startsWith("-");
+    let [whole, frac = ""] = (neg ? text.slice(1) : text).split(".");
+    whole += frac.slice(0, shift).padEnd(shift, "0");  // x 10^shift on the digits, not in binary
+    frac = frac.slice(shift);
+    const digits = (whole + frac.padEnd(d + 1, "0").slice(0, d + 1)).split("").map(Number);
+    const up = digits.pop() >= 5;
+    for (let i = digits.length - 1; up && i >= 0; i--) {
+      if (digits[i] === 9) digits[i] = 0; else { digits[i] += 1; break; }
+      if (i === 0) digits.unshift(1);
+    }
+    const all = digits.join("");
+    const cut = all.length - d;
+    const int = all.slice(0, cut).replace(/^0+(?=\d)/, "") || "0";
+    const out = d > 0 ? `${int}.${all.slice(cut)}` : int;
+    return (neg && /[1-9]/.test(out) ? "-" : "") + out;
+  };
+  const fmt = (x, d = 3) => (x === null || x === undefined ? "-" : halfUp(x, d));
+  const pct = (x) => (x === null || x === undefined ? "-" : halfUp(x, 0, 2) + "%");
   const q = (params) => { const u = new URLSearchParams(); for (const [k, v] of Object.entries(params)) if (v !== "" && v !== null && v !== undefined) u.set(k, v); const t = u.toString(); return t ? "?" + t : ""; };
   const stepHref = (step, params) => "#/step/" + step + q(params || {});
   const rubricHref = (v, inst) => "#/rubric/" + v + q({ inst: inst ?? "" });
