@@ -33,6 +33,9 @@ _INVISIBLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u316
 # paragraph separators. They are refused, not removed: a criterion is one line.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _RLO, _PDF = "\u202e", "\u202c"
+# A written escape ("\\n", "\\t") that a model may read as the space it stands for; not a LaTeX command
+# such as "\\nu" or "\\times".
+_ESCAPED_SPACE = re.compile(r"\\[ntr](?![a-z])")
 # Unicode tag characters (U+E0020..U+E007E) spell ASCII invisibly, and some models read them.
 _TAGS = re.compile("[\U000e0020-\U000e007e]")
 # Digits and signs read as the letters they stand for, inside a word that also has letters.
@@ -100,10 +103,11 @@ def _visual(text: str) -> str:
 
 
 def readings(text: str) -> list[str]:
-    """The forms the checks read: the folded text with look-alikes as Latin letters, then the same
+    """The forms the checks read: the folded text with look-alikes as Latin letters (and a written
+    escape such as "\\n" as a space), then the same
     with digits as letters (1 as i, then as l), then the displayed order of right-to-left overrides,
     then the ASCII that tag characters spell."""
-    folded = _skeleton(_fold(clean(text)))
+    folded = _skeleton(_fold(clean(_ESCAPED_SPACE.sub(" ", text))))
     forms = [folded, _leet(folded, "i"), _leet(folded, "l")]
     if _RLO in text:
         visual = _skeleton(_fold(clean(_visual(text))))
