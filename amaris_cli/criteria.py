@@ -117,7 +117,8 @@ def _words(text: str) -> int:
 
 
 # --- the instruction checks ------------------------------------------------------------------------
-# They read lower-case forms of the text (`textnorm.readings`) with quotations removed (`_unquoted`).
+# They read every form of the text (`textnorm.readings`), case-insensitively, with proper quotations left
+# out (`_unquoted`), and with its quote marks deleted for what forms across the edge of one (`_joined`).
 
 _GRADER = (r"(?:grader|judge|evaluator|scorer|assessor|rater|reviewer|marker|examiner|annotator|verifier|critic"
            r"|(?:grading|scoring|evaluating|judging|rating|reviewing|assessing|checking|marking|reward)\s+(?:model|system|ai|llm"
