@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-CRITERION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$"
+from amaris_cli.criteria import criterion_id_problem
 
 
 class Strict(BaseModel):
@@ -40,10 +41,18 @@ class Criterion(Strict):
     """One rubric item. `reward` criteria give credit when met; `pitfall` criteria take it away
     when present. Weights are positive; the kind carries the sign."""
 
-    id: str = Field(pattern=CRITERION_ID_PATTERN)
+    id: str
     text: str = Field(min_length=1)
     weight: float = Field(gt=0)
     kind: Literal["reward", "pitfall"] = "reward"
+
+    @field_validator("id")
+    @classmethod
+    def _plain_slug(cls, value: str) -> str:
+        # The scorer reads ids among its instructions: one rule for every id (criteria.criterion_id_problem).
+        if problem := criterion_id_problem(value):
+            raise PydanticCustomError("criterion_id", problem)
+        return value
 
 
 class RubricSet(Strict):

@@ -47,10 +47,11 @@ def group_messages(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: li
     """One group call's request; like the scorer's, its system message does not depend on the step."""
     return render(
         kit.template("group_scorer"),
-        trusted={"training": kit.training(), "rubric": rubric_for_judge(rubric), "count": len(outputs)},
+        trusted={"training": kit.training(), "count": len(outputs)},
         untrusted={"prompt": first.input, "reference": first.supplemental_context or ""},
         block_lists={"responses": ("RESPONSE", outputs)},
         max_chars=kit.max_chars,
+        system_untrusted={"rubric": rubric_for_judge(rubric)},
     )
 
 

@@ -132,13 +132,14 @@ def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: in
     del step
     return render(
         kit.template("scorer"),
-        trusted={"training": kit.training(), "rubric": rubric_for_judge(rubric)},
+        trusted={"training": kit.training()},
         untrusted={
             "prompt": rollout.input,
             "reference": rollout.supplemental_context or "",
             "response": rollout.output,
         },
         max_chars=kit.max_chars,
+        system_untrusted={"rubric": rubric_for_judge(rubric)},
     )
 
 

@@ -16,8 +16,7 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
     bounds = kit.settings.rubric
     return render(
         kit.template("updater"),
-        trusted={**kit.progress(step), "rubric": rubric_json(rubric),
-                 "max_criterion_chars": MAX_CRITERION_CHARS,
+        trusted={**kit.progress(step), "max_criterion_chars": MAX_CRITERION_CHARS,
                  "min_weight": f"{bounds.min_weight:g}", "max_weight": f"{bounds.max_weight:g}",
                  "max_adaptive": bounds.max_adaptive, "stats": stats_json(summary.stats)},
         untrusted={
@@ -27,6 +26,7 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
             "dynamic_memory": json_lines([h.model_dump(mode="json", exclude={"query"}) for h in dynamic]),
         },
         max_chars=max(kit.max_chars, 60000),
+        system_untrusted={"rubric": rubric_json(rubric)},
     )
 
 
