@@ -299,7 +299,14 @@ class VerlReward(_ServedReward):
                                       one_at_a_time=False)
         self.failed_as = failed_as
         self.max_workers = max_workers
+        self._settings = (self.client.base_url, complete, step, failed_as, max_workers)
         self.__name__ = "compute_score"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """verl's prime manager sends compute_score to a process pool, pickled: the copy there is built
+        anew from the settings, with its own connections and nothing pending."""
+        url, complete, step, failed_as, max_workers = self._settings
+        return (_verl_reward, (url, complete, step, failed_as, max_workers))
 
     def __call__(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
                  **kwargs: Any) -> float:
@@ -368,6 +375,11 @@ class VerlReward(_ServedReward):
             return float(self.failed_as)
         raise RewardFailed(f"amaris could not score rollout {answer.id} of step {answer.step}: {answer.error}; "
                            "start the server with --on-error neutral, or give VerlReward(failed_as=...)")
+
+
+def _verl_reward(url: str, complete: Complete, step: StepSource, failed_as: float | None,
+                 max_workers: int) -> VerlReward:
+    return VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers)
 
 
 def _verl_step(info: dict[str, Any]) -> int | None:
