@@ -119,3 +119,30 @@ def verl_batch(tok: PreTrainedTokenizerFast, rows: Sequence[dict[str, Any]], *, 
     if tool_extra_fields is not None:
         non_tensor["tool_extra_fields"] = np.array(list(tool_extra_fields), dtype=object)
     return DataProto(batch=batch, non_tensor_batch=non_tensor)
+
+
+def main() -> None:
+    """One process of a multi-process GRPO run (`torchrun --nproc_per_node 2 -m tests.tiny_trainers URL
+    STEPS STEPS_PER_GENERATION OUT`): TRLReward against the server at URL; each process writes the global
+    steps and rewards it saw to OUT.RANK.json."""
+    import json
+    import sys
+
+    from amaris_cli.serve.adapters import TRLReward
+
+    url, steps, per_generation, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    reward = TRLReward(url)
+    seen: list[dict[str, Any]] = []
+
+    def amaris(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        got = reward(prompts, completions, **kwargs)
+        seen.append({"global_step": kwargs["trainer_state"].global_step, "rewards": got})
+        return got
+
+    trainer = grpo([amaris], steps=steps, steps_per_generation=per_generation)
+    with open(f"{out}.{trainer.accelerator.process_index}.json", "w") as f:
+        json.dump({"world": trainer.accelerator.num_processes, "calls": seen}, f)
+
+
+if __name__ == "__main__":
+    main()
