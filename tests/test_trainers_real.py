@@ -261,3 +261,23 @@ def test_trl_grpo_trainer_in_two_processes_completes_each_step_from_both_shards(
     assert step_dirs(run) == [0, 1]
     for k in (0, 1):
         assert sorted(x for r in ranks for x in r["calls"][k]["rewards"]) == sorted(s["reward"] for s in scores(run, k))
+
+
+def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_than_join_it(tmp_path, sim,
+                                                                                         monkeypatch) -> None:
+    from verl.workers.reward_manager import BatchRewardManager
+
+    run = new_run(tmp_path, "leftover")
+    with served(run, sim) as server:
+        client = AmarisClient(server.url)
+        for row in ROWS[:2]:  # a crashed run's partial batch: scored, never completed
+            client.score(row["question"], "left over", step=0, instance_id=str(row["index"]))
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = tokenizer()
+        scorer = BatchRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score_batch"))
+        data = verl_batch(tok, ROWS)
+        got = final_rewards(scorer(data), data)
+        wait_evolved(server.url, 1)
+    assert [r["output"] for r in rollouts(run, 0)] == ["left over", "left over"]
+    assert sorted(got) == pytest.approx(sorted(s["reward"] for s in scores(run, 1)))
+    assert len(rollouts(run, 1)) == len(ROWS) and all(r["output"] != "left over" for r in rollouts(run, 1))
