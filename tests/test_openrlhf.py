@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (.ci/run installs the real trainers)")
+pytest.importorskip("trl", reason="trl is not installed (.ci/run installs the real trainers)")  # tiny_trainers' stack
 agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf is not installed (.ci/run installs it)")
 
 from pydantic import ValidationError  # noqa: E402
