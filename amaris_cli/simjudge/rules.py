@@ -5,7 +5,9 @@ data blocks in the user message (RESPONSE, RESPONSE_1.., VERDICTS, ANALYSES, CHU
 without the memory blocks), else the answer shape the system message asks for. No template carries
 text for the sim-judge. Data is read from the tagged blocks and the JSON the templates embed. The scorer is deliberately naive in one documented way, like real judges: a response that
 tells the grader it is correct gets credit on correctness criteria (the "master key" effect), so
-the memory-augmented loop has a real hack to discover and correct.
+the memory-augmented loop has a real hack to discover and correct. The updater uses the memory blocks
+of its prompt as a careful model would (see `update`): a hack too rare for one step gets a pitfall when
+the retrieved history shows it recurring, so retrieval changes decisions and an ablation can show it.
 """
 
 from __future__ import annotations
