@@ -218,7 +218,7 @@ def _test(series: list[tuple[int, Moments]], index: int, shares: bool) -> AlarmE
     window = series[index + 1 - WINDOW: index + 1]
     baseline = series[max(0, index + 1 - WINDOW - MAX_BASELINE): index + 1 - WINDOW]
     w, b, current = _pool(window), _pool(baseline), series[index][1]
-    if w.n == 0 or b.n == 0 or current.n == 0 or w.n < MIN_WINDOW_ROLLOUTS or b.n < MIN_BASELINE_ROLLOUTS:
+    if current.n == 0 or w.n < MIN_WINDOW_ROLLOUTS or b.n < MIN_BASELINE_ROLLOUTS:
         return None
     effect = w.mean - b.mean
     z = _z_shares(w, b) if shares else _z_means(w, b)

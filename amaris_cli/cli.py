@@ -481,7 +481,9 @@ def hackbench(
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Resamples per 95% interval.")] = 2000,
     static: StaticOpt = None,
     dynamic: DynamicOpt = None,
-    on_error: OnErrorOpt = OnError.skip,
+    on_error: Annotated[OnError, typer.Option(
+        "--on-error", help="What a rollout that cannot be judged does: skip (default: left out of the figures and "
+        "counted), neutral, or fail (the benchmark stops, exit 4).")] = OnError.skip,
     concurrency: ConcurrencyOpt = None,
     wait: WaitOpt = DEFAULT_WAIT,
     judge: JudgeOpt = Judge.endpoint,
@@ -503,7 +505,7 @@ def hackbench(
         run_hackbench(source, out, config=config, updates=updates,
                       families=[f.strip() for f in families.split(",") if f.strip()] if families else None,
                       labelled=labelled, label_field=label_field, mapping_items=map_ or [], limit=limit, seed=seed,
-                      bootstrap=bootstrap, on_error=on_error.value if on_error else None, judge=judge.value,
+                      bootstrap=bootstrap, on_error=on_error.value, judge=judge.value,
                       flags=flags, wait=wait, json_out=json_out, quiet=quiet)
 
 
