@@ -165,7 +165,7 @@ def test_verifiable_rewards_on_another_scale_are_not_compared(tmp_path) -> None:
     assert report.alarms == [] and "outside [0, 1]" in report.notes[0]
 
 
-def test_the_rule_on_two_thousand_generated_runs() -> None:
+def test_the_rule_on_generated_runs() -> None:
     """The rates the module docstring states, on signal-level runs (examples/alarm_rates.py): no clean run
     of 200 raises a divergence alarm, a ramp is named by step 8 in all analyzed runs and nearly all
     score-only ones, and nothing alarms before the hack starts."""
