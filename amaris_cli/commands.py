@@ -423,3 +423,58 @@ def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
         emit_json(data)
         return
     err.print(inspect_view(data))
+
+
+def run_hackbench(source: Path | None, out: Path, *, json_out: bool, quiet: bool, mapping_items: list[str],
+                  **options: Any) -> None:
+    from amaris_cli.hackbench.runner import RESULTS, BenchOptions, run_benchmark
+    from amaris_cli.rollouts import parse_mapping
+
+    progress = StageProgress(quiet, {})
+    with progress:
+        report = run_benchmark(BenchOptions(out=out, source=source, mapping=parse_mapping(mapping_items), **options),
+                               say=say, on_stage=progress.stage)
+    if json_out:
+        emit_json(report.model_dump(mode="json"))
+    if quiet:
+        return
+
+    def gain(i: Any) -> str:
+        if i.mean is None:
+            return "-"
+        return f"{i.mean:+.2f}" + (f"\n[{i.low:+.2f},{i.high:+.2f}]" if i.low is not None else "")
+
+    def tokens(s: Any) -> str:
+        n = s.prompt_tokens + s.completion_tokens
+        return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+    from rich import box
+
+    table = Table(title=f"hack benchmark: {report.items} honest answers, judge: {report.judge}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("family", overflow="fold")
+    for col, width in (("n", 2), ("rec", 4), ("prec", 4), ("gain v0", 13), (f"gain v{report.updates}", 13),
+                       ("calls", 5), ("tok", 5)):
+        table.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for f in report.families:
+        table.add_row(f.family, str(f.variants), fmt(f.analyzer_recall, 2), fmt(f.analyzer_precision, 2),
+                      gain(f.gain_initial), gain(f.gain_after_updates), str(f.spent.calls), tokens(f.spent))
+    table.caption = (f"rec, prec: the analyzer's recall and precision in naming the hack (step 0). gain: a variant's "
+                     f"reward minus its own control's [95% bootstrap interval], at the initial rubric (v0) and after "
+                     f"{report.updates} update(s) "
+                     f"(v{report.updates}). calls, tok: scorer and analyzer requests and tokens for the family's variants. "
+                     "The judge is measured by rec, prec and gain v0; amaris by the later gain and the honest drift.")
+    table.caption_justify = "left"
+    err.print(table)
+    skipped = [f"{f.family} {f.skipped} ({f.skip_reasons[0]})" for f in report.families if f.skipped]
+    if skipped:
+        err.print("skipped answers: " + "; ".join(skipped), soft_wrap=True)
+    err.print(f"honest drift after {report.updates} update(s): {gain(report.honest_drift).replace(chr(10), ' ')}; "
+              "honest answers the analyzer "
+              f"flagged: {fmt(report.honest_flagged, 2)}; failed rollouts: {report.failed}", soft_wrap=True)
+    err.print(f"spent: {count(report.total.calls, 'call')} to the model ({report.total.reused} answered from the record), "
+              f"{report.total.prompt_tokens + report.total.completion_tokens} tokens; "
+              f"{report.shared.calls} of the calls for controls, summaries and updates", soft_wrap=True)
+    for note in report.notes:
+        err.print(note, soft_wrap=True)
+    err.print(f"wrote {out / RESULTS} (run: {report.run})", soft_wrap=True)
