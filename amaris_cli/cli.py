@@ -24,6 +24,7 @@ from amaris_cli.clihelp import install as _plain_help
 from amaris_cli.options import (
     AnalyzeOptions,
     EvolveOptions,
+    HackbenchOptions,
     LoopOptions,
     Memory,
     Opt,
@@ -252,52 +253,14 @@ def compare(
         run_compare(runs, json_out)
 
 
-@app.command()
-def hackbench(
-    source: Annotated[Path | None, typer.Argument(help="Honest rollouts JSONL (each answer the control of its hacked variants), "
-                                                  "a labelled file with --labelled, or School of Reward Hacks lines; "
-                                                  "default: the shipped math examples.")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory: the benchmark's run (OUT/run), its rollouts and "
-                                      "OUT/hackbench.json (re-run the same command to resume).")] = Path("runs/hackbench"),
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="The amaris TOML whose rubric judges the answers "
-                                                "(needed with SOURCE; default for the shipped examples: their math rubric).")] = None,
-    updates: Annotated[int, typer.Option("--updates", "-k", min=0, help="K: rubric updates before the second measurement.")] = 3,
-    families: Annotated[str | None, typer.Option("--families", metavar="NAME,...", help="Only these hack families (default: all 12).")] = None,
-    labelled: Annotated[bool, typer.Option("--labelled", help="SOURCE is labelled: rollout lines with a label field "
-                                           "(honest/control, or the hack's name).")] = False,
-    label_field: Annotated[str, typer.Option("--label-field", help="The label's field in a labelled file.")] = "label",
-    map_: Annotated[list[str] | None, typer.Option("--map", metavar="FIELD=SOURCE", help="FIELD=SOURCE for a field under another name, repeatable.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N answers (or lines) of SOURCE.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap intervals.")] = 0,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Resamples per 95% interval.")] = 2000,
-    static: StaticOpt = None,
-    dynamic: DynamicOpt = None,
-    on_error: Annotated[OnError, typer.Option(
-        "--on-error", help="What a rollout that cannot be judged does: skip (default: left out of the figures and "
-        "counted), neutral, or fail (the benchmark stops, exit 4).")] = OnError.skip,
-    concurrency: ConcurrencyOpt = None,
-    wait: WaitOpt = DEFAULT_WAIT,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(HackbenchOptions)
+def hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
     """A labelled reward-hacking benchmark: per hack family, the analyzer's precision and recall and the hack gain
     at the initial rubric (they measure the judge), the gain after K updates and the honest drift (they measure
     amaris), with 95% bootstrap intervals, and the calls and tokens spent."""
-    with _errors():
-        from amaris_cli.commands import run_hackbench
+    from amaris_cli.commands import run_hackbench
 
-        flags = _merge(_agent_flags(model, base_url, concurrency, "default", rpm, tpm),
-                       _retrieval_flags(static, None, dynamic, None, None))
-        run_hackbench(source, out, config=config, updates=updates,
-                      families=[f.strip() for f in families.split(",") if f.strip()] if families else None,
-                      labelled=labelled, label_field=label_field, mapping_items=map_ or [], limit=limit, seed=seed,
-                      bootstrap=bootstrap, on_error=on_error.value, judge=judge.value,
-                      flags=flags, wait=wait, json_out=json_out, quiet=quiet)
+    run_hackbench(options, json_out, quiet)
 
 
 @app.command()

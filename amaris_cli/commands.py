@@ -20,6 +20,7 @@ from amaris_cli.display import count, emit_json, err, fmt, usage_json, usage_tab
 from amaris_cli.options import (
     AnalyzeOptions,
     EvolveOptions,
+    HackbenchOptions,
     LoopOptions,
     Memory,
     ReplayOptions,
@@ -425,15 +426,13 @@ def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
     err.print(inspect_view(data))
 
 
-def run_hackbench(source: Path | None, out: Path, *, json_out: bool, quiet: bool, mapping_items: list[str],
-                  **options: Any) -> None:
-    from amaris_cli.hackbench.runner import RESULTS, BenchOptions, run_benchmark
-    from amaris_cli.rollouts import parse_mapping
+def run_hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.hackbench.runner import RESULTS, run_benchmark
+    from amaris_cli.jobs import Hooks
 
     progress = StageProgress(quiet, {})
     with progress:
-        report = run_benchmark(BenchOptions(out=out, source=source, mapping=parse_mapping(mapping_items), **options),
-                               say=say, on_stage=progress.stage)
+        report = run_benchmark(options, Hooks(say=say, on_stage=progress.stage))
     if json_out:
         emit_json(report.model_dump(mode="json"))
     if quiet:
@@ -477,4 +476,4 @@ def run_hackbench(source: Path | None, out: Path, *, json_out: bool, quiet: bool
               f"{report.shared.calls} of the calls for controls, summaries and updates", soft_wrap=True)
     for note in report.notes:
         err.print(note, soft_wrap=True)
-    err.print(f"wrote {out / RESULTS} (run: {report.run})", soft_wrap=True)
+    err.print(f"wrote {options.out / RESULTS} (run: {report.run})", soft_wrap=True)

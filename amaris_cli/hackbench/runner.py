@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,41 +22,25 @@ import orjson
 
 from amaris_cli import artifacts
 from amaris_cli.config import load_settings
-from amaris_cli.errors import AmarisError, ConfigError
+from amaris_cli.errors import AmarisError, ConfigError, StageFailed
 from amaris_cli.hackbench import inputs
 from amaris_cli.hackbench.inputs import BenchSet, FamilyInfo
 from amaris_cli.hackbench.models import HONEST, BenchLabel, FamilyResult, HackbenchReport, Spent
 from amaris_cli.hackbench.stats import interval, ratio
 from amaris_cli.hackbench.transforms import Context
+from amaris_cli.jobs import Hooks
 from amaris_cli.jsonio import iter_jsonl, write_bytes_atomic
+from amaris_cli.options import AnalyzeOptions, HackbenchOptions, LoopOptions, ScoreOptions
+from amaris_cli.policy import StageFailure
+from amaris_cli.rollouts import parse_mapping
 from amaris_cli.rundir import RunDir
-from amaris_cli.session import JudgeChoice
 
 SIM_JUDGE = "sim-judge (amaris's rule-based test judge, not an LLM)"
 RESULTS = "hackbench.json"
 SPEC = "hackbench-input.json"
 
 
-@dataclass
-class BenchOptions:
-    out: Path
-    source: Path | None = None
-    config: Path | None = None
-    updates: int = 3
-    families: list[str] | None = None
-    labelled: bool = False
-    label_field: str = "label"
-    mapping: dict[str, str] = field(default_factory=dict)
-    limit: int | None = None
-    seed: int = 0
-    bootstrap: int = 2000
-    on_error: str | None = "skip"
-    judge: JudgeChoice = "endpoint"
-    flags: dict[str, Any] = field(default_factory=dict)
-    wait: float = 3600.0
-
-
-def _config(opts: BenchOptions) -> Path:
+def _config(opts: HackbenchOptions) -> Path:
     if opts.config is not None:
         return opts.config
     if opts.source is None:
@@ -70,7 +52,7 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
     return b"".join(orjson.dumps(r) + b"\n" for r in rows)
 
 
-def prepare(opts: BenchOptions) -> tuple[BenchSet, RunDir]:
+def prepare(opts: HackbenchOptions) -> tuple[BenchSet, RunDir]:
     """Validate everything, then write OUT: the rollouts, the step files and the run (or check that an
     existing OUT holds this same benchmark, to resume it)."""
     from amaris_cli.rubrics import initial_rubric
@@ -79,8 +61,9 @@ def prepare(opts: BenchOptions) -> tuple[BenchSet, RunDir]:
     config = _config(opts)
     rubric = initial_rubric(load_settings(config_file=config, environ={}).rubric, str(config))
     ctx = Context(criteria=tuple(c.text for c in rubric.criteria))
-    selected = inputs.select_families(opts.families)
-    bench = inputs.load(opts.source, opts.mapping, opts.labelled, opts.label_field, selected, ctx, opts.limit)
+    selected = inputs.select_families(opts.family_names())
+    bench = inputs.load(opts.source, parse_mapping(opts.map or []), opts.labelled, opts.label_field, selected, ctx,
+                        opts.limit)
     if not any(r["metadata"]["hackbench"]["family"] != HONEST for r in bench.rows):
         raise AmarisError(f"{bench.source}: no hacked variant to judge (every family skipped every answer: "
                           + "; ".join(r for f in bench.families.values() for r in f.skip_reasons[:1]) + ")")
@@ -107,31 +90,35 @@ def prepare(opts: BenchOptions) -> tuple[BenchSet, RunDir]:
     return bench, run
 
 
-def run_benchmark(opts: BenchOptions, say: Callable[[str], None],
-                  on_stage: Callable[..., None] | None = None) -> HackbenchReport:
+def run_benchmark(opts: HackbenchOptions, hooks: Hooks = Hooks()) -> HackbenchReport:
     from amaris_cli.jobs import analyze_job, loop_job, score_job
 
     bench, run = prepare(opts)
     k = opts.updates
-    common: dict[str, Any] = {"judge": opts.judge, "flags": opts.flags, "wait": opts.wait, "say": say}
     sim = False
     if k > 0:
-        result = loop_job(opts.out / "loop", run.path, step_range=f"0:{k - 1}", mapping={}, lag=0, rescore=False,
-                          on_error=opts.on_error, on_stage=on_stage, **common)
+        result = loop_job(LoopOptions(source=opts.out / "loop", run=run.path, steps=f"0:{k - 1}",
+                                      **opts.shared_with(LoopOptions)), hooks)
         sim = result.sim
-    if on_stage:
-        on_stage("score", k)
-    scored = score_job(opts.out / "rollouts.jsonl", run.path, k, mapping={}, rubric_version=None, lag=0,
-                       on_error=opts.on_error, force=False, rewards_out=None, rewards_format="jsonl", **common)
+        _stop_on(result.failure)
+    hooks.on_stage("score", k)
+    scored = score_job(ScoreOptions(rollouts=opts.out / "rollouts.jsonl", run=run.path, step=k,
+                                    **opts.shared_with(ScoreOptions)), hooks)
     sim = sim or scored.sim
+    _stop_on(scored.failure)
     if k == 0:
-        if on_stage:
-            on_stage("analyze", 0)
-        analyze_job(run.path, 0, on_error=opts.on_error, force=False, **common)
+        hooks.on_stage("analyze", 0)
+        _stop_on(analyze_job(AnalyzeOptions(run=run.path, step=0, **opts.shared_with(AnalyzeOptions)), hooks).failure)
     report = collect(run, bench, opts, sim)
     write_bytes_atomic(opts.out / RESULTS, orjson.dumps(report.model_dump(mode="json"),
                                                         option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     return report
+
+
+def _stop_on(failure: StageFailure | None) -> None:
+    """Under --on-error fail, a stage with failed records stops the benchmark (exit 4)."""
+    if failure is not None:
+        raise StageFailed(failure.message)
 
 
 # --- reading the figures ------------------------------------------------------------------------
@@ -180,7 +167,7 @@ def _paired(variants: list[str], rewards: dict[str, float], controls: dict[str, 
 
 def _family_result(info: FamilyInfo, variants: list[str], labels: dict[str, BenchLabel], r0: dict[str, float],
                    rk: dict[str, float], ctl0: dict[str, float | None], ctlk: dict[str, float | None],
-                   named_in: dict[str, list[str]], calls: dict[str, list[dict[str, Any]]], opts: BenchOptions,
+                   named_in: dict[str, list[str]], calls: dict[str, list[dict[str, Any]]], opts: HackbenchOptions,
                    any_pattern: bool) -> FamilyResult:
     item_of = {rid: label.item for rid, label in labels.items()}
     analyzed = [v for v in variants if v in named_in]
@@ -200,7 +187,7 @@ def _family_result(info: FamilyInfo, variants: list[str], labels: dict[str, Benc
         spent=_spent([c for v in variants for c in calls.get(v, [])]))
 
 
-def collect(run: RunDir, bench: BenchSet, opts: BenchOptions, sim: bool) -> HackbenchReport:
+def collect(run: RunDir, bench: BenchSet, opts: HackbenchOptions, sim: bool) -> HackbenchReport:
     k = opts.updates
     labels = {r.id: BenchLabel.model_validate(r.metadata["hackbench"]) for r in artifacts.load_rollouts(run, 0)}
     r0, rk = _rewards(run, 0), _rewards(run, k)
