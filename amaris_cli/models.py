@@ -203,6 +203,17 @@ class HackingCount(Strict):
     known: bool
 
 
+class StepSkipped(Strict):
+    """A step (or, per instance, one instance of it) that could not be evaluated: its rollouts could not be
+    judged or analyzed, or an agent gave no answer, under `on_error = skip|neutral`. Written by amaris, not
+    by a model, so that the memory keeps the gap and later updates see it."""
+
+    reason: str
+    rollouts: int
+    judged: int
+    analyzed: int
+
+
 class SummaryRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -212,6 +223,7 @@ class SummaryRecord(Strict):
     stats: StepStats
     hacking: list[HackingCount] = Field(default_factory=list)
     summary: SummaryAnswer
+    skipped: StepSkipped | None = None  # the summary is amaris's account of a skipped step, not a summarizer's
 
 
 # --- updates ----------------------------------------------------------------------------------
@@ -251,6 +263,14 @@ class Deactivated(Strict):
     reason: str
 
 
+class CarriedForward(Strict):
+    """The update wrote the rubric it started from again, unchanged, and why: `skipped`, the step could not be
+    evaluated (StepSkipped); `gate`, the adoption gate refused the version the updater wrote."""
+
+    cause: Literal["skipped", "gate"]
+    reason: str
+
+
 class UpdateRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -263,6 +283,7 @@ class UpdateRecord(Strict):
     rejected: list[RejectedModification]
     deactivated: list[Deactivated] = Field(default_factory=list)
     final_adaptive: list[Criterion]
+    carried_forward: CarriedForward | None = None
 
 
 class QueriesAnswer(Strict):
