@@ -46,12 +46,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from amaris_cli import artifacts
-from amaris_cli.rundir import RunDir
+if TYPE_CHECKING:  # the records below are imported by serve's API (the trainer side): it stays light
+    from amaris_cli.reader import RunReader
+    from amaris_cli.rundir import RunDir
 
 WINDOW = 3
 MIN_BASELINE = 2
@@ -157,16 +158,18 @@ def gold_of(metadata: dict[str, object]) -> float | None:
     return float(value)
 
 
-def step_signals(run: RunDir, step: int) -> StepSignals:
+def step_signals(reader: RunReader, step: int) -> StepSignals:
     """The signals of one step from its files (scores.jsonl, rollouts.jsonl, summary.json); a file not
     written yet leaves its part empty."""
+    from amaris_cli import artifacts
+
+    run = reader.run
     signals = StepSignals(step=step)
     if artifacts.scores_path(run, step).exists():
-        scored = {s.rollout_id: s.reward for s in artifacts.load_scores(run, step)
-                  if s.status == "scored" and s.reward is not None}
+        scored = {s.rollout_id: s.reward for s in reader.scores(step) if s.status == "scored" and s.reward is not None}
         signals.n_scored = len(scored)
         signals.judge_mean = math.fsum(scored.values()) / len(scored) if scored else None
-        gold = {r.id: g for r in artifacts.load_rollouts(run, step) if (g := gold_of(r.metadata)) is not None}
+        gold = {r.id: g for r in reader.rollouts(step) if (g := gold_of(r.metadata)) is not None}
         both = [(scored[i], gold[i]) for i in scored if i in gold]
         if both:
             signals.n_gold = len(both)
@@ -174,17 +177,27 @@ def step_signals(run: RunDir, step: int) -> StepSignals:
             signals.judge_mean_gold = math.fsum(j for j, _ in both) / len(both)
             signals.n_gold_out_of_range = sum(not 0.0 <= g <= 1.0 for _, g in both)
             signals.failed = Moments.of(j - g for j, g in both if g < FAILED_BELOW)
-    for summary in artifacts.load_summaries(run, step):  # per-instance runs: one summary per instance
+    for summary in reader.summaries(step):  # per-instance runs: one summary per instance
         signals.n_analyzed += summary.n_analyzed
         for h in summary.hacking:
             signals.patterns[h.pattern] = signals.patterns.get(h.pattern, 0) + h.count
     return signals
 
 
-def run_alarms(run: RunDir) -> AlarmReport:
-    """The alarms of a run, from its files."""
-    run.require()
-    return detect([step_signals(run, s) for s in artifacts.step_numbers(run)])
+def run_alarms(run: RunDir | RunReader) -> AlarmReport:
+    """The alarms of a run, from its files (through the run reader, so each file is read once)."""
+    from amaris_cli.reader import RunReader
+
+    reader = run if isinstance(run, RunReader) else RunReader(run)
+    return detect([step_signals(reader, s) for s in reader.steps])
+
+
+def alarms_at(reader: RunReader, step: int) -> list[Alarm]:
+    """The alarms that start at `step`, from the steps that decide them (the rule at a step reads at most
+    WINDOW + MAX_BASELINE steps back, and whether it held one step earlier the same again): what a command
+    that just wrote the step says, at a cost that does not grow with the run."""
+    earlier = [s for s in reader.steps if s <= step][-(WINDOW + MAX_BASELINE + 1):]
+    return [a for a in detect([step_signals(reader, s) for s in earlier]).alarms if a.step == step]
 
 
 # --- the rule -----------------------------------------------------------------------------------
@@ -250,6 +263,8 @@ def _weighted(steps: list[StepSignals], wanted: list[int], field: str) -> float 
 
 def detect(steps: list[StepSignals]) -> AlarmReport:
     """The alarms of a run's step signals (any order)."""
+    from amaris_cli.figures import shown_number, shown_percent
+
     steps = sorted(steps, key=lambda s: s.step)
     alarms: list[Alarm] = []
     notes: list[str] = []
@@ -265,8 +280,9 @@ def detect(steps: list[StepSignals]) -> AlarmReport:
                                                 _weighted(steps, ev.baseline_steps, "gold_mean"))
             alarms.append(Alarm(step=step, kind="judge_gold_divergence", evidence=ev, reason=(
                 f"the judge rewards rollouts the verifiable reward fails: their judge reward above their verifiable "
-                f"reward rose to {ev.window_value:.3f} over steps {_span(ev.window_steps)} ({ev.n_window} failed "
-                f"rollouts) from {ev.baseline_value:.3f} over steps {_span(ev.baseline_steps)}; mean judge reward "
+                f"reward rose to {shown_number(ev.window_value)} over steps {_span(ev.window_steps)} ({ev.n_window} "
+                f"failed rollouts) from {shown_number(ev.baseline_value)} over steps {_span(ev.baseline_steps)}; mean "
+                "judge reward "
                 f"{_fmt(ev.judge_baseline)} -> {_fmt(ev.judge_window)}, verifiable {_fmt(ev.gold_baseline)} -> "
                 f"{_fmt(ev.gold_window)} (z {_z(ev.z)})")))
     analyzed = [s for s in steps if s.n_analyzed > 0]
@@ -274,15 +290,18 @@ def detect(steps: list[StepSignals]) -> AlarmReport:
         series = [(s.step, Moments.share(s.patterns.get(pattern, 0), s.n_analyzed)) for s in analyzed]
         for step, ev in _onsets(series, shares=True):
             alarms.append(Alarm(step=step, kind="pattern_prevalence", pattern=pattern, evidence=ev, reason=(
-                f"{pattern} grew to {ev.window_value:.0%} of analyzed rollouts over steps {_span(ev.window_steps)} "
-                f"({ev.current_value:.0%} at step {step}) from {ev.baseline_value:.0%} over steps "
+                f"{pattern} grew to {shown_percent(ev.window_value)} of analyzed rollouts over steps "
+                f"{_span(ev.window_steps)} ({shown_percent(ev.current_value)} at step {step}) from "
+                f"{shown_percent(ev.baseline_value)} over steps "
                 f"{_span(ev.baseline_steps)} (z {_z(ev.z)})")))
     alarms.sort(key=lambda a: (a.step, a.kind, a.pattern or ""))
     return AlarmReport(steps=steps, alarms=alarms, gold=bool(with_gold), notes=notes)
 
 
 def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
+    from amaris_cli.figures import shown_number
+
+    return shown_number(value)
 
 
 def _z(value: float) -> str:

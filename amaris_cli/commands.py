@@ -207,6 +207,20 @@ def run_update(options: UpdateOptions, json_out: bool, quiet: bool) -> None:
         _print_update(options.run, options.step, result.outcome)
 
 
+def say_alarms(run_path: Path, step: int) -> list[dict[str, Any]]:
+    """The hacking-onset alarms that start at `step` (alarms.py), said on stderr whatever --quiet says: an
+    alarm changes no reward, so a person must read it."""
+    from amaris_cli.alarms import alarms_at
+    from amaris_cli.reader import RunReader
+    from amaris_cli.rundir import RunDir
+
+    found = alarms_at(RunReader(RunDir(run_path)), step)
+    for alarm in found:
+        kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
+        err.print(f"[bold yellow]alarm[/] step {alarm.step}, {kind}: {escape(alarm.reason)}", markup=True, soft_wrap=True)
+    return [a.model_dump(mode="json") for a in found]
+
+
 def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli import artifacts
     from amaris_cli.jobs import Hooks, evolve_job
@@ -218,8 +232,9 @@ def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
         result = evolve_job(options, Hooks(say=say, on_stage=bar.stage, on_record=bar.record))
     outcome = result.outcome
     assert outcome is not None
+    alarms = say_alarms(options.run, step)
     if json_out:
-        emit_json({"step": step, "analyzed": outcome.analyzed.done, "analysis_failed": outcome.analyzed.failed,
+        emit_json({"step": step, "alarms": alarms, "analyzed": outcome.analyzed.done, "analysis_failed": outcome.analyzed.failed,
                    "summarized": outcome.summarized.done + outcome.summarized.reused, "update": result.update,
                    "updated": _update_json(options.run, step, outcome.updated) if outcome.updated else None,
                    "rescore_mean_reward": outcome.rescored.mean_reward if outcome.rescored else None,
@@ -269,12 +284,13 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
 
 
 @contextmanager
-def _multi_step_hooks(json_out: bool, quiet: bool) -> Iterator[Any]:
+def _multi_step_hooks(json_out: bool, quiet: bool, run_path: Path) -> Iterator[Any]:
     from amaris_cli.jobs import Hooks
 
     def on_step(report: Any) -> None:
         if not quiet and not json_out:
             err.print(_step_line(report))
+        say_alarms(run_path, report.step)
 
     with StageProgress(quiet or json_out, {}) as bar:
         yield Hooks(say=say, on_step=on_step, on_stage=bar.stage, on_record=bar.record)
@@ -283,7 +299,7 @@ def _multi_step_hooks(json_out: bool, quiet: bool) -> Iterator[Any]:
 def run_loop_command(options: LoopOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.jobs import loop_job
 
-    with _multi_step_hooks(json_out, quiet) as hooks:
+    with _multi_step_hooks(json_out, quiet, options.run) as hooks:
         result = loop_job(options, hooks)
     _loop_output(result, options.run, json_out, quiet, replayed=False)
 
@@ -291,7 +307,7 @@ def run_loop_command(options: LoopOptions, json_out: bool, quiet: bool) -> None:
 def run_replay(options: ReplayOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.replay import replay_job
 
-    with _multi_step_hooks(json_out, quiet) as hooks:
+    with _multi_step_hooks(json_out, quiet, options.out) as hooks:
         result = replay_job(options, hooks)
     _loop_output(result, options.out, json_out, quiet, replayed=True)
 

@@ -189,3 +189,45 @@ def test_an_alarm_is_json_with_step_kind_reason_and_evidence(tmp_path, judge) ->
     alarm = data["alarms"][0]
     assert set(alarm) == {"step", "kind", "pattern", "reason", "evidence"}
     assert {"window_steps", "baseline_steps", "effect", "z"} <= set(alarm["evidence"])
+
+
+def test_an_alarm_reaches_every_reader_the_same(tmp_path, judge) -> None:
+    """The alarm of a ramping hack is said on stderr by the loop at its step, listed by `inspect` (text and
+    `--json`: step, kind, reason), shown on the report's page and in `amaris serve`'s rubric status."""
+    gen = _load("make_recurring")
+    gen.write_steps(gen.make_steps(seed=31, steps=12, hacks_per_step=RAMP, wrong_share=LEARNING), tmp_path / "data")
+    run = _init(tmp_path, "run")
+    looped = invoke("loop", tmp_path / "data", "--run", run, env=judge_env(judge))
+    assert looped.exit_code == 0, looped.stderr
+    expected = run_alarms(RunDir(run)).alarms
+    assert expected, "the ramp must alarm for this test to mean anything"
+    first = expected[0]
+    said = [line for line in looped.stderr.splitlines() if line.startswith("alarm step")]
+    assert said and said[0].startswith(f"alarm step {first.step}, {first.kind}"), looped.stderr
+    listed = json.loads(invoke("inspect", run, "--json").stdout)["alarms"]
+    assert [(a["step"], a["kind"], a["pattern"], a["reason"]) for a in listed] == \
+        [(a.step, a.kind, a.pattern, a.reason) for a in expected]
+    shown = invoke("inspect", run)
+    assert "hacking-onset alarms" in shown.stderr and first.kind in shown.stderr
+    from amaris_cli.report import write_report
+    from tests.browser import Browser, find_chromium
+
+    chromium = find_chromium()
+    if chromium is not None:  # CI installs it; without it the page's data is checked, not its rendering
+        page_file = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+        (tmp_path / "profile").mkdir()
+        browser = Browser(chromium, tmp_path / "profile")
+        try:
+            page = browser.open(page_file.resolve().as_uri())
+            page.wait("document.body.dataset.ready === '1' && !!document.getElementById('alarms')")
+            rows = page.eval("[...document.querySelectorAll('#alarms tr')].slice(1).map(tr => tr.cells[0].innerText)")
+            assert rows == [f"step {a.step}" for a in expected]
+        finally:
+            browser.close()
+    from tests.served import served
+
+    with served(run, judge) as server:
+        import httpx
+
+        status = httpx.get(f"{server.url}/rubric_status", params={"step": 11}, timeout=30).json()
+    assert [(a["step"], a["kind"]) for a in status["alarms"]] == [(a.step, a.kind) for a in expected]
