@@ -62,6 +62,21 @@ class StepOverview(BaseModel):
     deactivated: list[Deactivated]
 
 
+class StepReliability(BaseModel):
+    """A step's judge reliability check as the readers show it: its calls within the budget (or why it was not
+    measured or checked) and the flip rates of the versions that scored it, over the steps up to it."""
+
+    measured: bool
+    why: str | None = None  # not measured: why
+    skipped: str | None = None  # measured but nothing asked again: why
+    scorer_calls: int = 0
+    max_extra: float | None = None
+    budget: int = 0
+    calls: int = 0
+    failed: int = 0
+    versions: list[VersionFlips] = []
+
+
 class RunReader:
     def __init__(self, run: RunDir) -> None:
         run.require()
@@ -131,6 +146,16 @@ class RunReader:
     def step_flip_rates(self, step: int) -> StepFlips:
         """The flip rates of the versions that scored the step, over the steps up to it: what its updater was given."""
         return step_figures(self.reliability, self.steps, step)
+
+    def step_reliability(self, step: int) -> StepReliability:
+        record = self.reliability(step)
+        if record is None:
+            return StepReliability(measured=False, why="reliability.enabled is off" if not self.settings.reliability.enabled
+                                   else "the step's evolution has not checked it yet")
+        return StepReliability(measured=True, skipped=record.skipped, scorer_calls=record.scorer_calls,
+                               max_extra=record.max_extra, budget=record.budget, calls=record.calls,
+                               failed=sum(j.status == "failed" for j in record.judgements),
+                               versions=self.step_flip_rates(step).figures)
 
     def memory_entries(self) -> dict[str, int]:
         """What the memory holds of the run, by record type (its files are the source of truth)."""

@@ -69,8 +69,8 @@ class SimJudgeConfig:
     # response_format types answered as llama.cpp's server answers json_schema: HTTP 500, "Input should be ..."
     rejected_formats: tuple[str, ...] = ()
     # An unreliable judge, for tests of amaris's reliability check. `inconsistent`: criterion id ("*": every
-    # criterion) -> the probability that the scorer inverts its verdict on it (a score v becomes 1 - v, a pitfall
-    # present becomes absent and back), drawn from a hash of `seed`, the criterion, the response's number and the
+    # criterion) -> the probability that the scorer answers the other way on it (a score of 0.5 or more becomes 0,
+    # a lower one 1; a pitfall present becomes absent and back), drawn from a hash of `seed`, the criterion, the response's number and the
     # request's messages: the same request always gets the same answer (replays hold), a distinct request (a
     # re-judgement) draws again. `first_listed_met`: position bias, the criterion the rubric lists first is
     # always judged met (or, a pitfall, absent), whatever the response.
@@ -358,7 +358,7 @@ class SimJudge:
                 rate = self.config.inconsistent.get(cid, self.config.inconsistent.get("*", 0.0))
                 digest = hashlib.sha256(f"{self.config.seed}:{cid}:{number}:".encode() + request).digest()
                 if rate and int.from_bytes(digest[:8], "big") / 2**64 < rate:
-                    row[key] = (not row[key]) if key == "present" else round(1.0 - row[key], 6)
+                    row[key] = (not row[key]) if key == "present" else (0.0 if row[key] >= 0.5 else 1.0)
                     row["reason"] = f"{row['reason']} (answered the other way)"
                 out.append(row)
             return out
