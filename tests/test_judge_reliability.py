@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -16,13 +17,15 @@ from amaris_cli.agents.common import AgentKit
 from amaris_cli.agents.rejudge import CONTEXT_PREFIX, budget, permuted, redraw_tag
 from amaris_cli.agents.scorer import scorer_messages
 from amaris_cli.config import Settings
+from amaris_cli.figures import shown_percent
 from amaris_cli.llm.client import LLMClient
 from amaris_cli.models import Criterion, ReliabilityRecord, Rollout, RubricSet
 from amaris_cli.prompts import BLOCK_PATTERN, parse_blocks
 from amaris_cli.reader import RunReader
 from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge import rules
-from amaris_cli.simjudge.server import SimJudge
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+from tests.browser import Browser, find_chromium
 from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 # The sim-judge's hashed embeddings (/v1/embeddings at OPENAI_BASE_URL): indexing 96 analyses stays fast.
@@ -151,9 +154,18 @@ def test_the_sim_judge_answers_inconsistently_only_when_told_to(sim_factory) -> 
 # --- end to end ---------------------------------------------------------------------------------------
 
 
-def test_an_unreliable_criterion_shows_a_high_flip_rate_and_reaches_the_updater(tmp_path: Path, sim_factory) -> None:
-    judge = sim_factory(inconsistent={"shows-reasoning": 0.5})
-    run = evolved_run(tmp_path, judge)
+@pytest.fixture(scope="module")
+def unreliable_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One step of 96 rollouts, scored and evolved by a judge that answers shows-reasoning at random half the time."""
+    judge = SimJudge(SimJudgeConfig(inconsistent={"shows-reasoning": 0.5})).start_in_thread()
+    try:
+        yield evolved_run(tmp_path_factory.mktemp("unreliable"), judge)
+    finally:
+        judge.stop()
+
+
+def test_an_unreliable_criterion_shows_a_high_flip_rate_and_reaches_the_updater(unreliable_run: Path) -> None:
+    run = unreliable_run
     record = ReliabilityRecord.model_validate_json((run / "steps/000000/reliability.json").read_bytes())
     assert (record.scorer_calls, record.budget, record.calls, record.skipped) == (96, 14, 14, None)
     assert Counter(j.kind for j in record.judgements) == {"repeat": 7, "permuted": 7}
@@ -273,3 +285,33 @@ def test_grouped_scoring_is_re_judged_by_group_calls_within_the_budget(tmp_path:
     assert len(own) == 24 and len(extra) == 3 and all(":group:" in c["context"] for c in extra)
     flaky = figure(run, "shows-reasoning")
     assert flaky["n"] == 12 and flaky["flips"] > 0 and figure(run, "correct-answer")["flips"] == 0
+
+
+def test_the_report_shows_the_flip_rates_inspect_shows(unreliable_run: Path, tmp_path: Path) -> None:
+    """The step page and the rubric version's page of the report, in a real headless Chromium."""
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it in CI)")
+    out = tmp_path / "r.html"
+    assert invoke("report", unreliable_run, "--out", out).exit_code == 0
+    want = [[c.criterion_id, str(c.n), str(c.flips), shown_percent(c.rate), f"{c.repeat.flips}/{c.repeat.n}",
+             f"{c.permuted.flips}/{c.permuted.n}"] for c in RunReader(RunDir(unreliable_run)).flip_rates()[0].criteria]
+    assert want[1][0] == "shows-reasoning" and want[1][3] not in ("0%", "-")
+    rows = ("[...document.querySelectorAll('table.flips tr')].slice(1).map(tr => [tr.cells[0].querySelector('.mono')"
+            ".textContent, ...[...tr.cells].slice(1).map(td => td.textContent)])")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    browser = Browser(chromium, profile)
+    try:
+        page = browser.open(out.resolve().as_uri() + "#/step/0")
+        assert page.wait("document.body.dataset.ready") == "1"
+        page.wait("!!document.querySelector('table.flips')")
+        assert page.eval(rows) == want
+        text = page.eval("document.getElementById('main').textContent")
+        assert "14 scorer calls asked again, within a budget of 14 (15% of the step's 96 scorer calls)" in text
+        page.eval("location.hash = '#/rubric/0'")
+        page.wait("location.hash === '#/rubric/0' && !!document.querySelector('table.flips')")
+        assert page.eval(rows) == want
+        assert page.events("Runtime.exceptionThrown") == []
+    finally:
+        browser.close()
