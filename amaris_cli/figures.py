@@ -11,6 +11,7 @@ the last digit.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from statistics import fmean, pstdev
 
@@ -109,36 +110,48 @@ def verdict_flipped(first: float, again: float, tolerance: float) -> bool:
     return round(abs(again - first), MEAN_DECIMALS) > tolerance
 
 
+@dataclass
+class _Pool:
+    """One rubric version's re-judgements while they are counted."""
+
+    instance_id: str | None
+    steps: set[int] = field(default_factory=set)
+    tolerance: set[float] = field(default_factory=set)
+    rejudged: int = 0
+    failed: int = 0
+    # criterion -> kind -> [verdicts judged again, flipped], in the order the rubric lists the criteria
+    counts: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+
 def flip_figures(records: Iterable[ReliabilityRecord]) -> list[VersionFlips]:
     """Each criterion's flip rate per rubric version, pooled over the given steps' re-judgements; versions in
-    (instance, version) order, criteria in the order the rubric lists them."""
-    versions: dict[tuple[str, int], dict] = {}
+    (instance, version) order, criteria in the order the rubric lists them (as the verdicts are stored)."""
+    pools: dict[tuple[str, int], _Pool] = {}
     for record in records:
         for j in record.judgements:
-            entry = versions.setdefault((j.instance_id or "", j.rubric_version), {
-                "instance_id": j.instance_id, "steps": set(), "rejudged": 0, "failed": 0, "tolerance": set(),
-                "criteria": {}})
-            entry["steps"].add(record.step)
-            entry["tolerance"].add(record.tolerance)
+            pool = pools.setdefault((j.instance_id or "", j.rubric_version), _Pool(j.instance_id))
+            pool.steps.add(record.step)
+            pool.tolerance.add(record.tolerance)
             if j.status != "judged":
-                entry["failed"] += 1
+                pool.failed += 1
                 continue
-            entry["rejudged"] += 1
+            pool.rejudged += 1
             for v in j.verdicts:
-                counts = entry["criteria"].setdefault(v.criterion_id, {"repeat": [0, 0], "permuted": [0, 0]})[j.kind]
+                counts = pool.counts.setdefault(v.criterion_id, {"repeat": [0, 0], "permuted": [0, 0]})[j.kind]
                 counts[0] += 1
                 counts[1] += verdict_flipped(v.first, v.again, record.tolerance)
     out = []
-    for (_, version), entry in sorted(versions.items()):
+    for (_, version), pool in sorted(pools.items()):
         criteria = []
-        for cid, kinds in entry["criteria"].items():
-            n, flips = kinds["repeat"][0] + kinds["permuted"][0], kinds["repeat"][1] + kinds["permuted"][1]
+        for cid, kinds in pool.counts.items():
+            repeat, permuted = FlipCount(n=kinds["repeat"][0], flips=kinds["repeat"][1]), \
+                FlipCount(n=kinds["permuted"][0], flips=kinds["permuted"][1])
+            n, flips = repeat.n + permuted.n, repeat.flips + permuted.flips
             criteria.append(CriterionFlips(criterion_id=cid, n=n, flips=flips, rate=_round(flips / n) if n else None,
-                                           repeat=FlipCount(n=kinds["repeat"][0], flips=kinds["repeat"][1]),
-                                           permuted=FlipCount(n=kinds["permuted"][0], flips=kinds["permuted"][1])))
-        out.append(VersionFlips(rubric_version=version, instance_id=entry["instance_id"], steps=sorted(entry["steps"]),
-                                rejudged=entry["rejudged"], failed=entry["failed"],
-                                tolerance=sorted(entry["tolerance"]), criteria=criteria))
+                                           repeat=repeat, permuted=permuted))
+        out.append(VersionFlips(rubric_version=version, instance_id=pool.instance_id, steps=sorted(pool.steps),
+                                rejudged=pool.rejudged, failed=pool.failed, tolerance=sorted(pool.tolerance),
+                                criteria=criteria))
     return out
 
 

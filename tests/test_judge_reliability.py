@@ -26,7 +26,7 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, find_chromium
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 # The sim-judge's hashed embeddings (/v1/embeddings at OPENAI_BASE_URL): indexing 96 analyses stays fast.
 RELIABLE_ON = "\n[reliability]\nenabled = true\n[memory]\nembedding = \"openai\"\n"
@@ -315,3 +315,32 @@ def test_the_report_shows_the_flip_rates_inspect_shows(unreliable_run: Path, tmp
         assert page.events("Runtime.exceptionThrown") == []
     finally:
         browser.close()
+
+
+def test_per_instance_each_updater_gets_the_flip_rates_of_its_own_rubric(tmp_path: Path, sim_factory) -> None:
+    judge = sim_factory(inconsistent={"shows-reasoning": 0.5})
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n") + RELIABLE_ON)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    env = judge_env(judge)
+    assert invoke("score", group_rollouts(tmp_path), "--run", run, "--step", "0", env=env).exit_code == 0
+    result = invoke("evolve", "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 0, result.stderr
+    record = ReliabilityRecord.model_validate_json((run / "steps/000000/reliability.json").read_bytes())
+    judged = {j.instance_id for j in record.judgements}
+    assert record.calls == 14 and len(judged) > 1 and None not in judged
+    versions = RunReader(RunDir(run)).flip_rates()
+    assert {v.instance_id for v in versions} == judged
+    blocks = {}
+    for call in calls(run):
+        if call["agent"] == "updater" and call["source"] == "model":
+            user = call["messages"][1]["content"]
+            blocks[call["context"], user] = parse_blocks(user)["RELIABILITY"]
+    measured = [b for b in blocks.values() if not b.startswith("(not measured")]
+    assert len(blocks) == 24 and len(measured) == len(judged), "one updater per instance; the judged ones are told"
+    lines = [json.loads(line) for block in measured for line in block.splitlines()]
+    assert {line["criterion_id"] for line in lines} == {"correct-answer", "shows-reasoning"}
+    judged_again = sum(line["judged_again"] for line in lines if line["criterion_id"] == "shows-reasoning")
+    assert judged_again == sum(j.status == "judged" for j in record.judgements) == 14
+    assert sum(line["flipped"] for line in lines) == sum(c.flips for v in versions for c in v.criteria) > 0
