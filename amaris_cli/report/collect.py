@@ -18,7 +18,9 @@ from pydantic import BaseModel
 
 from amaris_cli import __version__
 from amaris_cli.alarms import Alarm, run_alarms
+from amaris_cli.errors import InputError
 from amaris_cli.figures import VersionFlips
+from amaris_cli.hackbench.models import RESULTS, HackbenchReport
 from amaris_cli.models import AnalysisRecord, Criterion, Rollout, RubricSet, ScoreRecord
 from amaris_cli.reader import RunReader, StepReliability
 from amaris_cli.rubrics import criterion_stats
@@ -126,6 +128,7 @@ class Overview(BaseModel):
     usage: list[AgentUsage]
     alarms: list[Alarm]  # hacking-onset alarms (alarms.py), as `inspect` lists them
     alarm_checks: list[str]  # the signals the run gave the alarms (none: nothing could be checked)
+    hackbench: HackbenchReport | None  # the run is a hack benchmark's (`amaris hackbench`): its results
     reliability: list[VersionFlips]  # each criterion's flip rate per rubric version, over the run (reliability.py)
 
 
@@ -289,6 +292,16 @@ def analysis_block(record: AnalysisRecord, strings: Strings) -> dict[str, Any]:
     return block
 
 
+def _hackbench(run: RunDir) -> HackbenchReport | None:
+    path = run.path / RESULTS
+    if not path.exists():
+        return None
+    try:
+        return HackbenchReport.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise InputError(path, f"not the results of `amaris hackbench`: {str(exc).splitlines()[0]}") from None
+
+
 def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[int, dict[str, Any]]]:
     """The overview and {step: rollout block}."""
     reader = RunReader(run)
@@ -336,5 +349,6 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
                         steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
-                        alarms=alarm_report.alarms, alarm_checks=checks, reliability=reader.flip_rates())
+                        alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run),
+                        reliability=reader.flip_rates())
     return overview, blocks
