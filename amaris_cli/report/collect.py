@@ -19,9 +19,10 @@ from pydantic import BaseModel
 from amaris_cli import __version__
 from amaris_cli.alarms import Alarm, run_alarms
 from amaris_cli.errors import InputError
+from amaris_cli.figures import VersionFlips
 from amaris_cli.hackbench.models import RESULTS, HackbenchReport
 from amaris_cli.models import AnalysisRecord, Criterion, Rollout, RubricSet, ScoreRecord
-from amaris_cli.reader import RunReader
+from amaris_cli.reader import RunReader, StepReliability
 from amaris_cli.rubrics import criterion_stats
 from amaris_cli.rundir import RunDir
 
@@ -100,6 +101,7 @@ class StepView(BaseModel):
     summarized: bool
     summary: str | None
     updates: int
+    reliability: StepReliability  # the judge reliability check of the step, as `inspect --step` shows it
 
 
 class AgentUsage(BaseModel):
@@ -127,6 +129,7 @@ class Overview(BaseModel):
     alarms: list[Alarm]  # hacking-onset alarms (alarms.py), as `inspect` lists them
     alarm_checks: list[str]  # the signals the run gave the alarms (none: nothing could be checked)
     hackbench: HackbenchReport | None  # the run is a hack benchmark's (`amaris hackbench`): its results
+    reliability: list[VersionFlips]  # each criterion's flip rate per rubric version, over the run (reliability.py)
 
 
 def _r(x: float, digits: int = 4) -> float:
@@ -197,7 +200,7 @@ def step_view(reader: RunReader, step: int, kinds: dict[str, Literal["reward", "
                     failed=r.failed, analyzed=view.analyzed, mean=r.mean, std=r.std, histogram=r.histogram,
                     criteria=criterion_rates(reader.scores(step), kinds),
                     hacking=[PatternCount(**h.model_dump()) for h in view.hacking], summarized=view.summarized,
-                    summary=view.summary, updates=view.updates)
+                    summary=view.summary, updates=view.updates, reliability=reader.step_reliability(step))
 
 
 class Strings:
@@ -346,5 +349,6 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
                         steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
-                        alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run))
+                        alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run),
+                        reliability=reader.flip_rates())
     return overview, blocks

@@ -419,10 +419,35 @@
     const view = [head, h("h3", {}, "Criteria"), critRows,
       h("div", { class: "legend" }, "rate: mean verdict over the scored rollouts, the pass rate of a reward criterion or the prevalence of a pitfall (higher = worse)."),
       h("h3", {}, "Reward hacking"), chips.length ? h("div", {}, chips) : h("p", { class: "note" }, st.summarized ? "none named" : "not summarized yet"),
+      reliabilitySection(st),
       h("h3", {}, "Rollouts"), body];
     block(step).then((b) => fillRollouts(body, b, st, f, set)).catch((e) => body.replaceChildren(h("p", { class: "err" }, "Could not decode this step's data: " + e)));
     return view;
   }
+  // --- judge reliability (amaris_cli/reliability.py): flip rates per rubric version ----------------
+  function flipTables(versions) {
+    return versions.map((v) => {
+      const table = h("table", { class: "flips" }, h("tr", {}, h("th", {}, "criterion"), ["judged again", "flipped", "flip rate", "repeat", "permuted"].map((c) => h("th", { class: "num" }, c))));
+      for (const c of v.criteria) {
+        const info = criterionInfo(c.criterion_id, v.rubric_version, v.instance_id);
+        table.appendChild(h("tr", {}, h("td", {}, info.text, h("div", { class: "muted mono" }, c.criterion_id)),
+          h("td", { class: "num" }, c.n), h("td", { class: "num" }, c.flips), h("td", { class: "num" }, pct(c.rate), meter(c.rate, "#9a6700")),
+          h("td", { class: "num" }, `${c.repeat.flips}/${c.repeat.n}`), h("td", { class: "num" }, `${c.permuted.flips}/${c.permuted.n}`)));
+      }
+      return [h("p", {}, link(rubricHref(v.rubric_version, v.instance_id), "rubric v" + v.rubric_version + (v.instance_id !== null ? " (" + v.instance_id + ")" : "")),
+        `, re-judged at ${count(v.steps.length, "step")} (${v.steps.join(", ")}): ${count(v.rejudged, "rollout")} answered again, ${v.failed} without a valid answer; a verdict flips when it differs from the first by more than ${v.tolerance.join(", ")}.`), table];
+    });
+  }
+  const FLIP_LEGEND = "judged again: verdicts given again (repeat: the same request with only its block tag drawn again; permuted: the criteria in another order); flip rate: the share of them that differ from the first verdict beyond the tolerance. A criterion that flips is a candidate to rewrite; flips only in permuted order show position bias.";
+  function reliabilitySection(st) {
+    const rel = st.reliability;
+    const out = [h("h3", {}, "Judge reliability")];
+    if (!rel.measured) return [out, h("p", { class: "note" }, "not measured (" + rel.why + ")")];
+    if (rel.skipped) return [out, h("p", { class: "note" }, "not checked at this step: " + rel.skipped)];
+    out.push(h("p", {}, `${count(rel.calls, "scorer call")} asked again, within a budget of ${rel.budget} (${pct(rel.max_extra)} of the step's ${rel.scorer_calls} scorer calls); ${rel.failed} without a valid answer. The flip rates of the rubric version that scored the step, over the steps up to it (what its updater was given):`));
+    return [out, flipTables(rel.versions), h("div", { class: "legend" }, FLIP_LEGEND)];
+  }
+
   function fillRollouts(body, b, st, f, set) {
     if (!b) { body.replaceChildren(h("p", { class: "note" }, "No rollouts for this step.")); return; }
     const patterns = new Set();
@@ -496,7 +521,12 @@
       h("p", {}, lineage.map((x) => [x.version === version ? h("b", {}, "v" + x.version) : link(rubricHref(x.version, inst), "v" + x.version), " "])),
       h("p", {}, r.produced_by_step === null || r.produced_by_step === undefined ? "The initial rubric (from init). " : ["Written by ", link(updateHref(r.produced_by_step), "the update after step " + r.produced_by_step), ". "],
         used.length ? ["Scored steps ", used.map((st, k) => [k ? ", " : "", link(stepHref(st), String(st))]), "."] : "No step was scored with it yet."),
-      table, diff];
+      table, diff, rubricReliability(version, inst)];
+  }
+  function rubricReliability(version, inst) {
+    const found = (D.reliability || []).filter((v) => v.rubric_version === version && (v.instance_id ?? "") === (inst ?? ""));
+    if (!found.length) return null;
+    return [h("h3", {}, "Judge reliability"), flipTables(found), h("div", { class: "legend" }, FLIP_LEGEND)];
   }
   function rubricsView() {
     const table = h("table", {}, h("tr", {}, ["version", "instance", "written by", "criteria", "reward", "pitfall", "added", "removed", "changed"].map((c) => h("th", {}, c))));
