@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
 from amaris_cli.llm.parsing import normalize_score
+from amaris_cli.llm.schemas import scorer_contract
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
 from amaris_cli.prompts import render
 from amaris_cli.rubrics import compute_reward
@@ -148,7 +149,7 @@ async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step
     answer = await kit.client.ask(
         "scorer", messages, ScorerAnswer, step=step, context=rollout.id,
         check=check_against(rubric, asks_presence(messages[0]["content"])),
-        max_tokens=answer_budget(len(rubric.criteria)),
+        max_tokens=answer_budget(len(rubric.criteria)), contract=scorer_contract(rubric),
     )
     base = {"rollout_id": rollout.id, "step": step, "rubric_version": rubric.version, "instance_id": rubric.instance_id}
     if answer.value is None:

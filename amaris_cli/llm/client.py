@@ -56,6 +56,7 @@ from amaris_cli.llm.endpoint import (
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
 from amaris_cli.llm.ratelimit import RateLimiter, estimate_tokens
+from amaris_cli.llm.schemas import strict
 from amaris_cli.llm.transport import classify, is_outage
 from amaris_cli.llm.wire import (
     ChatPoster,
@@ -265,8 +266,10 @@ class LLMClient:
         return self._limiters[key]
 
     def params_for(self, agent: AgentSettings, name: str, schema: type[BaseModel],
-                   response_format: str | None = None) -> dict[str, Any]:
-        """The request's parameters; `response_format` overrides the agent's (what "auto" tries now)."""
+                   response_format: str | None = None, contract: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The request's parameters; `response_format` overrides the agent's (what "auto" tries now). Under
+        json_schema the answer's schema is sent strict (llm/schemas.py): `contract` when the caller knows the
+        exact shape (the scorer: its rubric's criteria), else the answer model's."""
         fmt = response_format or agent.response_format
         params: dict[str, Any] = {"temperature": agent.temperature, agent.token_limit_param: agent.max_tokens}
         if fmt == "json_object":
@@ -274,7 +277,7 @@ class LLMClient:
         elif fmt == "json_schema":
             params["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema.model_json_schema(), "strict": False},
+                "json_schema": {"name": name, "schema": contract or strict(schema.model_json_schema()), "strict": True},
             }
         if agent.service_tier:
             params["service_tier"] = agent.service_tier
@@ -421,13 +424,14 @@ class LLMClient:
 
     async def _request(
         self, name: str, step: int | None, context: str, messages: list[dict[str, Any]], schema: type[BaseModel],
-        budget: int | None = None,
+        budget: int | None = None, contract: dict[str, Any] | None = None,
     ) -> _Reply:
         agent = self._agents[name]
         fmt = self._format(name, agent)
-        if (name, schema, fmt) not in self._params:
-            self._params[name, schema, fmt] = self.params_for(agent, name, schema, fmt)
-        params = self._params[name, schema, fmt]
+        key = (name, schema, fmt, orjson.dumps(contract) if contract is not None and fmt == "json_schema" else None)
+        if key not in self._params:
+            self._params[key] = self.params_for(agent, name, schema, fmt, contract)
+        params = self._params[key]
         if budget is not None and budget != params[agent.token_limit_param]:
             params = {**params, agent.token_limit_param: budget}
         rhash = request_hash(name, agent.model, messages, params)
@@ -456,7 +460,7 @@ class LLMClient:
                 error = cached.record.error or "failed in the recorded run"
                 record(None, error, 0, time.monotonic(), cached.origin)
                 if error.startswith(_FormatRejected.PREFIX) and self._format_rejected(name, agent, fmt, error):
-                    return await self._request(name, step, context, messages, schema, budget)
+                    return await self._request(name, step, context, messages, schema, budget, contract)
                 raise _Fatal(error)
             if cached is not None:
                 reply = _Reply(text=cached.record.response or "", usage=cached.record.usage,
@@ -509,7 +513,7 @@ class LLMClient:
             except _FormatRejected as exc:
                 record(None, str(exc), attempt, started)
                 if self._format_rejected(name, agent, fmt, str(exc)):
-                    return await self._request(name, step, context, messages, schema, budget)
+                    return await self._request(name, step, context, messages, schema, budget, contract)
                 fatal = EndpointFatal(f"the {name} endpoint {public_url(agent.base_url)} (model {agent.model!r}): {exc}; "
                                       f"set agents.{name}.response_format to one it takes (\"json_object\", \"text\"), "
                                       "or \"auto\" to fall back by itself")
@@ -555,13 +559,15 @@ class LLMClient:
         parse: Callable[[dict[str, Any]], T] | None = None,
         reasks: int | None = None,
         max_tokens: int | None = None,
+        contract: dict[str, Any] | None = None,
     ) -> Answer[T]:
         """Ask `agent`; return the validated answer or the reason there is none.
 
         `parse` turns the JSON object into the model (default: `schema.model_validate`); `check`
         tests it against the request (e.g. one verdict per criterion) and raises ValueError.
         `max_tokens` asks for a larger completion budget than the agent's (up to its cap), for
-        answers known to be long. Raises EndpointFatal when the endpoint cannot answer at all.
+        answers known to be long. `contract`: the answer's exact JSON schema, sent when the format is
+        json_schema (llm/schemas.py). Raises EndpointFatal when the endpoint cannot answer at all.
         """
         usage = self.usage.setdefault(agent, AgentUsage())
         settings = self._agents[agent]
@@ -573,7 +579,7 @@ class LLMClient:
         budget = min(cap, max(settings.max_tokens, max_tokens or 0))
         for round_ in range(reasks + 1):
             try:
-                reply = await self._request(agent, step, context, convo, schema, budget)
+                reply = await self._request(agent, step, context, convo, schema, budget, contract)
             except _Fatal as exc:
                 usage.failures += 1
                 answer.error = self.redact(str(exc))
