@@ -25,6 +25,7 @@ from amaris_cli.jsonio import iter_jsonl
 from amaris_cli.models import (
     AnalysisRecord,
     Deactivated,
+    GateRecord,
     HackingCount,
     Modification,
     RejectedModification,
@@ -57,6 +58,7 @@ class StepOverview(BaseModel):
     applied: list[Modification]
     rejected: list[RejectedModification]
     deactivated: list[Deactivated]
+    gate: GateRecord | None = None  # the adoption gate's check of the update (gate.py)
 
 
 class RunReader:
@@ -118,7 +120,7 @@ class RunReader:
             updates=sum(self.update(step, s.instance_id) is not None for s in summaries),
             strategy=update.strategy if update else None, rationale=update.rationale if update else None,
             applied=update.applied if update else [], rejected=update.rejected if update else [],
-            deactivated=update.deactivated if update else [])
+            deactivated=update.deactivated if update else [], gate=update.gate if update else None)
 
     def memory_entries(self) -> dict[str, int]:
         """What the memory holds of the run, by record type (its files are the source of truth)."""
