@@ -55,7 +55,10 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
         target = dst.path / probes.resolve().relative_to(src.path.resolve())
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(probes, target)
-    dst.save_manifest(Manifest(created_at=now_iso(), config=src.load_manifest().config, replay_of=str(source)))
+    config = src.load_manifest().config
+    if "gate" not in config:  # recorded before the adoption gate existed: replayed as it ran, without one
+        config = {**config, "gate": {"enabled": False}}
+    dst.save_manifest(Manifest(created_at=now_iso(), config=config, replay_of=str(source)))
     return True
 
 

@@ -191,3 +191,17 @@ def test_the_rules_and_their_margins(previous, new, refused, pairs) -> None:
         assert refusals == []
     else:
         assert len(refusals) == 1 and refused in refusals[0]
+
+
+def test_a_run_recorded_before_the_gate_replays_without_it(tmp_path, sim) -> None:
+    """A run.json without a `gate` section was written before the gate existed: its updates were adopted
+    unchecked, and `replay --offline` reproduces them (the gate on would ask the judge what the record lacks)."""
+    run = make_run(tmp_path, "\n[gate]\nenabled = false\n")
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    assert json.loads((run / "steps/000000/update.json").read_text())["applied"], "an update the gate would check"
+    manifest = json.loads((run / "run.json").read_text())
+    del manifest["config"]["gate"]
+    (run / "run.json").write_text(json.dumps(manifest))
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert outputs(tmp_path / "replayed") == outputs(run)
