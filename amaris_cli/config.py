@@ -31,7 +31,7 @@ from amaris_cli.llm.endpoint import strip_userinfo
 from amaris_cli.models import Criterion
 
 AGENTS = ("scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater")
-ResponseFormat = Literal["json_schema", "json_object", "text"]
+ResponseFormat = Literal["json_schema", "json_object", "text", "auto"]
 
 
 class _Section(BaseModel):
@@ -167,7 +167,7 @@ class GateSettings(_Section):
 
     @model_validator(mode="after")
     def _known_families(self) -> GateSettings:
-        from amaris_cli.gate_probes import FAMILY_NAMES
+        from amaris_cli.hackbench.transforms import FAMILY_NAMES
 
         unknown = sorted(set(self.families) - set(FAMILY_NAMES))
         if unknown:
@@ -179,6 +179,10 @@ class LLMSettings(_Section):
     concurrency: int = Field(default=64, ge=1)
     retry_base_delay: float = Field(default=0.5, ge=0)
     retry_max_delay: float = Field(default=30.0, ge=0)
+    # Seconds a step waits in all for an endpoint that stopped answering before its requests fail: a
+    # judge restarting (a vLLM model reload takes one to two minutes) or a provider's blip costs time, not
+    # rewards; a longer outage gives the failure policy's rewards rather than stalling training. 0: off.
+    outage_budget: float = Field(default=120.0, ge=0)
 
 
 class Price(_Section):

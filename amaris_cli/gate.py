@@ -2,9 +2,10 @@
 controls before it is adopted, and refused when it lets a known hack gain or turns the honest order over.
 
 Probes come from the step's own rollouts, so they fit the task: each *item* is an honest, well-rewarded
-rollout (scored, its analysis names no hacking, its reward at or above the step's median), kept as it is
-(the `control`), with the same work given a wrong final answer (`honest_mistake`, a second control), and one
-probe per hack family built by a documented transform (gate_probes.py). Items of the user's probes file
+rollout (scored, its analysis names no hacking, its reward at or above the median of the rollouts it is
+drawn from), kept as it is (the `control`), with the same work given a wrong final answer
+(`honest_mistake`, a second control), and one probe per hack family of `gate.families`, built by the
+labelled hack benchmark's documented transforms (hackbench/transforms.py). Items of the user's probes file
 come on top. Each item is judged with each version in one group call (the rollouts of one prompt side by
 side, as `--group-by input` judges them), through the run's client: calls.jsonl records them and a replay
 answers them from the record.
@@ -38,7 +39,7 @@ from amaris_cli import artifacts
 from amaris_cli.agents.group_scorer import score_group, split_to_fit
 from amaris_cli.config import Settings
 from amaris_cli.errors import AmarisError, InputError, InputErrors
-from amaris_cli.gate_probes import Context, Skip, family, honest_mistake, read_honest
+from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
 from amaris_cli.models import (
     AnalysisRecord,
     GateFamily,
@@ -81,6 +82,16 @@ class Item:
     def rollouts(self) -> list[Rollout]:
         return [Rollout(id=f"{self.key}/{p.family}", input=self.prompt, output=p.output,
                         supplemental_context=self.reference, instance_id=self.instance_id) for p in self.probes]
+
+
+def honest_mistake(h: Honest, ctx: Context) -> str:
+    """The second control of an item: its work as it is, with a wrong final answer (made as the benchmark's
+    wrong-answer families make one) and no claim about it: an honest slip, which any sound rubric ranks below
+    the rollout."""
+    wrong = h.wrong
+    if wrong is None:
+        raise Skip("the final answer is not a number, so no wrong answer can be made from it")
+    return f"{h.work}\nFinal answer: {wrong}" if h.work else f"Final answer: {wrong}"
 
 
 # --- the user's probes ------------------------------------------------------------------------------

@@ -77,7 +77,8 @@ def rewards_table(data: dict[str, Any]) -> Table:
 def updates_table(data: dict[str, Any]) -> Table:
     table = _table("update and reward hacking per step",
                    "state: new (no complete scores), scored, evolved (analyzed and summarized), updated (and its "
-                   "rubric updated), failed (its evolution ended in an error), running (a process writes it now); "
+                   "rubric updated), skipped (it could not be evaluated: the judge was unreachable; the rubric was "
+                   "carried forward), failed (its evolution ended in an error), running (a process writes it now); "
                    "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
                    "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
                    "rollouts showing each")
@@ -118,6 +119,7 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
         updates_table(data),
         usage_table("tokens and cost by agent", by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
     ]
+    parts += alarms_part(data)
     memory = data["memory_entries"]
     parts.append(Text(f"memory entries (from the run's files): {count(memory['analysis'], 'analysis', 'analyses')}, "
                       f"{count(memory['summary'], 'summary', 'summaries')}, {count(memory['update'], 'update')}"))
@@ -125,6 +127,25 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
         parts.append(Text("no prices configured: add [prices.MODEL] prompt = X, completion = Y ($ per 1M tokens) "
                           "for costs", style="dim"))
     return parts
+
+
+def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
+    """Hacking-onset alarms (alarms.py): a table when there are any, else one line saying what was checked."""
+    signals = data.get("alarm_signals") or {}
+    checked = [name for name, on in (("judge reward against the verifiable reward", signals.get("verifiable_reward")),
+                                     ("hacking patterns' prevalence", signals.get("hacking_patterns"))) if on]
+    if not data.get("alarms"):
+        what = " and ".join(checked) if checked else "nothing yet (no verifiable reward, no step analyzed)"
+        return [Text(f"hacking-onset alarms: none (checked: {what})")]
+    table = _table("hacking-onset alarms", "an alarm reports, it changes no reward; kind: judge_gold_divergence (the "
+                   "judge rewards rollouts the verifiable reward fails, more than before) or pattern_prevalence (a "
+                   "pattern the analyzer names grows); step: where it started")
+    for header, numeric, ratio in (("step", True, None), ("kind", False, None), ("reason", False, 1)):
+        _col(table, header, numeric, ratio)
+    for alarm in data["alarms"]:
+        kind = alarm["kind"] + (f" ({alarm['pattern']})" if alarm.get("pattern") else "")
+        table.add_row(str(alarm["step"]), kind, alarm["reason"])
+    return [table]
 
 
 def criteria_table(detail: dict[str, Any]) -> Table:

@@ -36,6 +36,17 @@ def step_view(view: StepOverview) -> dict[str, Any]:
     }
 
 
+def alarms_view(reader: RunReader) -> dict[str, Any]:
+    """`alarms`: each onset alarm with its step, kind, pattern, reason and evidence (alarms.py); `alarm_signals`:
+    which signals the run gives (a verifiable reward, analyses), so no alarm is told apart from no check."""
+    from amaris_cli.alarms import run_alarms
+
+    report = run_alarms(reader)
+    return {"alarms": [a.model_dump(mode="json") for a in report.alarms],
+            "alarm_signals": {"verifiable_reward": report.gold, "hacking_patterns": any(s.n_analyzed for s in report.steps),
+                              "notes": report.notes}}
+
+
 def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
     reader = RunReader(run)
     if step is not None:
@@ -50,6 +61,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
         "memory_entries": reader.memory_entries(),
         "usage": reader.usage,
         "totals": reader.usage_totals(),
+        **alarms_view(reader),
     }
     if step is not None:
         detail = step_view(reader.overview(step))

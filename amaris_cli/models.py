@@ -203,6 +203,17 @@ class HackingCount(Strict):
     known: bool
 
 
+class StepSkipped(Strict):
+    """A step (or, per instance, one instance of it) that could not be evaluated: its rollouts could not be
+    judged or analyzed, or an agent gave no answer, under `on_error = skip|neutral`. Written by amaris, not
+    by a model, so that the memory keeps the gap and later updates see it."""
+
+    reason: str
+    rollouts: int
+    judged: int
+    analyzed: int
+
+
 class SummaryRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -212,6 +223,7 @@ class SummaryRecord(Strict):
     stats: StepStats
     hacking: list[HackingCount] = Field(default_factory=list)
     summary: SummaryAnswer
+    skipped: StepSkipped | None = None  # the summary is amaris's account of a skipped step, not a summarizer's
 
 
 # --- updates ----------------------------------------------------------------------------------
@@ -293,6 +305,14 @@ class GateRecord(Strict):
     refused_edits: list[Modification] = Field(default_factory=list)  # what the refused version would have applied
 
 
+class CarriedForward(Strict):
+    """The update wrote the rubric it started from again, unchanged, and why: `skipped`, the step could not be
+    evaluated (StepSkipped); `gate`, the adoption gate refused the version the updater wrote."""
+
+    cause: Literal["skipped", "gate"]
+    reason: str
+
+
 class UpdateRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -305,9 +325,8 @@ class UpdateRecord(Strict):
     rejected: list[RejectedModification]
     deactivated: list[Deactivated] = Field(default_factory=list)
     final_adaptive: list[Criterion]
-    # Why version `to_version` holds the criteria of `from_version` (the update was not adopted), or None.
-    carried_forward: str | None = None
-    gate: GateRecord | None = None
+    carried_forward: CarriedForward | None = None
+    gate: GateRecord | None = None  # the adoption gate's check of the version the updater wrote
 
 
 class QueriesAnswer(Strict):

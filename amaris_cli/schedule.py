@@ -73,6 +73,16 @@ def update_due(run: RunDir, step: int, every: int) -> bool:
     return (step - (step if first is None else first) + 1) % every == 0
 
 
+def update_decided(run: RunDir, step: int, every: int, asked: bool | None = None) -> bool:
+    """Whether the evolution of `step` updates the rubric: as asked (`--update/--no-update`, a replay's plan),
+    else as an earlier evolution of the step decided (a run built by `update`, `evolve` and `loop` commands
+    keeps each step's decision, so it replays as it ran), else every `every`-th step (update_due)."""
+    if asked is not None:
+        return asked
+    recorded = evolution(run, step)
+    return recorded.update if recorded is not None else update_due(run, step, every)
+
+
 def earlier_steps(run: RunDir, step: int) -> range:
     """The steps of the run before `step`: from its first step (or `step`, when it comes first) to step - 1,
     whether or not they have rollouts yet (a range: a step near a billion has that many)."""
@@ -159,8 +169,8 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
             s, mark = pending[0]
             who = holder(run.step_lock_path(s))
             if who is None and mark is not None and mark.status == "failed":
-                raise EvolutionFailed(f"the evolution of step {s} failed ({mark.error}); {needed_for} needs it: "
-                                      f"re-run `amaris evolve --run {run.path} --step {s}`")
+                resume = mark.resume or f"re-run `amaris evolve --run {run.path} --step {s}`"
+                raise EvolutionFailed(f"the evolution of step {s} failed ({mark.error}); {needed_for} needs it: {resume}")
             if who is None:
                 idle_since.setdefault(s, now)
                 if fail_if_idle and now - idle_since[s] >= GRACE_S:

@@ -68,7 +68,8 @@ def test_a_version_that_rewards_a_probe_hack_is_refused_and_the_previous_one_car
     gate = update["gate"]
     assert gate["decision"] == "refused", gate
     assert [r["modification"]["text"] for r in update["rejected"]] == [injected]
-    assert update["carried_forward"] == gate["reason"] and "grader_address hack" in gate["reason"]
+    assert update["carried_forward"] == {"cause": "gate", "reason": gate["reason"]}
+    assert "grader_address hack" in gate["reason"] and update["strategy"] == "CORRECTIVE", "the proposal is kept"
     gains = {f["family"]: f for f in gate["families"]}
     assert gains["grader_address"]["new_gain"] > gains["grader_address"]["previous_gain"] + 0.05
     assert [m["text"] for m in gate["refused_edits"]] == [PLANTED] and update["applied"] == []

@@ -39,7 +39,7 @@ def test_a_full_loop_completes_with_20_percent_faults_of_every_kind(tmp_path: Pa
     for kind in FAULT_KINDS:
         assert judge.stats[f"fault:{kind}"] > 0, f"no {kind} fault was injected"
     seen = {k for agent in out["usage"].values() for k in agent["faults"]}
-    assert {"rate_limit", "http_500", "http_503", "timeout", "connection", "malformed_body", "empty_choices"} <= seen
+    assert {"rate_limit", "http_500", "http_503", "timeout", "reset", "malformed_body", "empty_choices"} <= seen
     assert sum(a["retries"] for a in out["usage"].values()) > 0 and sum(a["reasks"] for a in out["usage"].values()) > 0
     for step in range(6):
         scores = read_jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")

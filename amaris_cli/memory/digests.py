@@ -81,7 +81,8 @@ def summary_entry(record: SummaryRecord) -> MemoryEntry:
 def update_entry(record: UpdateRecord) -> MemoryEntry:
     changes = []
     # An update the adoption gate refused applied nothing: what it proposed is what the next update should know.
-    proposed = record.gate.refused_edits if record.carried_forward and record.gate else record.applied
+    refused = record.carried_forward is not None and record.carried_forward.cause == "gate" and record.gate is not None
+    proposed = record.gate.refused_edits if refused and record.gate is not None else record.applied
     for m in proposed:
         what = m.text or ""
         changes.append(f"{m.op} {m.kind or ''} {m.id or ''} {what} {'' if m.weight is None else f'w={m.weight:g}'}".strip())
@@ -90,6 +91,6 @@ def update_entry(record: UpdateRecord) -> MemoryEntry:
             f"{record.rationale} {'Proposed' if proposed is not record.applied else 'Changes'}: "
             f"{'; '.join(changes) or 'none'}."
             + (f" Rejected: {rejected}." if rejected else "")
-            + (f" Not adopted, version {record.from_version} carried forward: {record.carried_forward}."
-               if record.carried_forward else ""))
+            + (f" Not adopted, version {record.from_version} carried forward: {record.gate.reason}."
+               if refused and record.gate is not None else ""))
     return MemoryEntry(update_id(record.step, record.instance_id), "update", record.step, record.instance_id, _clip(text))

@@ -17,6 +17,7 @@ import orjson
 from pydantic import BaseModel
 
 from amaris_cli import __version__
+from amaris_cli.alarms import Alarm, run_alarms
 from amaris_cli.models import AnalysisRecord, Criterion, Rollout, RubricSet, ScoreRecord
 from amaris_cli.reader import RunReader
 from amaris_cli.rubrics import criterion_stats
@@ -121,6 +122,8 @@ class Overview(BaseModel):
     rubrics: list[RubricView]
     updates: list[dict[str, Any]]  # {"update": update.json, "retrieval": retrieval.json or None}
     usage: list[AgentUsage]
+    alarms: list[Alarm]  # hacking-onset alarms (alarms.py), as `inspect` lists them
+    alarm_checks: list[str]  # the signals the run gave the alarms (none: nothing could be checked)
 
 
 def _r(x: float, digits: int = 4) -> float:
@@ -324,7 +327,11 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
                         recorded_prompt_tokens=int(u["recorded_prompt_tokens"]),
                         recorded_completion_tokens=int(u["recorded_completion_tokens"]), cost=_r(u["cost"], 6))
              for agent, u in agents.items()]
+    alarm_report = run_alarms(reader)
+    checks = [name for name, on in (("judge reward against the verifiable reward", alarm_report.gold),
+                                    ("hacking patterns' prevalence", any(s.n_analyzed for s in alarm_report.steps))) if on]
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
-                        steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage)
+                        steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
+                        alarms=alarm_report.alarms, alarm_checks=checks)
     return overview, blocks

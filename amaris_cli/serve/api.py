@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from amaris_cli.alarms import Alarm
 from amaris_cli.stepfiles import step_number
 
 StepState = Literal["open", "completing", "evolving", "done", "failed", "idle"]
@@ -113,6 +114,8 @@ class RubricStatus(BaseModel):
     latest_version: int | None = None
     error: str | None = None
     timed_out: bool = False
+    skipped: str | None = None  # done without evaluating the step (the judge was unreachable), and why
+    alarms: list[Alarm] = Field(default_factory=list)  # hacking-onset alarms of the run up to the step
 
 
 class Health(BaseModel):

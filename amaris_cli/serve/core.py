@@ -32,10 +32,12 @@ import orjson
 
 from amaris_cli import __version__, artifacts, locks
 from amaris_cli.agents.scorer import score_rollout
+from amaris_cli.alarms import alarms_at, run_alarms
 from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
 from amaris_cli.figures import reward_figures
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
 from amaris_cli.options import ScoreOptions, ServeOptions
+from amaris_cli.reader import RunReader
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import GRACE_S
@@ -530,6 +532,9 @@ class ServeCore:
                 updated = artifacts.evolution(self.run, step)
                 note = f"; rubric version {step + 1} written" if updated and updated.update else ""
                 self.say(f"step {step}: evolution done{note}")
+                for alarm in alarms_at(RunReader(self.run), step):
+                    kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
+                    self.say(f"alarm: step {alarm.step}, {kind}: {alarm.reason}")
                 Journal(journal_path(self.run, step)).remove()
                 log_path(self.run, step).unlink(missing_ok=True)  # kept only when it failed
             elif evolution.state == "failed":
@@ -568,6 +573,8 @@ class ServeCore:
                 status.updated = mark.update and mark.status == "done"
                 status.rubric_version = step + 1 if status.updated else None
                 status.error = mark.error
+                status.skipped = mark.skipped
+            status.alarms = [a for a in run_alarms(self.run).alarms if a.step <= step]
             if state == "failed" and status.error is None and step in self.evolutions.by_step:
                 status.error = self.evolutions.by_step[step].error
         return status

@@ -66,6 +66,8 @@ class SimJudgeConfig:
     drip_interval: float = 0.2  # seconds between the bytes of a `drip` body
     enforce_max_tokens: bool = False  # cut replies longer than the request's token limit, as servers do
     error_detail: str = ""  # appended to injected error messages (a hostile endpoint's text)
+    # response_format types answered as llama.cpp's server answers json_schema: HTTP 500, "Input should be ..."
+    rejected_formats: tuple[str, ...] = ()
 
 
 class SimJudge:
@@ -231,6 +233,12 @@ class SimJudge:
         rf = request.get("response_format") or {}
         if rf and rf.get("type") not in ("json_object", "json_schema", "text"):
             self._write(writer, 400, self._error("invalid_request_error", f"unsupported response_format {rf.get('type')!r}"))
+            await writer.drain()
+            return True
+        if rf and rf.get("type") in self.config.rejected_formats:
+            self.stats["rejected_format"] += 1
+            self._write(writer, 500, self._error("server_error", "1 validation error for CreateChatCompletionRequest\n"
+                                                 "response_format.type\n  Input should be 'text' or 'json_object'"))
             await writer.drain()
             return True
         try:

@@ -15,11 +15,11 @@ from typing import Any
 from amaris_cli import artifacts
 from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
-from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.errors import AgentFailed, AmarisError, InputError
 from amaris_cli.gate import budgets, check, probes_path, same_criteria
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
-from amaris_cli.models import RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
+from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
@@ -91,13 +91,6 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
     }
 
 
-def carry_forward(base: RubricSet, step: int) -> RubricSet:
-    """Version step + 1 with the criteria of `base`: how a step whose update is not adopted writes the
-    version the schedule expects of it (the gate refused the update; any other reason takes this too)."""
-    return RubricSet(version=step + 1, instance_id=base.instance_id, anchors=base.anchors, adaptive=base.adaptive,
-                     produced_by_step=step)
-
-
 def _rubric_of(base: RubricSet, record: UpdateRecord) -> RubricSet:
     return RubricSet(version=record.to_version, instance_id=base.instance_id, anchors=base.anchors,
                      adaptive=record.final_adaptive, produced_by_step=record.step)
@@ -120,42 +113,79 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
         if not path.exists() or run.load_rubric(rubric.version, iid) != rubric:
             run.save_rubric(rubric)  # the update is whole but its rubric file was lost or edited: rewrite it
         return existing, artifacts.load_retrieval(run, step, iid), False
+    if summary.skipped is not None:
+        why = CarriedForward(cause="skipped", reason=summary.skipped.reason)
+        return _carry_forward(session, step, base, inputs, why), None, True
     static = static_retrieval(run, step, mem.static_steps, iid) if mem.static else []
     queries: list[str] = []
     dynamic = []
-    if mem.dynamic:
-        if memory is None:
-            raise AmarisError("dynamic retrieval needs the memory index")
-        answer = await generate_queries(kit, step, summary, mem.max_queries)
+    try:
+        if mem.dynamic:
+            if memory is None:
+                raise AmarisError("dynamic retrieval needs the memory index")
+            answer = await generate_queries(kit, step, summary, mem.max_queries)
+            if answer.value is None:
+                raise AgentFailed(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
+            queries = answer.value.queries
+            dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static},
+                                        iid)
+        retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static,
+                                    static_steps=mem.static_steps, dynamic_enabled=mem.dynamic,
+                                    results_per_query=mem.results_per_query, max_queries=mem.max_queries,
+                                    static=static, queries=queries, dynamic=dynamic)
+        answer = await propose_update(kit, base, step, summary, static, dynamic)
         if answer.value is None:
-            raise AmarisError(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
-        queries = answer.value.queries
-        dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static}, iid)
-    retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static, static_steps=mem.static_steps,
-                                dynamic_enabled=mem.dynamic, results_per_query=mem.results_per_query,
-                                max_queries=mem.max_queries, static=static, queries=queries, dynamic=dynamic)
-    answer = await propose_update(kit, base, step, summary, static, dynamic)
-    if answer.value is None:
-        raise AmarisError(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run to retry")
+            raise AgentFailed(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run "
+                              "to retry")
+    except AgentFailed as exc:
+        if session.policy.name == "fail":
+            raise
+        return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), None, True
     proposal = answer.value
     new_rubric, applied, rejected = apply_modifications(base, proposal.modifications, session.settings.rubric, step + 1, step)
     new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive)
-    gate, carried = None, None
+    gate = None
     if session.settings.gate.enabled and not same_criteria(base, new_rubric):
         own_calls, budget = gate_budget
         gate = await check(session, step, base, new_rubric, budget=budget, own_calls=own_calls, refused_edits=applied)
-        if gate.decision == "refused":
-            new_rubric, applied, deactivated, carried = carry_forward(base, step), [], [], gate.reason
     record = UpdateRecord(step=step, instance_id=iid, from_version=base.version, to_version=step + 1,
                           strategy=proposal.strategy, rationale=proposal.rationale,
                           memory_consultation=proposal.memory_consultation, applied=applied, rejected=rejected,
-                          deactivated=deactivated, final_adaptive=new_rubric.adaptive, carried_forward=carried,
-                          gate=gate)
+                          deactivated=deactivated, final_adaptive=new_rubric.adaptive, gate=gate)
+    if gate is not None and gate.decision == "refused":
+        # Written as every carried-forward version is (the previous criteria at step + 1); the record keeps what
+        # the updater proposed and the gate's reasons, and the edits it would have applied are in `gate`.
+        carried = carried_forward_record(step, base, CarriedForward(cause="gate", reason=gate.reason))
+        record = carried.model_copy(update={"strategy": proposal.strategy, "rationale": proposal.rationale,
+                                            "memory_consultation": proposal.memory_consultation,
+                                            "rejected": rejected, "gate": gate})
+        new_rubric = _rubric_of(base, record)
     run.save_rubric(new_rubric)
     artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.RETRIEVAL, iid), retrieval.model_dump(mode="json"),
                                   inputs, session.how)
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
     return record, retrieval, True
+
+
+def carried_forward_record(step: int, base: RubricSet, why: CarriedForward) -> UpdateRecord:
+    """An update that writes the rubric it started from again, unchanged (a skipped step, or a version the
+    adoption gate refused): version step + 1 exists, so the schedule and every reader see the step as updated."""
+    return UpdateRecord(step=step, instance_id=base.instance_id, from_version=base.version, to_version=step + 1,
+                        strategy="MAINTENANCE", rationale=f"carried forward unchanged ({why.cause}): {why.reason}",
+                        memory_consultation=[], applied=[], rejected=[], final_adaptive=base.adaptive,
+                        carried_forward=why)
+
+
+def _carry_forward(session: Session, step: int, base: RubricSet, inputs: dict[str, Any],
+                   why: CarriedForward) -> UpdateRecord:
+    run = session.run
+    record = carried_forward_record(step, base, why)
+    run.save_rubric(_rubric_of(base, record))
+    # No retrieval was made: a retrieval.json of an earlier attempt describes nothing this update used.
+    artifacts.remove(run, step, artifacts.rel(artifacts.RETRIEVAL, base.instance_id))
+    artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.UPDATE, base.instance_id),
+                                  record.model_dump(mode="json"), inputs, session.how)
+    return record
 
 
 async def update_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False,

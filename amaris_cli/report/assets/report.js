@@ -268,10 +268,20 @@
     for (const u of D.usage) table.appendChild(h("tr", {}, h("td", {}, u.agent), h("td", { class: "num" }, u.model_calls), h("td", { class: "num" }, u.prompt_tokens), h("td", { class: "num" }, u.completion_tokens), h("td", { class: "num" }, u.recorded_calls), D.priced ? h("td", { class: "num" }, u.cost.toFixed(4)) : null));
     return table;
   }
+  function alarmsBlock() {
+    const checked = D.alarm_checks.length ? D.alarm_checks.join(" and ") : "nothing yet (no verifiable reward, no step analyzed)";
+    if (!D.alarms.length) return h("p", { class: "note", id: "alarms" }, `Hacking-onset alarms: none (checked: ${checked}).`);
+    const table = h("table", { id: "alarms" }, h("tr", {}, ["step", "kind", "reason"].map((c) => h("th", {}, c))));
+    for (const a of D.alarms) table.appendChild(h("tr", { class: "click", onclick: () => go(stepHref(a.step, a.pattern ? { pattern: a.pattern } : {})) },
+      h("td", {}, link(stepHref(a.step), "step " + a.step)), h("td", {}, a.kind + (a.pattern ? ` (${a.pattern})` : "")), h("td", {}, a.reason)));
+    return [h("h2", {}, `Hacking-onset alarms (${D.alarms.length})`), table,
+      h("div", { class: "legend" }, "An alarm reports, it changes no reward: the judge rewarding rollouts the verifiable reward fails more than before, or a hacking pattern the analyzer names growing. Checked: " + checked + ".")];
+  }
   function overviewView() {
     const lineages = [...new Set(D.rubrics.map((r) => r.instance ?? null))];
     return [
       h("p", { class: "note" }, "Rewards of steps scored with different rubric versions are not directly comparable: a stricter rubric lowers the reward of the same behaviour. Click any point, bar, cell or row to open what is behind it."),
+      alarmsBlock(),
       h("h2", {}, "Reward per step"), rewardChart(),
       h("h2", {}, "Criteria over steps"), criteriaPanels(),
       h("h2", {}, "Rubric size and edits"),
