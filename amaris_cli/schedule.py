@@ -49,13 +49,8 @@ class NotEvolved(ConfigError):
 
 
 class OutOfOrder(NotEvolved):
-    """A step came before steps that decide its rubric version (`missing`), or after steps whose version or
-    evolution it would change (`later`)."""
-
-    def __init__(self, message: str, *, missing: Sequence[tuple[int, int]] = (), later: Sequence[int] = ()) -> None:
-        super().__init__(message)
-        self.missing = list(missing)
-        self.later = list(later)
+    """A step came before the steps that decide its rubric version, or after later steps whose version or
+    evolution it would change (exit 2; `amaris serve` answers 409)."""
 
 
 class EvolutionFailed(AmarisError):
@@ -155,7 +150,7 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
             if fail_if_idle:
                 raise OutOfOrder(f"{needed_for} needs the evolutions of the run's steps before it; {which} "
                                  f"{'has' if which.startswith('step ') else 'have'} no rollouts: {command}"
-                                 + (f"; {instead}" if instead else ""), missing=missing)
+                                 + (f"; {instead}" if instead else ""))
             key = tuple(missing)
             if key not in missing_told:
                 say(f"{needed_for}: waiting for {which}, which {'has' if which.startswith('step ') else 'have'} "
@@ -228,11 +223,11 @@ def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, w
     the rule of the module docstring, waiting while the evolutions that decide it run."""
     conflicts = later_conflicts(run, step)
     if conflicts:
-        later = sorted({int(r.split()[1]) for r in conflicts})
+        evolved = any("evolved without it" in c for c in conflicts)
         raise OutOfOrder(f"{run.path}: step {step} cannot be added before the later steps the run holds: "
-                         f"{'; '.join(conflicts)}. Score step {step} in a run of its own, or score the later steps "
-                         "again with their versions asked for (`--rubric-version V`) and evolve them again",
-                         later=later)
+                         f"{'; '.join(conflicts)}. Score step {step} in a run of its own" + ("" if evolved else
+                         ", or first score those steps again with the version each was given, asked for "
+                         "(`--rubric-version V`: what the trainer got stays what it was)"))
     if explicit is not None:
         needed: Sequence[int] = [s for s in steps_with_rollouts(run) if s <= explicit - 1 and s != step]
         wait_for_evolutions(run, needed, wait=wait, say=say, needed_for=f"scoring step {step} (rubric version "

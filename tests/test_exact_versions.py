@@ -112,6 +112,7 @@ def test_an_earlier_step_after_later_ones_whose_version_or_evolution_it_would_ch
     assert "step 99 cannot be added before the later steps" in text
     assert "step 101 was scored with --lag 1 and rubric version 0, but version 100" in text
     assert "step 100 was" not in text, "step 100 (lag 1: versions <= 99) is not changed by step 99's evolution"
+    assert "score those steps again with the version each was given, asked for (`--rubric-version V`" in text
     assert outputs(run) == before
     # Made explicit (the rewards the trainer got stay what they were), step 101 no longer stands in the way.
     score(run, tmp_path, 101, env, "--rubric-version", 0)
@@ -122,7 +123,7 @@ def test_an_earlier_step_after_later_ones_whose_version_or_evolution_it_would_ch
     evolve(run, 101, env)
     # An evolved later step: nothing may be added before it any more.
     refused = score(run, tmp_path, 98, env, "--lag", 1, code=2)
-    assert "step 99 was evolved without it" in message(refused)
+    assert "step 99 was evolved without it" in message(refused) and "--rubric-version" not in message(refused)
 
 
 def test_a_run_that_starts_late_scores_by_its_own_first_step(tmp_path, sim) -> None:
