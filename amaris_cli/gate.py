@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from amaris_cli import artifacts
 from amaris_cli.agents.group_scorer import score_group, split_to_fit
 from amaris_cli.config import Settings
-from amaris_cli.errors import AmarisError, InputError, InputErrors
+from amaris_cli.errors import AgentFailed, InputError, InputErrors
 from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
 from amaris_cli.models import (
     AnalysisRecord,
@@ -260,8 +260,8 @@ def budgets(session: Session, step: int, updates: int) -> tuple[int, list[int]]:
 async def _judge(session: Session, rubric: RubricSet, item: Item, step: int) -> dict[str, float]:
     records = await score_group(session.kit, rubric, item.rollouts(), step, f"gate:{item.key}")
     failed = [r for r in records if r.status != "scored" or r.reward is None]
-    if failed:
-        raise AmarisError(f"step {step}: the adoption gate could not judge its probes of {item.key} with rubric "
+    if failed:  # no reward is guessed: the version is not checked, so it is not adopted either (update.py)
+        raise AgentFailed(f"step {step}: the adoption gate could not judge its probes of {item.key} with rubric "
                           f"version {rubric.version}: {failed[0].error}; earlier steps are intact, re-run to retry")
     return {r.rollout_id.rsplit("/", 1)[1]: r.reward for r in records}  # type: ignore[misc]
 

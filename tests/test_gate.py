@@ -206,3 +206,27 @@ def test_a_run_recorded_before_the_gate_replays_without_it(tmp_path, sim) -> Non
     replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json")
     assert replayed.exit_code == 0, replayed.stderr
     assert outputs(tmp_path / "replayed") == outputs(run)
+
+
+@pytest.mark.parametrize(("policy", "code"), [("fail", 1), ("skip", 0)])
+def test_a_version_the_gate_could_not_judge_is_not_adopted(tmp_path, policy, code) -> None:
+    """The judge answers the gate's group calls in a wrong shape: no reward is guessed. Under `fail` the
+    evolution stops with nothing written; under `skip` the update is carried forward as one that failed."""
+    run = make_run(tmp_path)
+    judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(HARMLESS, kind="pitfall"))]},
+                                    agent_faults={"group_scorer": "wrong_shape"})).start_in_thread()
+    try:
+        env = judge_env(judge)
+        assert invoke("score", rollouts(tmp_path), "--run", run, "--step", 0, env=env).exit_code == 0
+        result = invoke("evolve", "--run", run, "--step", 0, "--on-error", policy, env=env)
+    finally:
+        judge.stop()
+    assert result.exit_code == code, result.stderr
+    assert gate_calls(run), "the gate asked"
+    if policy == "fail":
+        assert "the adoption gate could not judge its probes" in " ".join(result.stderr.split())
+        assert not (run / "steps/000000/update.json").exists() and not (run / "rubrics/step-000001.json").exists()
+    else:
+        update = json.loads((run / "steps/000000/update.json").read_text())
+        assert update["carried_forward"]["cause"] == "skipped" and "adoption gate" in update["carried_forward"]["reason"]
+        assert HARMLESS not in (run / "rubrics/step-000001.json").read_text()

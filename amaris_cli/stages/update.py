@@ -147,7 +147,14 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     gate = None
     if session.settings.gate.enabled and not same_criteria(base, new_rubric):
         own_calls, budget = gate_budget
-        gate = await check(session, step, base, new_rubric, budget=budget, own_calls=own_calls, refused_edits=applied)
+        try:
+            gate = await check(session, step, base, new_rubric, budget=budget, own_calls=own_calls,
+                               refused_edits=applied)
+        except AgentFailed as exc:  # the judge could not check the version: as when the updater fails
+            if session.policy.name == "fail":
+                raise
+            return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), \
+                None, True
     record = UpdateRecord(step=step, instance_id=iid, from_version=base.version, to_version=step + 1,
                           strategy=proposal.strategy, rationale=proposal.rationale,
                           memory_consultation=proposal.memory_consultation, applied=applied, rejected=rejected,
