@@ -450,7 +450,8 @@ def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
 
 
 def run_hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
-    from amaris_cli.hackbench.runner import RESULTS, run_benchmark
+    from amaris_cli.hackbench.models import RESULTS
+    from amaris_cli.hackbench.runner import run_benchmark
     from amaris_cli.jobs import Hooks
 
     progress = StageProgress(quiet, {})

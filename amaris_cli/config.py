@@ -185,6 +185,18 @@ class LLMSettings(_Section):
     outage_budget: float = Field(default=120.0, ge=0)
 
 
+class ReliabilitySettings(_Section):
+    """The judge reliability check (reliability.py): a sample of each step's scorer requests asked again,
+    run by `evolve` beside training. Off by default: it spends judge calls the user did not ask for."""
+
+    enabled: bool = False
+    # Re-judgement calls per step, as a share of the step's own scorer calls (rounded down).
+    max_extra: float = Field(default=0.15, gt=0, le=1)
+    # A re-judged verdict flips when it differs from the first by more than this (a pitfall's 0/1 always does).
+    tolerance: float = Field(default=0.25, ge=0, lt=1)
+    seed: int = Field(default=0, ge=0)
+
+
 class Price(_Section):
     """US dollars per million tokens."""
 
@@ -201,6 +213,7 @@ class Settings(_Section):
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)  # the file layer
     prices: dict[str, Price] = Field(default_factory=dict)
     prompts_dir: str | None = None

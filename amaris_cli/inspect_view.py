@@ -217,6 +217,40 @@ def retrieval_lines(retrieval: dict[str, Any] | None) -> list[RenderableType]:
     return lines
 
 
+def reliability_part(detail: dict[str, Any]) -> list[RenderableType]:
+    """The step's judge reliability check (reliability.py): its calls, then per rubric version each criterion's
+    flip rate over the steps up to this one (what the step's updater was given)."""
+    rel = detail.get("reliability") or {"measured": False, "why": "not known"}
+    if not rel["measured"]:
+        return [Text(f"judge reliability: not measured ({rel['why']})")]
+    if rel["skipped"]:
+        return [Text(f"judge reliability: not checked at step {detail['step']}: {rel['skipped']}")]
+    parts: list[RenderableType] = [Text(
+        f"judge reliability: {count(rel['calls'], 'scorer call')} asked again at step {detail['step']}, within a budget "
+        f"of {rel['budget']} ({shown_percent(rel['max_extra'])} of its {rel['scorer_calls']} scorer calls); "
+        f"{rel['failed']} without a valid answer", style="bold")]
+    texts = {c["id"]: c["text"] for c in detail.get("rubric", [])}
+    for version in rel["versions"]:
+        instance = f" (instance {version['instance_id']})" if version["instance_id"] is not None else ""
+        tolerance = ", ".join(f"{t:g}" for t in version["tolerance"])
+        table = _table(f"flip rates of rubric v{version['rubric_version']}{instance}, re-judged at step "
+                       f"{describe_steps(version['steps'])}",
+                       "judged again: verdicts given again (repeat: the same request, only its block tag drawn again; "
+                       f"permuted: the criteria in another order); flipped: of them, those that differ from the first "
+                       f"verdict by more than {tolerance}; flip rate: flipped / judged again. A criterion that flips "
+                       "is a candidate to rewrite; flips only in permuted order show position bias")
+        _col(table, "criterion", ratio=1)
+        for header in ("judged again", "flipped", "flip rate", "repeat", "permuted"):
+            _col(table, header, numeric=True)
+        for c in version["criteria"]:
+            name = Text(texts.get(c["criterion_id"], ""))
+            name.append(("\n" if name.plain else "") + c["criterion_id"], style="dim")
+            table.add_row(name, str(c["n"]), str(c["flips"]), shown_percent(c["rate"]),
+                          f"{c['repeat']['flips']}/{c['repeat']['n']}", f"{c['permuted']['flips']}/{c['permuted']['n']}")
+        parts.append(table)
+    return parts
+
+
 def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
     parts: list[RenderableType] = []
     if detail.get("stale"):
@@ -224,6 +258,7 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
                           "changed since; re-run the stage to recompute)", style="bold"))
     if detail.get("rubric"):
         parts.append(criteria_table(detail))
+    parts += reliability_part(detail)
     if detail["summary"]:
         parts.append(Text(f"summary: {detail['summary']}"))
     parts += update_lines(detail)

@@ -62,6 +62,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
         "usage": reader.usage,
         "totals": reader.usage_totals(),
         **alarms_view(reader),
+        "reliability": [f.model_dump(mode="json") for f in reader.flip_rates()],
     }
     if step is not None:
         detail = step_view(reader.overview(step))
@@ -82,6 +83,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
             rubric = run.load_rubric(detail["rubric_version"])
             detail["rubric"] = [c.model_dump(mode="json") | {"anchor": c in rubric.anchors} for c in rubric.criteria]
         detail["usage"] = reader.usage.get(str(step), {})
+        detail["reliability"] = reader.step_reliability(step).model_dump(mode="json")
         detail["stale"] = stale_files(run, step)
         result["detail"] = detail
     return result

@@ -247,3 +247,34 @@ def test_bootstrap_intervals_are_seeded_and_cover_the_mean() -> None:
     assert interval(values, 1, "padding", 2000) != a
     single = interval([0.5], 0, "x", 2000)
     assert single.mean == 0.5 and single.low is None and single.high is None
+
+
+def test_the_report_has_a_page_of_the_benchmark(bench, tmp_path: Path) -> None:
+    """The benchmark's figures as a page of `amaris report OUT/run`: one row per family, the figures of
+    hackbench.json, shown with the report's rounding."""
+    from amaris_cli.report import write_report
+    from amaris_cli.rundir import RunDir
+    from tests.browser import Browser, find_chromium
+
+    out, report = bench
+    page_file = write_report(RunDir(out / "run"), tmp_path / "r.html", note=lambda _: None)[0]
+    assert b'href="#/hackbench"' in page_file.read_bytes()
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it in CI): "
+                    "the page's link was checked, not the page")
+    (tmp_path / "profile").mkdir()
+    browser = Browser(chromium, tmp_path / "profile")
+    try:
+        page = browser.open(page_file.resolve().as_uri() + "#/hackbench")
+        page.wait("document.body.dataset.ready === '1' && !!document.getElementById('hackbench')")
+        rows = page.eval("[...document.querySelectorAll('#hackbench tr')].slice(1).map(tr => [...tr.cells].map(c => c.innerText))")
+        assert [r[0] for r in rows] == [f["family"] for f in report["families"]]
+        from amaris_cli.figures import shown_number
+
+        for row, family in zip(rows, report["families"], strict=True):
+            assert row[1] == str(family["variants"]) and row[2] == shown_number(family["analyzer_recall"], 2)
+            assert row[4].startswith(("+", "-")) and shown_number(abs(family["gain_initial"]["mean"]), 2) in row[4]
+        assert page.events("Runtime.exceptionThrown") == []
+    finally:
+        browser.close()

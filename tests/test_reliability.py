@@ -131,9 +131,10 @@ def test_hostile_text_in_memory_entries_stays_inside_the_updater_blocks() -> Non
 
     rubric = RubricSet(version=2, anchors=[Criterion(id="a", text="correct", weight=1)])
     messages = updater_messages(kit, rubric, 2, summary, [StaticEntry(id="summary:1", type="summary", step=1, text=evil)],
-                                [MemoryHit(id="analysis:1", type="analysis", step=1, distance=0.1, query="q", text=evil)])
+                                [MemoryHit(id="analysis:1", type="analysis", step=1, distance=0.1, query="q", text=evil)],
+                                json.dumps({"criterion_id": "a", "examples": [{"reason_again": evil}]}))  # the judge's
     blocks = parse_blocks(messages[1]["content"])
-    assert set(blocks) == {"SUMMARY", "HACKING", "STATIC_MEMORY", "DYNAMIC_MEMORY"}
+    assert set(blocks) == {"SUMMARY", "HACKING", "STATIC_MEMORY", "DYNAMIC_MEMORY", "RELIABILITY"}
     assert evil not in messages[0]["content"]
     assert all(evil in blocks[name] or json.dumps(evil)[1:-1] in blocks[name] for name in blocks)
 

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 HONEST = "honest"
+RESULTS = "hackbench.json"  # OUT/hackbench.json, and a copy in the run it measured (the report's page)
 MEASURES_JUDGE = ("analyzer_precision", "analyzer_recall", "gain_initial")
 MEASURES_AMARIS = ("gain_after_updates", "honest_drift")
 

@@ -25,7 +25,7 @@ from amaris_cli.config import load_settings
 from amaris_cli.errors import AmarisError, ConfigError, StageFailed
 from amaris_cli.hackbench import inputs
 from amaris_cli.hackbench.inputs import BenchSet, FamilyInfo
-from amaris_cli.hackbench.models import HONEST, BenchLabel, FamilyResult, HackbenchReport, Spent
+from amaris_cli.hackbench.models import HONEST, RESULTS, BenchLabel, FamilyResult, HackbenchReport, Spent
 from amaris_cli.hackbench.stats import interval, ratio
 from amaris_cli.hackbench.transforms import Context
 from amaris_cli.jobs import Hooks
@@ -36,7 +36,6 @@ from amaris_cli.rollouts import parse_mapping
 from amaris_cli.rundir import RunDir
 
 SIM_JUDGE = "sim-judge (amaris's rule-based test judge, not an LLM)"
-RESULTS = "hackbench.json"
 SPEC = "hackbench-input.json"
 
 
@@ -110,6 +109,9 @@ def run_benchmark(opts: HackbenchOptions, hooks: Hooks = Hooks()) -> HackbenchRe
         hooks.on_stage("analyze", 0)
         _stop_on(analyze_job(AnalyzeOptions(run=run.path, step=0, **opts.shared_with(AnalyzeOptions)), hooks).failure)
     report = collect(run, bench, opts, sim)
+    # Also in the run it measured: `amaris report OUT/run` shows it as a page of the report.
+    write_bytes_atomic(run.path / RESULTS, orjson.dumps(report.model_dump(mode="json"),
+                                                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     write_bytes_atomic(opts.out / RESULTS, orjson.dumps(report.model_dump(mode="json"),
                                                         option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     return report

@@ -18,8 +18,11 @@ from pydantic import BaseModel
 
 from amaris_cli import __version__
 from amaris_cli.alarms import Alarm, run_alarms
+from amaris_cli.errors import InputError
+from amaris_cli.figures import VersionFlips
+from amaris_cli.hackbench.models import RESULTS, HackbenchReport
 from amaris_cli.models import AnalysisRecord, Criterion, Rollout, RubricSet, ScoreRecord
-from amaris_cli.reader import RunReader
+from amaris_cli.reader import RunReader, StepReliability
 from amaris_cli.rubrics import criterion_stats
 from amaris_cli.rundir import RunDir
 
@@ -98,6 +101,7 @@ class StepView(BaseModel):
     summarized: bool
     summary: str | None
     updates: int
+    reliability: StepReliability  # the judge reliability check of the step, as `inspect --step` shows it
 
 
 class AgentUsage(BaseModel):
@@ -124,6 +128,8 @@ class Overview(BaseModel):
     usage: list[AgentUsage]
     alarms: list[Alarm]  # hacking-onset alarms (alarms.py), as `inspect` lists them
     alarm_checks: list[str]  # the signals the run gave the alarms (none: nothing could be checked)
+    hackbench: HackbenchReport | None  # the run is a hack benchmark's (`amaris hackbench`): its results
+    reliability: list[VersionFlips]  # each criterion's flip rate per rubric version, over the run (reliability.py)
 
 
 def _r(x: float, digits: int = 4) -> float:
@@ -194,7 +200,7 @@ def step_view(reader: RunReader, step: int, kinds: dict[str, Literal["reward", "
                     failed=r.failed, analyzed=view.analyzed, mean=r.mean, std=r.std, histogram=r.histogram,
                     criteria=criterion_rates(reader.scores(step), kinds),
                     hacking=[PatternCount(**h.model_dump()) for h in view.hacking], summarized=view.summarized,
-                    summary=view.summary, updates=view.updates)
+                    summary=view.summary, updates=view.updates, reliability=reader.step_reliability(step))
 
 
 class Strings:
@@ -286,6 +292,16 @@ def analysis_block(record: AnalysisRecord, strings: Strings) -> dict[str, Any]:
     return block
 
 
+def _hackbench(run: RunDir) -> HackbenchReport | None:
+    path = run.path / RESULTS
+    if not path.exists():
+        return None
+    try:
+        return HackbenchReport.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise InputError(path, f"not the results of `amaris hackbench`: {str(exc).splitlines()[0]}") from None
+
+
 def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[int, dict[str, Any]]]:
     """The overview and {step: rollout block}."""
     reader = RunReader(run)
@@ -333,5 +349,6 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
                         steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
-                        alarms=alarm_report.alarms, alarm_checks=checks)
+                        alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run),
+                        reliability=reader.flip_rates())
     return overview, blocks

@@ -362,7 +362,7 @@ class ServeCore:
         if task is None:  # new, or judged again after a failure
             task = asyncio.create_task(self._judge(st, rollout))
             st.inflight[rid] = task
-            task.add_done_callback(lambda _t, st=st, rid=rid: st.inflight.pop(rid, None))
+            task.add_done_callback(lambda t, st=st, rid=rid: _settled(t, st.inflight.pop(rid, None)))
         record = await asyncio.shield(task)
         return await self._respond(step, record)
 
@@ -602,6 +602,13 @@ class ServeCore:
                       mode=self.options.mode.value, lag=self.options.lag,
                       rollouts_per_step=self.options.rollouts_per_step,
                       open_steps=sorted(self.steps), version=__version__)
+
+
+def _settled(task: asyncio.Task[Any], _: object = None) -> None:
+    """Take a finished judgement's exception: every client that waited for it may have gone (it is reported
+    to those that did), and asyncio would otherwise log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _differences(recorded: Any, current: Any, where: str = "") -> list[str]:

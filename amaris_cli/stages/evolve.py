@@ -23,6 +23,7 @@ from amaris_cli.schedule import earlier_steps, wait_for_evolutions
 from amaris_cli.session import Session
 from amaris_cli.stages.analyze import analyze_step
 from amaris_cli.stages.common import StageOutcome
+from amaris_cli.stages.reliability import beside as reliability_beside
 from amaris_cli.stages.score import score_step
 from amaris_cli.stages.summarize import summarize_step
 from amaris_cli.stages.update import UpdateOutcome, update_step
@@ -92,7 +93,8 @@ async def evolve_step(
     try:
         require_scores(session, step)
         stage("analyze", step)
-        analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record)
+        async with reliability_beside(session, step, force=force):  # the judge reliability check, when on
+            analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record)
         session.policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
         wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
                             needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)

@@ -20,6 +20,7 @@ from amaris_cli.gate import budgets, check, probes_path, same_criteria
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
+from amaris_cli.reliability import updater_reliability
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
@@ -103,7 +104,8 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     run, kit, mem = session.run, session.kit, session.settings.memory
     iid = summary.instance_id
     base = rubric_for(run, step, iid)
-    inputs = update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base)
+    reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
+    inputs = {**update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base), **reliability.inputs}
     name = artifacts.rel(artifacts.UPDATE, iid)
     if not force and artifacts.freshness(run, step, name).made_from(inputs):
         existing = artifacts.load_update(run, step, iid)
@@ -133,7 +135,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
                                     static_steps=mem.static_steps, dynamic_enabled=mem.dynamic,
                                     results_per_query=mem.results_per_query, max_queries=mem.max_queries,
                                     static=static, queries=queries, dynamic=dynamic)
-        answer = await propose_update(kit, base, step, summary, static, dynamic)
+        answer = await propose_update(kit, base, step, summary, static, dynamic, reliability.block)
         if answer.value is None:
             raise AgentFailed(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run "
                               "to retry")
