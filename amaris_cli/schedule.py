@@ -110,8 +110,10 @@ def describe(spans: Sequence[tuple[int, int]]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _plural(spans: Sequence[tuple[int, int]]) -> str:
-    return "step" if len(spans) == 1 and spans[0][0] == spans[0][1] else "steps"
+def _steps_have(spans: Sequence[tuple[int, int]]) -> tuple[str, str]:
+    """("step 3", "has") or ("steps 3-4", "have")."""
+    one = len(spans) == 1 and spans[0][0] == spans[0][1]
+    return f"{'step' if one else 'steps'} {describe(spans)}", "has" if one else "have"
 
 
 def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: Callable[[str], None],
@@ -142,19 +144,18 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         being_scored = [(a, b) for a, b in missing if a == b and holder(run.step_lock_path(a)) is not None]
         missing = [span for span in missing if span not in being_scored]
         if missing:
-            which = f"{_plural(missing)} {describe(missing)}"
+            which, have = _steps_have(missing)
             first = missing[0][0]
             command = (f"score and evolve {which} first (`amaris loop INPUT --run {run.path} --steps "
                        f"{first}:{missing[-1][1]}`, or `amaris score ROLLOUTS.jsonl --run {run.path} --step {first}` "
                        f"then `amaris evolve --run {run.path} --step {first}` for each)")
             if fail_if_idle:
-                raise OutOfOrder(f"{needed_for} needs the evolutions of the run's steps before it; {which} "
-                                 f"{'has' if which.startswith('step ') else 'have'} no rollouts: {command}"
+                raise OutOfOrder(f"{needed_for} needs the evolutions of the run's steps before it; {which} {have} "
+                                 f"no rollouts: {command}"
                                  + (f"; {instead}" if instead else ""))
             key = tuple(missing)
             if key not in missing_told:
-                say(f"{needed_for}: waiting for {which}, which {'has' if which.startswith('step ') else 'have'} "
-                    f"no rollouts yet: {command}")
+                say(f"{needed_for}: waiting for {which}, which {have} no rollouts yet: {command}")
                 missing_told.add(key)
         pending = [(s, mark) for s in candidates if (mark := evolution(run, s)) is None or mark.status != "done"]
         if not pending and not missing and not being_scored:
@@ -183,7 +184,7 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         elif being_scored:
             message = f"waiting for step {being_scored[0][0]}, which is being scored"
         else:
-            message = f"waiting for steps {describe(missing)} to be scored and evolved"
+            message = f"waiting for {_steps_have(missing)[0]} to be scored and evolved"
         if now >= deadline:
             raise WaitTimeout(f"{needed_for}: gave up after {wait:g}s {message.removeprefix('waiting ')}")
         time.sleep(POLL_S)
@@ -200,8 +201,9 @@ def later_conflicts(run: RunDir, step: int) -> list[str]:
     reasons = []
     for later in (s for s in held if s > step):
         provenance = read_provenance(run, later)
-        if provenance.evolution is not None or any(name.rsplit("/", 1)[-1] in (SUMMARY, UPDATE)
-                                                   for name in provenance.files):
+        done = provenance.evolution is not None and provenance.evolution.status == "done"
+        # (an evolution that failed while it waited for earlier steps read nothing of them: no summary, no update)
+        if done or any(name.rsplit("/", 1)[-1] in (SUMMARY, UPDATE) for name in provenance.files):
             reasons.append(f"step {later} was evolved without it (its summary and update read the rubric and the "
                            "history of the steps before it)")
             continue

@@ -126,6 +126,25 @@ def test_an_earlier_step_after_later_ones_whose_version_or_evolution_it_would_ch
     assert "step 99 was evolved without it" in message(refused) and "--rubric-version" not in message(refused)
 
 
+def test_an_evolution_waits_for_an_earlier_step_that_is_not_there_yet(tmp_path, sim) -> None:
+    """Evolutions follow the steps: `evolve` (started with `&` in any order) waits for a missing earlier step,
+    saying which and how to make it; `update` refuses."""
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    in_order(run, tmp_path, range(2), env)
+    score(run, tmp_path, 3, env, "--rubric-version", 2)
+    waited = invoke("evolve", "--run", run, "--step", 3, "--wait", 0.5, env=env)
+    assert waited.exit_code == 3, waited.stderr
+    text = message(waited)
+    assert "the evolution of step 3: waiting for step 2, which has no rollouts yet" in text
+    assert "gave up after 0.5s" in text and "step 2 to be scored and evolved" in text
+    refused = invoke("update", "--run", run, "--step", 3, env=env)
+    assert refused.exit_code == 2 and "step 2 has no rollouts" in message(refused), refused.stderr
+    in_order(run, tmp_path, range(2, 3), env)
+    evolve(run, 3, env)
+    assert json.loads((run / "steps/000003/update.json").read_text())["from_version"] == 3
+
+
 def test_a_run_that_starts_late_scores_by_its_own_first_step(tmp_path, sim) -> None:
     env = judge_env(sim)
     run = new_run(tmp_path)
