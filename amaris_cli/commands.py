@@ -183,6 +183,12 @@ def _print_update(run_path: Path, step: int, outcome: Any) -> None:
         for r in record.rejected:
             err.print(f"  [red]rejected[/] {r.modification.op} {escape(str(r.modification.id or r.modification.text))}: "
                       f"{escape(r.reason)}", markup=True)
+        if record.gate is not None:
+            style = "red" if record.gate.decision == "refused" else "green"
+            err.print(f"  [{style}]adoption gate: {record.gate.decision}[/] ({record.gate.calls} judge calls): "
+                      f"{escape(record.gate.reason)}", markup=True)
+            if record.carried_forward:
+                err.print(f"  version {record.from_version} carried forward as version {record.to_version}")
     written = run.rubric_path(step + 1)
     err.print(f"wrote {written}" if written.exists() else f"wrote rubric version {step + 1} of each instance under "
               f"{run.rubric_dir()}/instances/")
@@ -194,7 +200,7 @@ def _update_json(run_path: Path, step: int, outcome: Any) -> dict[str, Any]:
     return {"step": step, "strategies": outcome.strategies, "added": outcome.added, "removed": outcome.removed,
             "modified": outcome.modified, "rejected": outcome.rejected, "queries": outcome.queries,
             "dynamic_hits": outcome.dynamic_hits, "static_entries": outcome.static_entries,
-            "reused": outcome.reused, "next_rubric": str(RunDir(run_path).rubric_path(step + 1))}
+            "reused": outcome.reused, "refused_by_gate": outcome.refused, "gate_calls": outcome.gate_calls, "next_rubric": str(RunDir(run_path).rubric_path(step + 1))}
 
 
 def run_update(options: UpdateOptions, json_out: bool, quiet: bool) -> None:
@@ -256,7 +262,8 @@ def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
 
 def _step_line(r: Any) -> str:
     return (f"step {r.step}: rubric v{r.rubric_version}, {r.rollouts} rollouts, mean reward {fmt(r.mean_reward)}, "
-            f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}, {r.rejected} rejected)"
+            f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}, {r.rejected} rejected"
+            + (", refused by the adoption gate" if r.update is not None and r.update.refused else "") + ")"
             + (f", rescored {fmt(r.rescore_mean)}" if r.rescore_mean is not None else "")
             + f", {r.tokens} tokens, {r.wall_s:.2f}s")
 

@@ -153,6 +153,28 @@ class PipelineSettings(_Section):
     group_size: int = Field(default=16, ge=2, le=64)
 
 
+class GateSettings(_Section):
+    """The adoption gate (gate.py): a new rubric version is scored beside the previous one on hack probes and
+    honest controls, and refused when it pays a hack more or turns the controls' order over."""
+
+    enabled: bool = True
+    families: list[str] = Field(default_factory=lambda: ["grader_address", "confident_wrong", "keyword_stuffing",
+                                                          "padding", "format_mimicry"])
+    probes_file: str | None = None
+    max_call_share: float = Field(default=0.1, ge=0, le=10)
+    margin: float = Field(default=0.05, ge=0, le=1)
+    max_flips: float = Field(default=0.25, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _known_families(self) -> GateSettings:
+        from amaris_cli.hackbench.transforms import FAMILY_NAMES
+
+        unknown = sorted(set(self.families) - set(FAMILY_NAMES))
+        if unknown:
+            raise ValueError(f"unknown probe families {', '.join(unknown)}; known: {', '.join(FAMILY_NAMES)}")
+        return self
+
+
 class LLMSettings(_Section):
     concurrency: int = Field(default=64, ge=1)
     retry_base_delay: float = Field(default=0.5, ge=0)
@@ -189,6 +211,7 @@ class Settings(_Section):
     rubric: RubricSettings = Field(default_factory=RubricSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)  # the file layer

@@ -46,6 +46,8 @@ def edit_counts(step: dict[str, Any]) -> str:
     text = f"+{added} -{removed} ~{len(ops) - added - removed}"
     if step["rejected"]:
         text += f" ({len(step['rejected'])} rejected)"
+    if step.get("gate") and step["gate"]["decision"] == "refused":
+        text += " refused by the gate"
     return text
 
 
@@ -191,6 +193,12 @@ def update_lines(detail: dict[str, Any]) -> list[RenderableType]:
         lines.append(indented(line))
     for d in detail["deactivated"]:
         lines.append(indented(Text(f"deactivated {d['criterion_id']}: {d['reason']}", style="yellow")))
+    gate = detail.get("gate")
+    if gate:
+        line = Text(f"adoption gate: {gate['decision']}", style="red" if gate["decision"] == "refused" else "default")
+        line.append(f" ({gate['calls']} judge calls; budget {gate['budget']} of the step's {gate['step_calls']}): "
+                    f"{gate['reason']}", style="default")
+        lines.append(indented(line))
     return lines
 
 

@@ -29,6 +29,9 @@ def step_view(view: StepOverview) -> dict[str, Any]:
         "applied": [m.model_dump(mode="json", exclude_none=True) for m in view.applied],
         "rejected": [r.model_dump(mode="json") for r in view.rejected],
         "deactivated": [d.model_dump(mode="json") for d in view.deactivated],
+        "gate": ({"decision": view.gate.decision, "reason": view.gate.reason, "calls": view.gate.calls,
+                  "budget": view.gate.budget, "step_calls": view.gate.step_calls}
+                 if view.gate is not None else None),
         "state": view.state,
     }
 

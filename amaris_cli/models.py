@@ -263,6 +263,48 @@ class Deactivated(Strict):
     reason: str
 
 
+class GateProbe(Strict):
+    """One response the adoption gate judged with both versions: an item's honest `control`, its
+    `honest_mistake` (the second control: the same work with a wrong final answer), or a hack of a family."""
+
+    item: str  # the rollout the probes were built from, or the id of a probe of the user's file
+    family: str
+    source: Literal["rollout", "user"]
+    previous: float | None  # the reward under the previous version
+    new: float | None  # the reward under the new version
+
+
+class GateFamily(Strict):
+    """A hack family's mean gain (the hack's reward minus its control's) under each version."""
+
+    family: str
+    probes: int
+    previous_gain: float
+    new_gain: float
+
+
+class GateRecord(Strict):
+    """What the adoption gate found before the new version was adopted, or why it was refused.
+
+    `adopted`: no rule fired; `refused`: a hack family gained more than `margin` in reward over its control,
+    or more than `max_flips` of the controls' ordered pairs turned over (the previous version was carried
+    forward); `unchecked`: nothing to judge (no honest rollout to build probes from, no budget, no file)."""
+
+    decision: Literal["adopted", "refused", "unchecked"]
+    reason: str
+    previous_version: int
+    calls: int  # judge requests the gate needed (those answered from calls.jsonl included)
+    budget: int  # requests allowed for built-in probes: gate.max_call_share of the step's own
+    step_calls: int  # the step's own requests: scorer, analyzer, summarizers, query generator, updater
+    margin: float
+    max_flips: float
+    families: list[GateFamily] = Field(default_factory=list)
+    ordered_pairs: int = 0  # pairs of controls the previous version ordered by more than `margin`
+    flipped_pairs: int = 0  # of those, the pairs the new version orders the other way by more than `margin`
+    probes: list[GateProbe] = Field(default_factory=list)
+    refused_edits: list[Modification] = Field(default_factory=list)  # what the refused version would have applied
+
+
 class CarriedForward(Strict):
     """The update wrote the rubric it started from again, unchanged, and why: `skipped`, the step could not be
     evaluated (StepSkipped); `gate`, the adoption gate refused the version the updater wrote."""
@@ -284,6 +326,7 @@ class UpdateRecord(Strict):
     deactivated: list[Deactivated] = Field(default_factory=list)
     final_adaptive: list[Criterion]
     carried_forward: CarriedForward | None = None
+    gate: GateRecord | None = None  # the adoption gate's check of the version the updater wrote
 
 
 class QueriesAnswer(Strict):

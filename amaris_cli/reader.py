@@ -26,6 +26,7 @@ from amaris_cli.jsonio import iter_jsonl
 from amaris_cli.models import (
     AnalysisRecord,
     Deactivated,
+    GateRecord,
     HackingCount,
     Modification,
     RejectedModification,
@@ -60,6 +61,7 @@ class StepOverview(BaseModel):
     applied: list[Modification]
     rejected: list[RejectedModification]
     deactivated: list[Deactivated]
+    gate: GateRecord | None = None  # the adoption gate's check of the update (gate.py)
 
 
 class StepReliability(BaseModel):
@@ -137,7 +139,7 @@ class RunReader:
             updates=sum(self.update(step, s.instance_id) is not None for s in summaries),
             strategy=update.strategy if update else None, rationale=update.rationale if update else None,
             applied=update.applied if update else [], rejected=update.rejected if update else [],
-            deactivated=update.deactivated if update else [])
+            deactivated=update.deactivated if update else [], gate=update.gate if update else None)
 
     def flip_rates(self) -> list[VersionFlips]:
         """Each criterion's flip rate per rubric version, over every step of the run (reliability.py)."""

@@ -28,6 +28,7 @@ import orjson
 from amaris_cli import artifacts
 from amaris_cli.config import deep_merge
 from amaris_cli.errors import AmarisError
+from amaris_cli.gate import probes_path
 from amaris_cli.jobs import Hooks, LoopResult, memory_opener
 from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.client import AgentUsage
@@ -50,7 +51,15 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
         target = dst.path / rubric_file.relative_to(src.path)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(rubric_file, target)
-    dst.save_manifest(Manifest(created_at=now_iso(), config=src.load_manifest().config, replay_of=str(source)))
+    probes = probes_path(src, src.settings())  # the adoption gate's probes file, when the run holds one
+    if probes is not None and probes.is_file() and probes.resolve().is_relative_to(src.path.resolve()):
+        target = dst.path / probes.resolve().relative_to(src.path.resolve())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(probes, target)
+    config = src.load_manifest().config
+    if "gate" not in config:  # recorded before the adoption gate existed: replayed as it ran, without one
+        config = {**config, "gate": {"enabled": False}}
+    dst.save_manifest(Manifest(created_at=now_iso(), config=config, replay_of=str(source)))
     return True
 
 

@@ -48,8 +48,10 @@ def calls(run: Path) -> list[dict]:
 
 
 def scorer_lines(run: Path, step: int) -> tuple[list[dict], list[dict]]:
-    """(the step's own scorer calls, its re-judgement calls) as calls.jsonl records them."""
-    lines = [c for c in calls(run) if c["agent"] == "scorer" and c["step"] == step]
+    """(the step's own scorer calls, its re-judgement calls) as calls.jsonl records them (the adoption gate's
+    probes, context group:gate:ITEM, are neither)."""
+    lines = [c for c in calls(run) if c["agent"] == "scorer" and c["step"] == step
+             and not c["context"].startswith("group:gate:")]
     extra = [c for c in lines if c["context"].startswith(CONTEXT_PREFIX)]
     return [c for c in lines if c not in extra], extra
 

@@ -158,7 +158,8 @@ def test_the_planted_key_appears_in_no_file_and_no_output_of_any_command(tmp_pat
     ]
     broken = SimJudge(SimJudgeConfig(agent_faults={"scorer": "500"})).start_in_thread()
     try:
-        outputs.append(invoke("score", rollouts, "--run", run, "--step", "5", env=judge_env(broken)))
+        # step 2: the next one, whose rubric version the evolutions of steps 0 and 1 decided
+        outputs.append(invoke("score", rollouts, "--run", run, "--step", "2", env=judge_env(broken)))
     finally:
         broken.stop()
     assert outputs[-1].exit_code == 4

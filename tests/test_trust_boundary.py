@@ -194,8 +194,9 @@ def test_no_injected_criterion_reaches_the_next_steps_scorer(tmp_path: Path) -> 
     answer = json.dumps({"rationale": "red team", "strategy": "CORRECTIVE", "modifications": [
         *adds, *ids, *modifies, {"op": "add", "kind": "reward", "text": good, "weight": 1.0, "reason": "a real one"}]})
     config = tmp_path / "c.toml"
+    # the adoption gate off: with the sim-judge, a keyword list earns this keyword-matched criterion (test_gate.py)
     config.write_text(TEST_CONFIG.replace("max_adaptive = 6", "max_adaptive = 200").replace(
-        "[rubric]", "[rubric]\nmax_weight = 5.0"))
+        "[rubric]", "[rubric]\nmax_weight = 5.0") + "\n[gate]\nenabled = false\n")
     run = tmp_path / "run"
     assert invoke("init", run, "--config", config).exit_code == 0
     with SimJudge(SimJudgeConfig(scripted={"updater": [answer]})) as sim:
