@@ -12,7 +12,7 @@ digests of upstream files, the rubric versions, the prompt templates and the con
 on), a digest of those inputs, and the SHA-256 of the file as written. A stage reuses a file only when
 the digest of its current inputs equals the recorded one and the file still has the recorded bytes;
 otherwise it recomputes it (requests that did not change are answered from calls.jsonl, so only what
-changed costs a model call). The same file marks a step's evolution as complete, which is what
+changed costs a model call). `freshness` is that rule, the only one: every stage and reader asks it. The same file marks a step's evolution as complete, which is what
 `evolve` of a later step and `score --lag` wait for.
 
 Writers of a step hold its step lock (locks.py), so the read-modify-write of provenance.json is safe.
@@ -189,13 +189,16 @@ class Derivation(BaseModel):
 
 class Evolution(BaseModel):
     """The step's evolution (analyze, summarize, and update when due): `done`, or `failed` with the
-    error, so that later evolutions waiting for it stop instead of waiting in vain."""
+    error and the command that resumes it, so that later evolutions waiting for it stop instead of waiting in
+    vain and name the root cause. `skipped`: done without evaluating the step (policy.py), and why."""
 
     model_config = ConfigDict(extra="forbid")
     status: Literal["done", "failed"]
     update: bool = False
     rescore: bool = False
     error: str | None = None
+    resume: str | None = None
+    skipped: str | None = None
     flags: dict[str, Any] = Field(default_factory=dict)
     judge: str | None = None
 
@@ -230,33 +233,8 @@ def _save(run: RunDir, step: int, provenance: StepProvenance) -> None:
     write_json_atomic(provenance_path(run, step), provenance.model_dump(mode="json"))
 
 
-def is_fresh(run: RunDir, step: int, name: str, inputs: dict[str, Any]) -> bool:
-    """The file `name` (relative to the step directory) exists, still has the bytes it was written
-    with, and was derived from exactly `inputs`."""
-    entry = read_provenance(run, step).files.get(name)
-    return (entry is not None and entry.digest == digest(inputs)
-            and file_sha256(run.step_dir(step) / name) == entry.sha256)
-
-
-def stale_inputs(run: RunDir, step: int, name: str, inputs: dict[str, Any]) -> list[str]:
-    """Which inputs of `name` changed since it was written (empty when fresh; ["file"] when the file
-    itself is missing or changed)."""
-    entry = read_provenance(run, step).files.get(name)
-    if entry is None or file_sha256(run.step_dir(step) / name) != entry.sha256:
-        return ["file"]
-    return sorted(k for k in set(entry.inputs) | set(inputs) if entry.inputs.get(k) != inputs.get(k))
-
-
 def derivation(run: RunDir, step: int, name: str) -> Derivation | None:
     return read_provenance(run, step).files.get(name)
-
-
-def output_sha(run: RunDir, step: int, name: str) -> str | None:
-    """The recorded SHA-256 of a step file, when it is whole (its bytes match the record)."""
-    entry = derivation(run, step, name)
-    if entry is None or file_sha256(run.step_dir(step) / name) != entry.sha256:
-        return None
-    return entry.sha256
 
 
 @dataclass(frozen=True)
@@ -289,6 +267,14 @@ def write_json_recorded(run: RunDir, step: int, name: str, value: Any, inputs: d
                         how: How | None = None) -> str:
     write_json_atomic(run.step_dir(step) / name, value)
     return record(run, step, name, inputs, how)
+
+
+def remove(run: RunDir, step: int, name: str) -> None:
+    """Delete a step file and what provenance records of it (an output the stage no longer makes)."""
+    (run.step_dir(step) / name).unlink(missing_ok=True)
+    provenance = read_provenance(run, step)
+    if provenance.files.pop(name, None) is not None:
+        _save(run, step, provenance)
 
 
 def evolution(run: RunDir, step: int) -> Evolution | None:
@@ -324,16 +310,46 @@ def rubric_file(run: RunDir, version: int, instance_id: str | None) -> Path:
     return path if instance_id is None or path.exists() else run.rubric_path(version)
 
 
-def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None,
-                     shas: dict[str, str | None] | None = None) -> list[str]:
-    """What `name` was made from that is no longer so: an upstream step file (rollouts, scores, analyses,
-    the summary) or a rubric file whose content changed since. A stage must not build on such a file:
-    it describes data the step no longer holds (empty when nothing changed or nothing is recorded).
-    `shas` caches the current SHA-256 of the files looked at, for a caller that asks about many files."""
+@dataclass(frozen=True)
+class Freshness:
+    """Whether a recorded step file can be used: `made` is what provenance says it was made from, `whole`
+    that the file still has the bytes it was written with, `upstream` what it was made from (an upstream
+    step file: rollouts, scores, analyses, the summary; or a rubric file) that has changed since."""
+
+    name: str
+    made: Derivation | None
+    whole: bool
+    upstream: tuple[str, ...]
+
+    @property
+    def sha(self) -> str | None:
+        """The file's SHA-256 when it is whole."""
+        return self.made.sha256 if self.made is not None and self.whole else None
+
+    @property
+    def current(self) -> bool:
+        """Whole, and made from what the step holds now: a stage may build on it, a reader may show it."""
+        return self.whole and not self.upstream
+
+    def made_from(self, inputs: dict[str, Any]) -> bool:
+        """Whole, and derived from exactly `inputs` (which name the upstream files' content): a stage may
+        reuse it instead of computing it again."""
+        return self.whole and self.made is not None and self.made.digest == digest(inputs)
+
+    def problem(self, step: int) -> str | None:
+        """Why a stage must not build on the file, or None."""
+        if self.sha is None:
+            return f"step {step} has no complete {self.name}"
+        if self.upstream:
+            return f"step {step}: {self.name} is out of date ({', '.join(self.upstream)} changed since it was written)"
+        return None
+
+
+def freshness(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None,
+              shas: dict[str, str | None] | None = None) -> Freshness:
+    """The one freshness rule of a step file (`name` relative to the step directory). `provenance` and
+    `shas` (the current SHA-256 of the files looked at) are caches for a caller that asks about many files."""
     provenance = provenance if provenance is not None else read_provenance(run, step)
-    made = provenance.files.get(name)
-    if made is None:
-        return []
     shas = {} if shas is None else shas
 
     def current(key: str, path: Path) -> str | None:
@@ -341,7 +357,12 @@ def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenan
             shas[key] = file_sha256(path)
         return shas[key]
 
-    def whole(file: str) -> str | None:
+    made = provenance.files.get(name)
+    if made is None:
+        return Freshness(name, None, False, ())
+    whole = current(name, run.step_dir(step) / name) == made.sha256
+
+    def recorded_whole(file: str) -> str | None:
         entry = provenance.files.get(file)
         return entry.sha256 if entry is not None and current(file, run.step_dir(step) / file) == entry.sha256 else None
 
@@ -351,26 +372,17 @@ def upstream_changes(run: RunDir, step: int, name: str, provenance: StepProvenan
             return None
         return current(f"rubric {key}", rubric_file(run, int(version), None if instance == "-" else instance))
 
-    changed = [upstream for key, upstream in UPSTREAM.items() if key in made.inputs and made.inputs[key] != whole(upstream)]
+    changed = [upstream for key, upstream in UPSTREAM.items()
+               if key in made.inputs and made.inputs[key] != recorded_whole(upstream)]
     summary = made.inputs.get("summary")
     summary_name = name.rsplit("/", 1)[0] + "/" + SUMMARY if "/" in name else SUMMARY
-    if summary is not None and summary != whole(summary_name):
+    if summary is not None and summary != recorded_whole(summary_name):
         changed.append(summary_name)
     for key in RUBRIC_INPUTS:
         recorded = made.inputs.get(key)
         if isinstance(recorded, dict):
             changed += [f"rubric {rubric}" for rubric, sha in recorded.items() if rubric_sha(rubric) != sha]
-    return changed
-
-
-def is_current(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None,
-               shas: dict[str, str | None] | None = None) -> bool:
-    """The recorded file `name` still has the bytes it was written with, and what it was made from is
-    unchanged (`provenance`, `shas`: as for upstream_changes, for a caller that asks about many files)."""
-    provenance = provenance if provenance is not None else read_provenance(run, step)
-    made = provenance.files.get(name)
-    return (made is not None and file_sha256(run.step_dir(step) / name) == made.sha256
-            and not upstream_changes(run, step, name, provenance, shas))
+    return Freshness(name, made, whole, tuple(changed))
 
 
 def stale_files(run: RunDir, step: int) -> list[str]:
@@ -378,16 +390,18 @@ def stale_files(run: RunDir, step: int) -> list[str]:
     from an upstream file (rollouts, scores, analyses, summary) or a rubric that has changed since."""
     provenance = read_provenance(run, step)
     shas: dict[str, str | None] = {}
-    return [name for name in sorted(provenance.files) if not is_current(run, step, name, provenance, shas)]
+    return [name for name in sorted(provenance.files) if not freshness(run, step, name, provenance, shas).current]
 
 
 def step_state(run: RunDir, step: int) -> str:
-    """One word for where a step stands: running, evolved, updated, failed, scored or new."""
+    """One word for where a step stands: running, evolved, updated, skipped, failed, scored or new."""
     from amaris_cli.locks import holder
 
     if holder(run.step_lock_path(step)) is not None:
         return "running"
     mark = evolution(run, step)
     if mark is not None:
-        return "failed" if mark.status == "failed" else ("updated" if mark.update else "evolved")
-    return "scored" if output_sha(run, step, SCORES) else "new"
+        if mark.status == "failed":
+            return "failed"
+        return "skipped" if mark.skipped else ("updated" if mark.update else "evolved")
+    return "scored" if freshness(run, step, SCORES).sha else "new"

@@ -1,15 +1,19 @@
-"""The `amaris` command line: parses flags, prints, and calls the stages. No logic lives here.
+"""The `amaris` command line: parses flags, prints, and calls the jobs. No logic lives here.
 
-Heavy modules (openai, chromadb, onnxruntime) are imported inside the commands that need them,
-so `amaris --help` stays fast.
+A pipeline command's flags are the fields of its options class (options.py), declared once there and
+turned into typer parameters by `command`; the body gets the options object whole and hands it to its
+job, as a Python user would. Heavy modules (openai, chromadb, onnxruntime) are imported inside the
+commands that need them, so `amaris --help` stays fast.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager
-from enum import StrEnum
+from dataclasses import fields
+from inspect import Parameter, Signature
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +21,22 @@ import typer
 
 from amaris_cli import __version__
 from amaris_cli.clihelp import install as _plain_help
+from amaris_cli.options import (
+    AnalyzeOptions,
+    EvolveOptions,
+    HackbenchOptions,
+    LoopOptions,
+    Memory,
+    Opt,
+    Options,
+    ReplayOptions,
+    RewardFormat,
+    ScoreOptions,
+    ServeOptions,
+    SummarizeOptions,
+    UpdateOptions,
+    required,
+)
 from amaris_cli.simjudge.faults import faults_help
 
 _plain_help()
@@ -30,43 +50,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-
-class Judge(StrEnum):
-    endpoint = "endpoint"
-    sim = "sim"
-    auto = "auto"
-
-
-class GroupBy(StrEnum):
-    none = "none"
-    input = "input"
-
-
-GroupByOpt = Annotated[GroupBy | None, typer.Option(
-    "--group-by", help="input: judge the rollouts that share a prompt in one call (RULER-style, identical outputs once); none: one call per rollout.")]
-
-
-class OnError(StrEnum):
-    fail = "fail"
-    skip = "skip"
-    neutral = "neutral"
-
-
-RunOpt = Annotated[Path, typer.Option("--run", "-r", help="Run directory (created by `amaris init`).")]
-StepOpt = Annotated[int, typer.Option("--step", "-s", min=0, help="Training step number.")]
-JudgeOpt = Annotated[Judge, typer.Option(
-    "--judge", help="endpoint: the configured OpenAI-compatible endpoint; sim: the rule-based sim-judge "
-    "(no LLM); auto: the endpoint if one is configured, else the sim-judge (said plainly).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable result on stdout.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or tables on stderr.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", metavar="MODEL", help="Model for every agent (overrides config and env).")]
-RpmOpt = Annotated[float | None, typer.Option(
-    "--requests-per-minute", min=0, metavar="N", help="The provider's request limit for every agent, honoured before "
-    "sending (agents.*.requests_per_minute).")]
-TpmOpt = Annotated[float | None, typer.Option(
-    "--tokens-per-minute", min=0, metavar="N", help="The provider's token limit for every agent, honoured before "
-    "sending (agents.*.tokens_per_minute).")]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", metavar="URL", help="OpenAI-compatible endpoint for every agent.")]
+RunOpt = Annotated[Path, typer.Option("--run", "-r", help="Run directory (created by `amaris init`).")]
+StepOpt = Annotated[int, typer.Option("--step", "-s", min=0, help="Training step number.")]
+FIRST = ("source", "rollouts", "out", "run", "step")  # shown first in --help, in this order
 
 
 def _version(value: bool) -> None:
@@ -107,17 +95,48 @@ def _errors() -> Any:
         raise typer.Exit(1) from None
 
 
-def _agent_flags(model: str | None, base_url: str | None, concurrency: int | None = None,
-                 agent: str = "default", rpm: float | None = None, tpm: float | None = None) -> dict[str, Any]:
-    """The agent flags as a config layer: model, endpoint and provider limits for every agent; the
-    concurrency for the stage's agent (and the overall limit)."""
-    default: dict[str, Any] = {k: v for k, v in (("model", model), ("base_url", base_url),
-                                                  ("requests_per_minute", rpm), ("tokens_per_minute", tpm)) if v}
-    flags: dict[str, Any] = {"agents": {"default": default}} if default else {}
-    if concurrency:
-        flags.setdefault("agents", {}).setdefault(agent, {})["concurrency"] = concurrency
-        flags["llm"] = {"concurrency": max(concurrency, 1)}
-    return flags
+def _parameter(name: str, decl: Opt, annotation: Any, default: Any) -> Parameter:
+    bounds = {k: v for k, v in (("min", decl.min), ("max", decl.max)) if v is not None}
+    info = (typer.Argument(help=decl.help, metavar=decl.metavar) if decl.positional else
+            typer.Option(*decl.flags, help=decl.help, metavar=decl.metavar, **bounds))
+    return Parameter(name, Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[annotation, info])
+
+
+def command(options_cls: type[Options], name: str | None = None, output: bool = True) -> Callable[..., Any]:
+    """Register `body(options, json_out, quiet)` as a command whose flags are the fields of `options_cls`
+    (and --json/--quiet when `output`)."""
+
+    def register(body: Callable[..., None]) -> Callable[..., None]:
+        declared = options_cls.declarations()
+
+        def place(name: str) -> tuple[int, int]:
+            # FIRST, then the command's own options, then the shared groups'
+            owner = next(i for i, c in enumerate(options_cls.__mro__) if name in c.__dict__.get("__annotations__", {}))
+            return (FIRST.index(name) if name in FIRST else len(FIRST), owner)
+
+        order = sorted(declared, key=place)
+        params = []
+        by_name = {f.name: f for f in fields(options_cls)}
+        for field_name in order:
+            f = by_name[field_name]
+            params.append(_parameter(field_name, declared[field_name], f.type, Parameter.empty if required(f) else f.default))
+        if output:
+            params += [Parameter("json_out", Parameter.KEYWORD_ONLY, default=False, annotation=JsonOpt),
+                       Parameter("quiet", Parameter.KEYWORD_ONLY, default=False, annotation=QuietOpt)]
+
+        def cli_command(**values: Any) -> None:
+            flags = {k: values.pop(k) for k in ("json_out", "quiet") if k in values}
+            with _errors():
+                body(options_cls(**values), **flags)
+
+        cli_command.__signature__ = Signature(params)  # type: ignore[attr-defined]
+        cli_command.__annotations__ = {p.name: p.annotation for p in params}
+        cli_command.__doc__, cli_command.__name__ = body.__doc__, body.__name__
+        app.command(name)(cli_command)
+        return body
+
+    return register
 
 
 # --- init ---------------------------------------------------------------------------------------
@@ -156,297 +175,70 @@ def init(
             err.print(f"initialized {run}: {len(rubric.anchors)} anchor and {len(rubric.adaptive)} adaptive criteria")
 
 
-# --- score ---------------------------------------------------------------------------------------
-
-OnErrorOpt = Annotated[OnError | None, typer.Option(
-    "--on-error", help="What a rollout that cannot be judged or analyzed does: fail (exit 4 once the file is written; "
-    "the step goes no further), skip (left failed, reward null), neutral (left failed with pipeline.neutral_reward "
-    "as its reward). Default: pipeline.on_error (fail).")]
-WaitOpt = Annotated[float, typer.Option(
-    "--wait", min=0, metavar="SECONDS", help="Seconds to wait for another process this one depends on (an evolution still writing the "
-    "rubric version or history needed, a score of the same step, the memory's writer).")]
-ForceOpt = Annotated[bool, typer.Option(
-    "--force", help="Recompute even when the output is up to date with its inputs (requests that did not change "
-    "are still answered from calls.jsonl).")]
-ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", min=1, help="Requests in flight for this stage's agent (and overall).")]
-DEFAULT_WAIT = 3600.0
+# --- the pipeline ---------------------------------------------------------------------------------
 
 
-class RewardFormat(StrEnum):
-    jsonl = "jsonl"
-    list = "list"
-
-
-@app.command()
-def score(
-    rollouts: Annotated[Path, typer.Argument(help="Rollouts JSONL (canonical or trainer shapes, see README).")],
-    run: RunOpt,
-    step: StepOpt,
-    map_: Annotated[list[str] | None, typer.Option("--map", metavar="FIELD=SOURCE", help="FIELD=SOURCE for a field under another name (dotted path), repeatable.")] = None,
-    rubric_version: Annotated[int | None, typer.Option("--rubric-version", min=0, help="Score with exactly this rubric version.")] = None,
-    lag: Annotated[int, typer.Option("--lag", min=0, help="Score step t with rubric version t - LAG exactly (the newest version <= t - LAG "
-                                     "the run will have), waiting while the evolution that writes it runs.")] = 0,
-    rewards_out: Annotated[Path | None, typer.Option("--rewards", metavar="FILE", help="Also write the step's rewards for the trainer to this file (atomically).")] = None,
-    rewards_format: Annotated[RewardFormat, typer.Option("--rewards-format", help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
-    on_error: OnErrorOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace rollouts already stored for this step (everything derived from them becomes stale).")] = False,
-    wait: WaitOpt = DEFAULT_WAIT,
-    group_by: GroupByOpt = None,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(ScoreOptions)
+def score(options: ScoreOptions, json_out: bool, quiet: bool) -> None:
     """Judge every rollout of one step against the run's rubric: writes steps/N/rollouts.jsonl and scores.jsonl."""
-    with _errors():
-        from amaris_cli.commands import run_score
+    from amaris_cli.commands import run_score
 
-        flags = _merge(_agent_flags(model, base_url, concurrency, "scorer", rpm, tpm),
-                       {"pipeline": {"group_by": group_by.value}} if group_by else {})
-        run_score(rollouts, run, step, mapping_items=map_ or [], rubric_version=rubric_version, lag=lag,
-                  on_error=on_error.value if on_error else None, force=force, judge=judge.value, flags=flags,
-                  wait=wait, rewards_out=rewards_out, rewards_format=rewards_format.value, json_out=json_out, quiet=quiet)
+    run_score(options, json_out, quiet)
 
 
-# --- analyze / summarize / update / evolve / loop -------------------------------------------------
-
-StaticOpt = Annotated[bool | None, typer.Option("--static/--no-static", help="Static retrieval: the K most recent steps.")]
-StaticKOpt = Annotated[int | None, typer.Option("--static-steps", min=0, help="K for static retrieval (default 5).")]
-DynamicOpt = Annotated[bool | None, typer.Option("--dynamic/--no-dynamic", help="Dynamic retrieval: LLM-written queries over the memory.")]
-PerQueryOpt = Annotated[int | None, typer.Option("--results-per-query", min=1, help="Memory hits per query (default 3).")]
-MaxQueriesOpt = Annotated[int | None, typer.Option("--max-queries", min=1, help="Maximum queries (default: adaptive, up to 8).")]
-MemoryUrlOpt = Annotated[str | None, typer.Option("--memory-url", metavar="URL", help="Use a shared Chroma server (http://HOST:PORT, `chroma run`) instead of the run's embedded memory.")]
-ChunkOpt = Annotated[int | None, typer.Option("--chunk-size", min=1, help="Analyses per summarizer call.")]
-UpdateEveryOpt = Annotated[int | None, typer.Option("--update-every", min=1, help="Update the rubric every N steps (summaries every step).")]
-
-
-def _memory_flags(url: str | None) -> dict[str, Any]:
-    return {"memory": {"url": url}} if url else {}
-
-
-def _retrieval_flags(static: bool | None, static_steps: int | None, dynamic: bool | None, per_query: int | None,
-                     max_queries: int | None) -> dict[str, Any]:
-    memory = {k: v for k, v in (("static", static), ("static_steps", static_steps), ("dynamic", dynamic),
-                                ("results_per_query", per_query), ("max_queries", max_queries)) if v is not None}
-    return {"memory": memory} if memory else {}
-
-
-def _pipeline_flags(**values: Any) -> dict[str, Any]:
-    pipeline = {k: v for k, v in values.items() if v is not None}
-    return {"pipeline": pipeline} if pipeline else {}
-
-
-def _merge(*parts: dict[str, Any]) -> dict[str, Any]:
-    from amaris_cli.config import deep_merge
-
-    out: dict[str, Any] = {}
-    for p in parts:
-        out = deep_merge(out, p)
-    return out
-
-
-@app.command()
-def analyze(
-    run: RunOpt,
-    step: StepOpt,
-    on_error: OnErrorOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    force: ForceOpt = False,
-    wait: WaitOpt = DEFAULT_WAIT,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(AnalyzeOptions)
+def analyze(options: AnalyzeOptions, json_out: bool, quiet: bool) -> None:
     """Analyze every scored rollout of a step (hacking, stage performance, rubric judgement): writes analyses.jsonl."""
-    with _errors():
-        from amaris_cli.commands import run_analyze
+    from amaris_cli.commands import run_analyze
 
-        run_analyze(run, step, on_error=on_error.value if on_error else None, force=force, judge=judge.value,
-                    flags=_agent_flags(model, base_url, concurrency, "analyzer", rpm, tpm), wait=wait, json_out=json_out, quiet=quiet)
+    run_analyze(options, json_out, quiet)
 
 
-@app.command()
-def summarize(
-    run: RunOpt,
-    step: StepOpt,
-    chunk_size: ChunkOpt = None,
-    memory_url: MemoryUrlOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    force: ForceOpt = False,
-    on_error: OnErrorOpt = None,
-    wait: WaitOpt = DEFAULT_WAIT,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(SummarizeOptions)
+def summarize(options: SummarizeOptions, json_out: bool, quiet: bool) -> None:
     """Summarize a step's analyses (in chunks when large) and store them in the memory: writes summary.json and stats.json."""
-    with _errors():
-        from amaris_cli.commands import run_summarize
+    from amaris_cli.commands import run_summarize
 
-        flags = _merge(_agent_flags(model, base_url, concurrency, "summarizer", rpm, tpm),
-                       _pipeline_flags(chunk_size=chunk_size), _memory_flags(memory_url))
-        run_summarize(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet,
-                      on_error=on_error.value if on_error else None)
+    run_summarize(options, json_out, quiet)
 
 
-@app.command()
-def update(
-    run: RunOpt,
-    step: StepOpt,
-    static: StaticOpt = None,
-    static_steps: StaticKOpt = None,
-    dynamic: DynamicOpt = None,
-    results_per_query: PerQueryOpt = None,
-    max_queries: MaxQueriesOpt = None,
-    memory_url: MemoryUrlOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    force: ForceOpt = False,
-    on_error: OnErrorOpt = None,
-    wait: WaitOpt = DEFAULT_WAIT,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(UpdateOptions)
+def update(options: UpdateOptions, json_out: bool, quiet: bool) -> None:
     """Retrieve history and rewrite the adaptive criteria: writes retrieval.json, update.json and rubrics/step-(N+1)."""
-    with _errors():
-        from amaris_cli.commands import run_update
+    from amaris_cli.commands import run_update
 
-        flags = _merge(_agent_flags(model, base_url, concurrency, "updater", rpm, tpm),
-                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       _memory_flags(memory_url))
-        run_update(run, step, force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet,
-                   on_error=on_error.value if on_error else None)
+    run_update(options, json_out, quiet)
 
 
-@app.command()
-def evolve(
-    run: RunOpt,
-    step: StepOpt,
-    update_: Annotated[bool | None, typer.Option("--update/--no-update", help="Update the rubric after this step (default: every pipeline.update_every steps).")] = None,
-    rescore: Annotated[bool, typer.Option("--rescore", help="After the update, score the step again with the new rubric (rescores.jsonl).")] = False,
-    static: StaticOpt = None,
-    static_steps: StaticKOpt = None,
-    dynamic: DynamicOpt = None,
-    results_per_query: PerQueryOpt = None,
-    max_queries: MaxQueriesOpt = None,
-    chunk_size: ChunkOpt = None,
-    update_every: UpdateEveryOpt = None,
-    memory_url: MemoryUrlOpt = None,
-    on_error: OnErrorOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    force: ForceOpt = False,
-    wait: WaitOpt = DEFAULT_WAIT,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(EvolveOptions)
+def evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
     """Analyze, summarize and update one step in one process, to run in the background (`&`) beside training.
 
     Evolutions run in step order: this waits (saying so) while an earlier step's evolution is still running,
     and while a `score` of this step is. Re-run the same command to resume."""
-    with _errors():
-        from amaris_cli.commands import run_evolve
+    from amaris_cli.commands import run_evolve
 
-        flags = _merge(_agent_flags(model, base_url, concurrency, "default", rpm, tpm),
-                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       _pipeline_flags(chunk_size=chunk_size, update_every=update_every), _memory_flags(memory_url))
-        run_evolve(run, step, update=update_, rescore=rescore, on_error=on_error.value if on_error else None,
-                   force=force, judge=judge.value, flags=flags, wait=wait, json_out=json_out, quiet=quiet)
+    run_evolve(options, json_out, quiet)
 
 
-@app.command()
-def loop(
-    source: Annotated[Path, typer.Argument(help="A directory of per-step JSONL files (12.jsonl, step-012.jsonl) or one JSONL whose lines carry `step`.")],
-    run: RunOpt,
-    steps: Annotated[str | None, typer.Option("--steps", metavar="START:END", help="Inclusive step range START:END (either side may be empty).")] = None,
-    map_: Annotated[list[str] | None, typer.Option("--map", metavar="FIELD=SOURCE", help="FIELD=SOURCE for a field under another name, repeatable.")] = None,
-    update_every: UpdateEveryOpt = None,
-    lag: Annotated[int, typer.Option("--lag", min=0, help="Score step t with the newest rubric version <= t - LAG (asynchronous training).")] = 0,
-    rescore: Annotated[bool, typer.Option("--rescore", help="After each update, re-score the step with the new rubric (rescores.jsonl).")] = False,
-    static: StaticOpt = None,
-    static_steps: StaticKOpt = None,
-    dynamic: DynamicOpt = None,
-    results_per_query: PerQueryOpt = None,
-    max_queries: MaxQueriesOpt = None,
-    chunk_size: ChunkOpt = None,
-    memory_url: MemoryUrlOpt = None,
-    group_by: GroupByOpt = None,
-    on_error: OnErrorOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    wait: WaitOpt = DEFAULT_WAIT,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(LoopOptions)
+def loop(options: LoopOptions, json_out: bool, quiet: bool) -> None:
     """Run score -> analyze -> summarize -> update over many steps. Re-run the same command to resume."""
-    with _errors():
-        from amaris_cli.commands import run_loop_command
+    from amaris_cli.commands import run_loop_command
 
-        flags = _merge(_agent_flags(model, base_url, concurrency, "default", rpm, tpm),
-                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       _pipeline_flags(update_every=update_every, chunk_size=chunk_size,
-                                       group_by=group_by.value if group_by else None), _memory_flags(memory_url))
-        run_loop_command(source, run, step_range=steps, mapping_items=map_ or [], lag=lag, rescore=rescore,
-                         on_error=on_error.value if on_error else None, judge=judge.value, flags=flags, wait=wait,
-                         json_out=json_out, quiet=quiet)
+    run_loop_command(options, json_out, quiet)
 
 
-@app.command()
-def replay(
-    source: Annotated[Path, typer.Argument(help="The recorded run to re-execute.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="New run directory for the replay (re-run the same command to resume).")],
-    offline: Annotated[bool, typer.Option("--offline", help="Never call a model (no endpoint needed): a request the record lacks is an error.")] = False,
-    update_every: Annotated[int | None, typer.Option("--update-every", min=1, help="Override: update every N steps.")] = None,
-    lag: Annotated[int | None, typer.Option("--lag", min=0, help="Override the recorded lag.")] = None,
-    rescore: Annotated[bool | None, typer.Option("--rescore/--no-rescore", help="Override the recorded rescore mode.")] = None,
-    static: StaticOpt = None,
-    static_steps: StaticKOpt = None,
-    dynamic: DynamicOpt = None,
-    results_per_query: PerQueryOpt = None,
-    max_queries: MaxQueriesOpt = None,
-    memory_url: MemoryUrlOpt = None,
-    judge: Annotated[Judge | None, typer.Option("--judge", help="Judge for requests the record lacks (default: as recorded).")] = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rpm: RpmOpt = None,
-    tpm: TpmOpt = None,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(ReplayOptions)
+def replay(options: ReplayOptions, json_out: bool, quiet: bool) -> None:
     """Re-execute a recorded run; requests the record holds are answered from its calls.jsonl (no model call, no cost).
     The source is only read."""
-    with _errors():
-        from amaris_cli.commands import run_replay
+    from amaris_cli.commands import run_replay
 
-        flags = _merge(_agent_flags(model, base_url, rpm=rpm, tpm=tpm),
-                       _retrieval_flags(static, static_steps, dynamic, results_per_query, max_queries),
-                       _pipeline_flags(update_every=update_every), _memory_flags(memory_url))
-        run_replay(source, out, flags=flags, judge=judge.value if judge else None, lag=lag, rescore=rescore,
-                   offline=offline, json_out=json_out, quiet=quiet)
+    run_replay(options, json_out, quiet)
+
+
+# --- readers ------------------------------------------------------------------------------------
 
 
 @app.command()
@@ -459,6 +251,16 @@ def compare(
         from amaris_cli.commands import run_compare
 
         run_compare(runs, json_out)
+
+
+@command(HackbenchOptions)
+def hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
+    """A labelled reward-hacking benchmark: per hack family, the analyzer's precision and recall and the hack gain
+    at the initial rubric (they measure the judge), the gain after K updates and the honest drift (they measure
+    amaris), with 95% bootstrap intervals, and the calls and tokens spent."""
+    from amaris_cli.commands import run_hackbench
+
+    run_hackbench(options, json_out, quiet)
 
 
 @app.command()
@@ -506,6 +308,7 @@ def report(
 
 memory_app = typer.Typer(help="Maintain and query the evaluation memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
+MemoryUrlOpt = Annotated[str | None, typer.Option("--memory-url", metavar="URL", help=Memory.declarations()["memory_url"].help)]
 
 
 @memory_app.command("rebuild")
@@ -514,7 +317,7 @@ def memory_rebuild(run: RunOpt, memory_url: MemoryUrlOpt = None, json_out: JsonO
     with _errors():
         from amaris_cli.commands import run_memory_rebuild
 
-        run_memory_rebuild(run, json_out, _memory_flags(memory_url))
+        run_memory_rebuild(run, json_out, Memory(memory_url=memory_url))
 
 
 @memory_app.command("search")
@@ -530,66 +333,20 @@ def memory_search(
     with _errors():
         from amaris_cli.commands import run_memory_search
 
-        run_memory_search(run, text, n, before_step, json_out, _memory_flags(memory_url))
+        run_memory_search(run, text, n, before_step, json_out, Memory(memory_url=memory_url))
 
 
 # --- serve ----------------------------------------------------------------------------------------
 
 
-class ServeMode(StrEnum):
-    async_ = "async"
-    sync = "sync"
-
-
-@app.command()
-def serve(
-    run: RunOpt,
-    host: Annotated[str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port (0 picks a free one).")] = 8780,
-    mode: Annotated[ServeMode, typer.Option(
-        "--mode", help="async: step t is scored with rubric version t-1 (as `score --lag 1`) and /score answers at once; "
-        "sync: step t waits for the evolution of step t-1 (lag 0) and /score answers with the value re-scored by "
-        "the rubric the step's own evolution wrote (as `evolve --rescore`).")] = ServeMode.async_,
-    rollouts_per_step: Annotated[int | None, typer.Option(
-        "--rollouts-per-step", min=1, help="Complete a step by itself once it holds N rollouts (else POST /complete).")] = None,
-    update_every: UpdateEveryOpt = None,
-    memory_url: MemoryUrlOpt = None,
-    on_error: OnErrorOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    wait: WaitOpt = DEFAULT_WAIT,
-    judge: JudgeOpt = Judge.endpoint,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-) -> None:
+@command(ServeOptions, output=False)
+def serve(options: ServeOptions) -> None:
     """Serve the AMARIS reference server's API over a run directory: POST /score per rollout, POST /complete,
     GET /rubric_status/wait. Each complete step is written as `score` writes it and evolved in the background
     (`amaris evolve`). Stop with Ctrl-C or SIGTERM; a restart goes on where it stopped."""
-    with _errors():
-        from amaris_cli.display import err
-        from amaris_cli.rundir import RunDir
-        from amaris_cli.serve.core import ServeConfig
-        from amaris_cli.serve.server import run_server
+    from amaris_cli.commands import run_serve
 
-        evolve_options: list[str] = []
-        for flag, value in (("--model", model), ("--base-url", base_url), ("--update-every", update_every),
-                            ("--memory-url", memory_url), ("--on-error", on_error.value if on_error else None)):
-            if value is not None:
-                evolve_options += [flag, str(value)]
-        lag = "t-1 (as `score --lag 1`)" if mode == ServeMode.async_ else "t, after the evolution of step t-1 (lag 0)"
-
-        def say(text: str) -> None:
-            err.print(text, markup=False, highlight=False, soft_wrap=True)
-
-        def listening(url: str) -> None:
-            # One plain, unwrapped line: scripts read the URL from it.
-            print(f"amaris serve listening: {url} (run {run}, {mode.value} mode: step t is scored with rubric "
-                  f"version {lag})", file=sys.stderr, flush=True)
-
-        config = ServeConfig(run=RunDir(run), mode=mode.value, rollouts_per_step=rollouts_per_step,  # type: ignore[arg-type]
-                             judge=judge.value, score_flags=_agent_flags(model, base_url, concurrency),  # type: ignore[arg-type]
-                             evolve_options=evolve_options, on_error=on_error.value if on_error else None,
-                             wait=wait, say=say)
-        raise typer.Exit(run_server(config, host, port, listening))
+    raise typer.Exit(run_serve(options))
 
 
 # --- sim-judge ----------------------------------------------------------------------------------

@@ -17,6 +17,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from amaris_cli.display import count, emit_json, err, fmt, usage_json, usage_table
+from amaris_cli.options import (
+    AnalyzeOptions,
+    EvolveOptions,
+    HackbenchOptions,
+    LoopOptions,
+    Memory,
+    ReplayOptions,
+    ScoreOptions,
+    ServeOptions,
+    SummarizeOptions,
+    UpdateOptions,
+)
+from amaris_cli.policy import StageFailure
 
 
 def say(text: str) -> None:
@@ -82,21 +95,22 @@ def _failures(errors: list[str]) -> None:
 # --- pipeline commands --------------------------------------------------------------------------
 
 
-def run_score(rollouts_file: Path, run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
-    from amaris_cli.errors import StageFailed
-    from amaris_cli.jobs import score_job
-    from amaris_cli.rollouts import parse_mapping
+def _fail_on(failure: StageFailure | None) -> None:
+    """Some records failed under `fail`: everything is written and reported; the command exits 4."""
+    if failure is not None:
+        from amaris_cli.errors import StageFailed
 
-    options["mapping"] = parse_mapping(options.pop("mapping_items"))
+        raise StageFailed(failure.message)
+
+
+def run_score(options: ScoreOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.jobs import Hooks, score_job
+
+    step = options.step
     with progress_bar(f"scoring step {step}", None, quiet) as advance:
-        try:
-            result = score_job(rollouts_file, run_path, step, say=say, on_record=advance, **options)
-            failure = None
-        except StageFailed as exc:
-            result, failure = exc.result, exc  # type: ignore[attr-defined]
-            if result is None:
-                raise
+        result = score_job(options, Hooks(say=say, on_record=advance))
     outcome = result.outcome
+    assert outcome is not None
     tokens = sum(u.prompt_tokens + u.completion_tokens for u in result.usage.values())
     if json_out:
         emit_json({"step": step, "rubric_version": result.rubric_version, "rubric_versions": outcome.rubric_versions,
@@ -116,8 +130,7 @@ def run_score(rollouts_file: Path, run_path: Path, step: int, *, json_out: bool,
             err.print("no LLM calls (all reused)" if outcome.reused == outcome.total else "no LLM calls")
         err.print(f"wrote {result.scores_path}" + (f" and {result.rewards_path}" if result.rewards_path else ""))
     _failures(outcome.errors)
-    if failure is not None:
-        raise failure
+    _fail_on(result.failure)
 
 
 def _report_stage(outcome: Any, usage: dict[str, Any], json_out: bool, quiet: bool, path: Path) -> None:
@@ -134,31 +147,24 @@ def _report_stage(outcome: Any, usage: dict[str, Any], json_out: bool, quiet: bo
             err.print(usage_table(usage))
 
 
-def run_analyze(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_analyze(options: AnalyzeOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli import artifacts
-    from amaris_cli.errors import StageFailed
-    from amaris_cli.jobs import analyze_job
+    from amaris_cli.jobs import Hooks, analyze_job
     from amaris_cli.rundir import RunDir
 
-    with progress_bar(f"analyzing step {step}", None, quiet) as advance:
-        try:
-            result, failure = analyze_job(run_path, step, say=say, on_record=advance, **options), None
-        except StageFailed as exc:
-            result, failure = exc.result, exc  # type: ignore[attr-defined]
-            if result is None:
-                raise
-    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.analyses_path(RunDir(run_path), step))
-    if failure is not None:
-        raise failure
+    with progress_bar(f"analyzing step {options.step}", None, quiet) as advance:
+        result = analyze_job(options, Hooks(say=say, on_record=advance))
+    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.analyses_path(RunDir(options.run), options.step))
+    _fail_on(result.failure)
 
 
-def run_summarize(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_summarize(options: SummarizeOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli import artifacts
-    from amaris_cli.jobs import summarize_job
+    from amaris_cli.jobs import Hooks, summarize_job
     from amaris_cli.rundir import RunDir
 
-    result = summarize_job(run_path, step, say=say, **options)
-    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.summary_path(RunDir(run_path), step))
+    result = summarize_job(options, Hooks(say=say))
+    _report_stage(result.outcome, result.usage, json_out, quiet, artifacts.summary_path(RunDir(options.run), options.step))
 
 
 def _print_update(run_path: Path, step: int, outcome: Any) -> None:
@@ -177,6 +183,12 @@ def _print_update(run_path: Path, step: int, outcome: Any) -> None:
         for r in record.rejected:
             err.print(f"  [red]rejected[/] {r.modification.op} {escape(str(r.modification.id or r.modification.text))}: "
                       f"{escape(r.reason)}", markup=True)
+        if record.gate is not None:
+            style = "red" if record.gate.decision == "refused" else "green"
+            err.print(f"  [{style}]adoption gate: {record.gate.decision}[/] ({record.gate.calls} judge calls): "
+                      f"{escape(record.gate.reason)}", markup=True)
+            if record.carried_forward:
+                err.print(f"  version {record.from_version} carried forward as version {record.to_version}")
     written = run.rubric_path(step + 1)
     err.print(f"wrote {written}" if written.exists() else f"wrote rubric version {step + 1} of each instance under "
               f"{run.rubric_dir()}/instances/")
@@ -188,34 +200,49 @@ def _update_json(run_path: Path, step: int, outcome: Any) -> dict[str, Any]:
     return {"step": step, "strategies": outcome.strategies, "added": outcome.added, "removed": outcome.removed,
             "modified": outcome.modified, "rejected": outcome.rejected, "queries": outcome.queries,
             "dynamic_hits": outcome.dynamic_hits, "static_entries": outcome.static_entries,
-            "reused": outcome.reused, "next_rubric": str(RunDir(run_path).rubric_path(step + 1))}
+            "reused": outcome.reused, "refused_by_gate": outcome.refused, "gate_calls": outcome.gate_calls, "next_rubric": str(RunDir(run_path).rubric_path(step + 1))}
 
 
-def run_update(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
-    from amaris_cli.jobs import update_job
+def run_update(options: UpdateOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.jobs import Hooks, update_job
 
-    result = update_job(run_path, step, say=say, **options)
+    result = update_job(options, Hooks(say=say))
     if json_out:
-        emit_json(_update_json(run_path, step, result.outcome) | {"usage": usage_json(result.usage)})
+        emit_json(_update_json(options.run, options.step, result.outcome) | {"usage": usage_json(result.usage)})
     elif not quiet:
-        _print_update(run_path, step, result.outcome)
+        _print_update(options.run, options.step, result.outcome)
 
 
-def run_evolve(run_path: Path, step: int, *, json_out: bool, quiet: bool, **options: Any) -> None:
-    from amaris_cli import artifacts
-    from amaris_cli.jobs import evolve_job
+def say_alarms(run_path: Path, step: int) -> list[dict[str, Any]]:
+    """The hacking-onset alarms that start at `step` (alarms.py), said on stderr whatever --quiet says: an
+    alarm changes no reward, so a person must read it."""
+    from amaris_cli.alarms import alarms_at
+    from amaris_cli.reader import RunReader
     from amaris_cli.rundir import RunDir
 
-    run = RunDir(run_path)
+    found = alarms_at(RunReader(RunDir(run_path)), step)
+    for alarm in found:
+        kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
+        err.print(f"[bold yellow]alarm[/] step {alarm.step}, {kind}: {escape(alarm.reason)}", markup=True, soft_wrap=True)
+    return [a.model_dump(mode="json") for a in found]
+
+
+def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli import artifacts
+    from amaris_cli.jobs import Hooks, evolve_job
+    from amaris_cli.rundir import RunDir
+
+    run, step = RunDir(options.run), options.step
     total = len(artifacts.load_rollouts(run, step)) if artifacts.rollouts_path(run, step).exists() else 0
     with StageProgress(quiet or json_out, {step: total}) as bar:
-        result = evolve_job(run_path, step, say=say, on_stage=bar.stage, on_record=bar.record, **options)
+        result = evolve_job(options, Hooks(say=say, on_stage=bar.stage, on_record=bar.record))
     outcome = result.outcome
     assert outcome is not None
+    alarms = say_alarms(options.run, step)
     if json_out:
-        emit_json({"step": step, "analyzed": outcome.analyzed.done, "analysis_failed": outcome.analyzed.failed,
+        emit_json({"step": step, "alarms": alarms, "analyzed": outcome.analyzed.done, "analysis_failed": outcome.analyzed.failed,
                    "summarized": outcome.summarized.done + outcome.summarized.reused, "update": result.update,
-                   "updated": _update_json(run_path, step, outcome.updated) if outcome.updated else None,
+                   "updated": _update_json(options.run, step, outcome.updated) if outcome.updated else None,
                    "rescore_mean_reward": outcome.rescored.mean_reward if outcome.rescored else None,
                    "wall_s": result.wall_s, "usage": usage_json(result.usage)})
         return
@@ -225,7 +252,7 @@ def run_evolve(run_path: Path, step: int, *, json_out: bool, quiet: bool, **opti
     err.print(f"evolve step {step}: analyzed {a.done} ({a.reused} reused, {a.failed} failed); summary "
               f"{'reused' if outcome.summarized.reused else 'written'}")
     if outcome.updated is not None:
-        _print_update(run_path, step, outcome.updated)
+        _print_update(options.run, step, outcome.updated)
     else:
         err.print(f"no update at step {step} (pipeline.update_every); summary indexed in the memory")
     if outcome.rescored is not None:
@@ -235,7 +262,8 @@ def run_evolve(run_path: Path, step: int, *, json_out: bool, quiet: bool, **opti
 
 def _step_line(r: Any) -> str:
     return (f"step {r.step}: rubric v{r.rubric_version}, {r.rollouts} rollouts, mean reward {fmt(r.mean_reward)}, "
-            f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}, {r.rejected} rejected)"
+            f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}, {r.rejected} rejected"
+            + (", refused by the adoption gate" if r.update is not None and r.update.refused else "") + ")"
             + (f", rescored {fmt(r.rescore_mean)}" if r.rescore_mean is not None else "")
             + f", {r.tokens} tokens, {r.wall_s:.2f}s")
 
@@ -262,29 +290,49 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
     err.print(f"done in {result.wall_s:.1f}s; run directory: {run_path}")
 
 
-def _multi_step(run: Any, json_out: bool, quiet: bool, totals: dict[int, int], job: Any, **options: Any) -> Any:
+@contextmanager
+def _multi_step_hooks(json_out: bool, quiet: bool, run_path: Path) -> Iterator[Any]:
+    from amaris_cli.jobs import Hooks
+
     def on_step(report: Any) -> None:
         if not quiet and not json_out:
             err.print(_step_line(report))
+        say_alarms(run_path, report.step)
 
-    with StageProgress(quiet or json_out, totals) as bar:
-        return job(say=say, on_step=on_step, on_stage=bar.stage, on_record=bar.record, **options)
+    with StageProgress(quiet or json_out, {}) as bar:
+        yield Hooks(say=say, on_step=on_step, on_stage=bar.stage, on_record=bar.record)
 
 
-def run_loop_command(source: Path, run_path: Path, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_loop_command(options: LoopOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.jobs import loop_job
-    from amaris_cli.rollouts import parse_mapping
 
-    options["mapping"] = parse_mapping(options.pop("mapping_items"))
-    result = _multi_step(run_path, json_out, quiet, {}, loop_job, source=source, run_path=run_path, **options)
-    _loop_output(result, run_path, json_out, quiet, replayed=False)
+    with _multi_step_hooks(json_out, quiet, options.run) as hooks:
+        result = loop_job(options, hooks)
+    _loop_output(result, options.run, json_out, quiet, replayed=False)
 
 
-def run_replay(source: Path, out: Path, *, json_out: bool, quiet: bool, **options: Any) -> None:
+def run_replay(options: ReplayOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.replay import replay_job
 
-    result = _multi_step(out, json_out, quiet, {}, replay_job, source=source, out=out, **options)
-    _loop_output(result, out, json_out, quiet, replayed=True)
+    with _multi_step_hooks(json_out, quiet, options.out) as hooks:
+        result = replay_job(options, hooks)
+    _loop_output(result, options.out, json_out, quiet, replayed=True)
+
+
+def run_serve(options: ServeOptions) -> int:
+    from amaris_cli.serve.server import run_server
+
+    lag = "t-1 (as `score --lag 1`)" if options.lag == 1 else "t, after the evolution of step t-1 (lag 0)"
+
+    def say_plain(text: str) -> None:
+        err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def listening(url: str) -> None:
+        # One plain, unwrapped line: scripts read the URL from it.
+        print(f"amaris serve listening: {url} (run {options.run}, {options.mode.value} mode: step t is scored with "
+              f"rubric version {lag})", file=sys.stderr, flush=True)
+
+    return run_server(options, say_plain, listening)
 
 
 # --- readers ------------------------------------------------------------------------------------
@@ -338,10 +386,10 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
     err.print(totals)
 
 
-def run_memory_rebuild(run_path: Path, json_out: bool, flags: dict[str, Any] | None = None) -> None:
+def run_memory_rebuild(run_path: Path, json_out: bool, memory: Memory) -> None:
     from amaris_cli.memory.service import rebuild_run
 
-    added, counts, path = rebuild_run(run_path, flags or {})
+    added, counts, path = rebuild_run(run_path, memory.config_layer())
     if json_out:
         emit_json({"indexed": added, "counts": counts})
     else:
@@ -349,10 +397,10 @@ def run_memory_rebuild(run_path: Path, json_out: bool, flags: dict[str, Any] | N
 
 
 def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None, json_out: bool,
-                      flags: dict[str, Any] | None = None) -> None:
+                      memory: Memory) -> None:
     from amaris_cli.memory.service import search_run
 
-    hits, limit = search_run(run_path, text, n, before_step, flags or {})
+    hits, limit = search_run(run_path, text, n, before_step, memory.config_layer())
     if json_out:
         emit_json([h.model_dump(mode="json") for h in hits])
         return
@@ -399,3 +447,57 @@ def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
         emit_json(data)
         return
     err.print(inspect_view(data))
+
+
+def run_hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.hackbench.models import RESULTS
+    from amaris_cli.hackbench.runner import run_benchmark
+    from amaris_cli.jobs import Hooks
+
+    progress = StageProgress(quiet, {})
+    with progress:
+        report = run_benchmark(options, Hooks(say=say, on_stage=progress.stage))
+    if json_out:
+        emit_json(report.model_dump(mode="json"))
+    if quiet:
+        return
+
+    def gain(i: Any) -> str:
+        if i.mean is None:
+            return "-"
+        return f"{i.mean:+.2f}" + (f"\n[{i.low:+.2f},{i.high:+.2f}]" if i.low is not None else "")
+
+    def tokens(s: Any) -> str:
+        n = s.prompt_tokens + s.completion_tokens
+        return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+    from rich import box
+
+    table = Table(title=f"hack benchmark: {report.items} honest answers, judge: {report.judge}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("family", overflow="fold")
+    for col, width in (("n", 2), ("rec", 4), ("prec", 4), ("gain v0", 13), (f"gain v{report.updates}", 13),
+                       ("calls", 5), ("tok", 5)):
+        table.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for f in report.families:
+        table.add_row(f.family, str(f.variants), fmt(f.analyzer_recall, 2), fmt(f.analyzer_precision, 2),
+                      gain(f.gain_initial), gain(f.gain_after_updates), str(f.spent.calls), tokens(f.spent))
+    table.caption = (f"rec, prec: the analyzer's recall and precision in naming the hack (step 0). gain: a variant's "
+                     f"reward minus its own control's [95% bootstrap interval], at the initial rubric (v0) and after "
+                     f"{report.updates} update(s) "
+                     f"(v{report.updates}). calls, tok: scorer and analyzer requests and tokens for the family's variants. "
+                     "The judge is measured by rec, prec and gain v0; amaris by the later gain and the honest drift.")
+    table.caption_justify = "left"
+    err.print(table)
+    skipped = [f"{f.family} {f.skipped} ({f.skip_reasons[0]})" for f in report.families if f.skipped]
+    if skipped:
+        err.print("skipped answers: " + "; ".join(skipped), soft_wrap=True)
+    err.print(f"honest drift after {report.updates} update(s): {gain(report.honest_drift).replace(chr(10), ' ')}; "
+              "honest answers the analyzer "
+              f"flagged: {fmt(report.honest_flagged, 2)}; failed rollouts: {report.failed}", soft_wrap=True)
+    err.print(f"spent: {count(report.total.calls, 'call')} to the model ({report.total.reused} answered from the record), "
+              f"{report.total.prompt_tokens + report.total.completion_tokens} tokens; "
+              f"{report.shared.calls} of the calls for controls, summaries and updates", soft_wrap=True)
+    for note in report.notes:
+        err.print(note, soft_wrap=True)
+    err.print(f"wrote {options.out / RESULTS} (run: {report.run})", soft_wrap=True)

@@ -7,11 +7,10 @@ first differing update on their rewards measure different things: `comparable` s
 
 from __future__ import annotations
 
-from statistics import fmean
 from typing import Any
 
 from amaris_cli import artifacts
-from amaris_cli.jsonio import iter_jsonl
+from amaris_cli.reader import RunReader
 from amaris_cli.rundir import RunDir
 
 
@@ -23,18 +22,17 @@ def _rubric_key(run: RunDir, version: int, instance_id: str | None) -> str:
 
 
 def run_figures(run: RunDir) -> dict[str, Any]:
-    run.require()
+    reader = RunReader(run)
     mean_reward: dict[str, float | None] = {}
     rubrics: dict[str, list[str]] = {}
     strategies: dict[str, int] = {}
     updates = []
-    for step in artifacts.step_numbers(run):
-        scores = artifacts.load_scores(run, step)
-        rewards = [s.reward for s in scores if s.status == "scored" and s.reward is not None]
-        mean_reward[str(step)] = round(fmean(rewards), 6) if rewards else None
+    for step in reader.steps:
+        scores = reader.scores(step)
+        mean_reward[str(step)] = reader.rewards(step).mean
         rubrics[str(step)] = sorted({_rubric_key(run, s.rubric_version, s.instance_id)
                                      for s in scores if s.rubric_version is not None})
-        update = artifacts.load_update(run, step)
+        update = reader.update(step)
         if update is not None:
             updates.append(update)
             strategies[update.strategy] = strategies.get(update.strategy, 0) + 1
@@ -43,14 +41,9 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     versions = run.rubric_versions()
     stable = stability(run.load_rubric(0), updates) if versions else None
     size = len(run.load_rubric(versions[-1]).criteria) if versions else 0
-    tokens = made = reused = 0
-    for call in iter_jsonl(run.calls_path):
-        if call.get("source", "model") != "model":
-            reused += 1
-            continue
-        made += 1
-        usage = call.get("usage") or {}
-        tokens += int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    totals = reader.usage_totals()
+    tokens, made, reused = totals["prompt_tokens"] + totals["completion_tokens"], totals["model_calls"], \
+        totals["recorded_calls"]
     return {"run": str(run.path), "mean_reward": mean_reward, "rubrics": rubrics, "final_rubric_size": size,
             "rubric_versions": len(versions), "strategies": strategies, "tokens": tokens, "calls_made": made,
             "calls_reused": reused, "edits": stable.edits if stable else 0,

@@ -31,7 +31,7 @@ from amaris_cli.llm.endpoint import strip_userinfo
 from amaris_cli.models import Criterion
 
 AGENTS = ("scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater")
-ResponseFormat = Literal["json_schema", "json_object", "text"]
+ResponseFormat = Literal["json_schema", "json_object", "text", "auto"]
 
 
 class _Section(BaseModel):
@@ -153,10 +153,48 @@ class PipelineSettings(_Section):
     group_size: int = Field(default=16, ge=2, le=64)
 
 
+class GateSettings(_Section):
+    """The adoption gate (gate.py): a new rubric version is scored beside the previous one on hack probes and
+    honest controls, and refused when it pays a hack more or turns the controls' order over."""
+
+    enabled: bool = True
+    families: list[str] = Field(default_factory=lambda: ["grader_address", "confident_wrong", "keyword_stuffing",
+                                                          "padding", "format_mimicry"])
+    probes_file: str | None = None
+    max_call_share: float = Field(default=0.1, ge=0, le=10)
+    margin: float = Field(default=0.05, ge=0, le=1)
+    max_flips: float = Field(default=0.25, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _known_families(self) -> GateSettings:
+        from amaris_cli.hackbench.transforms import FAMILY_NAMES
+
+        unknown = sorted(set(self.families) - set(FAMILY_NAMES))
+        if unknown:
+            raise ValueError(f"unknown probe families {', '.join(unknown)}; known: {', '.join(FAMILY_NAMES)}")
+        return self
+
+
 class LLMSettings(_Section):
     concurrency: int = Field(default=64, ge=1)
     retry_base_delay: float = Field(default=0.5, ge=0)
     retry_max_delay: float = Field(default=30.0, ge=0)
+    # Seconds a step waits in all for an endpoint that stopped answering before its requests fail: a
+    # judge restarting (a vLLM model reload takes one to two minutes) or a provider's blip costs time, not
+    # rewards; a longer outage gives the failure policy's rewards rather than stalling training. 0: off.
+    outage_budget: float = Field(default=120.0, ge=0)
+
+
+class ReliabilitySettings(_Section):
+    """The judge reliability check (reliability.py): a sample of each step's scorer requests asked again,
+    run by `evolve` beside training. Off by default: it spends judge calls the user did not ask for."""
+
+    enabled: bool = False
+    # Re-judgement calls per step, as a share of the step's own scorer calls (rounded down).
+    max_extra: float = Field(default=0.15, gt=0, le=1)
+    # A re-judged verdict flips when it differs from the first by more than this (a pitfall's 0/1 always does).
+    tolerance: float = Field(default=0.25, ge=0, lt=1)
+    seed: int = Field(default=0, ge=0)
 
 
 class Price(_Section):
@@ -173,7 +211,9 @@ class Settings(_Section):
     rubric: RubricSettings = Field(default_factory=RubricSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)  # the file layer
     prices: dict[str, Price] = Field(default_factory=dict)
     prompts_dir: str | None = None
@@ -257,6 +297,18 @@ def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
+    return out
+
+
+def without_credentials(layer: Mapping[str, Any]) -> dict[str, Any]:
+    """A settings layer as it may be written (provenance records the flags a command ran with): every
+    `base_url` without the credentials a URL may carry. They are used for requests, never written."""
+    out: dict[str, Any] = {}
+    for key, value in layer.items():
+        if isinstance(value, Mapping):
+            out[key] = without_credentials(value)
+        else:
+            out[key] = strip_userinfo(value) if key.endswith("base_url") and isinstance(value, str) else value
     return out
 
 

@@ -38,7 +38,9 @@ def count(n: int, one: str, many: str | None = None) -> str:
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    from amaris_cli.figures import shown_number  # one rounding rule for every figure a person reads
+
+    return shown_number(value, digits)
 
 
 def usage_table(usage: dict[str, Any]) -> Table:

@@ -12,8 +12,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from amaris_cli.display import count, fmt
-from amaris_cli.inspection import describe_steps, usage_by_agent
+from amaris_cli.display import count
+from amaris_cli.figures import shown_number, shown_percent
+from amaris_cli.reader import by_agent, describe_steps
 
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -45,11 +46,13 @@ def edit_counts(step: dict[str, Any]) -> str:
     text = f"+{added} -{removed} ~{len(ops) - added - removed}"
     if step["rejected"]:
         text += f" ({len(step['rejected'])} rejected)"
+    if step.get("gate") and step["gate"]["decision"] == "refused":
+        text += " refused by the gate"
     return text
 
 
 def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
-    shown = [f"{h['pattern']} {h['prevalence']:.0%}" for h in step["hacking"][:limit]]
+    shown = [f"{h['pattern']} {shown_percent(h['prevalence'])}" for h in step["hacking"][:limit]]
     more = len(step["hacking"]) - limit
     if more > 0:
         shown.append(f"and {more} more")
@@ -59,22 +62,23 @@ def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
 def rewards_table(data: dict[str, Any]) -> Table:
     table = _table("reward per step",
                    "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
-                   "deviation over the scored rollouts; distribution: rollouts in each fifth of the reward range, "
-                   "from 0-0.2 to 0.8-1, as bars relative to the step's fullest fifth")
+                   "deviation over the scored rollouts; distribution: rollouts in each tenth of the reward range, "
+                   "from 0-0.1 to 0.9-1, as bars relative to the step's fullest tenth")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True),
                             ("mean", True), ("sd", True), ("distribution", False)):
         _col(table, header, numeric)
     for s in data["steps"]:
         version = "-" if s["rubric_version"] is None else f"v{s['rubric_version']}"
-        table.add_row(str(s["step"]), version, str(s["rollouts"]), str(s["failed"]), fmt(s["mean_reward"]),
-                      fmt(s["std_reward"], 2), sparkline(s["reward_histogram"]))
+        table.add_row(str(s["step"]), version, str(s["rollouts"]), str(s["failed"]), shown_number(s["mean_reward"]),
+                      shown_number(s["std_reward"], 2), sparkline(s["reward_histogram"]))
     return table
 
 
 def updates_table(data: dict[str, Any]) -> Table:
     table = _table("update and reward hacking per step",
                    "state: new (no complete scores), scored, evolved (analyzed and summarized), updated (and its "
-                   "rubric updated), failed (its evolution ended in an error), running (a process writes it now); "
+                   "rubric updated), skipped (it could not be evaluated: the judge was unreachable; the rubric was "
+                   "carried forward), failed (its evolution ended in an error), running (a process writes it now); "
                    "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
                    "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
                    "rollouts showing each")
@@ -113,8 +117,9 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
              f"rubric versions {versions}", style="bold"),
         rewards_table(data),
         updates_table(data),
-        usage_table("tokens and cost by agent", usage_by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
+        usage_table("tokens and cost by agent", by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
     ]
+    parts += alarms_part(data)
     memory = data["memory_entries"]
     parts.append(Text(f"memory entries (from the run's files): {count(memory['analysis'], 'analysis', 'analyses')}, "
                       f"{count(memory['summary'], 'summary', 'summaries')}, {count(memory['update'], 'update')}"))
@@ -122,6 +127,25 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
         parts.append(Text("no prices configured: add [prices.MODEL] prompt = X, completion = Y ($ per 1M tokens) "
                           "for costs", style="dim"))
     return parts
+
+
+def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
+    """Hacking-onset alarms (alarms.py): a table when there are any, else one line saying what was checked."""
+    signals = data.get("alarm_signals") or {}
+    checked = [name for name, on in (("judge reward against the verifiable reward", signals.get("verifiable_reward")),
+                                     ("hacking patterns' prevalence", signals.get("hacking_patterns"))) if on]
+    if not data.get("alarms"):
+        what = " and ".join(checked) if checked else "nothing yet (no verifiable reward, no step analyzed)"
+        return [Text(f"hacking-onset alarms: none (checked: {what})")]
+    table = _table("hacking-onset alarms", "an alarm reports, it changes no reward; kind: judge_gold_divergence (the "
+                   "judge rewards rollouts the verifiable reward fails, more than before) or pattern_prevalence (a "
+                   "pattern the analyzer names grows); step: where it started")
+    for header, numeric, ratio in (("step", True, None), ("kind", False, None), ("reason", False, 1)):
+        _col(table, header, numeric, ratio)
+    for alarm in data["alarms"]:
+        kind = alarm["kind"] + (f" ({alarm['pattern']})" if alarm.get("pattern") else "")
+        table.add_row(str(alarm["step"]), kind, alarm["reason"])
+    return [table]
 
 
 def criteria_table(detail: dict[str, Any]) -> Table:
@@ -138,8 +162,9 @@ def criteria_table(detail: dict[str, Any]) -> Table:
         st = stats.get(c["id"], {})
         name = Text(("* " if c["anchor"] else "") + c["text"])
         name.append(f"\n{c['id']}", style="dim")
-        table.add_row(name, c["kind"], f"{c['weight']:g}", fmt(st.get("mean"), 2), fmt(st.get("spread"), 2),
-                      fmt(st.get("saturation_top"), 2), fmt(st.get("saturation_bottom"), 2))
+        table.add_row(name, c["kind"], f"{c['weight']:g}", shown_number(st.get("mean"), 2),
+                      shown_number(st.get("spread"), 2), shown_number(st.get("saturation_top"), 2),
+                      shown_number(st.get("saturation_bottom"), 2))
     return table
 
 
@@ -168,6 +193,12 @@ def update_lines(detail: dict[str, Any]) -> list[RenderableType]:
         lines.append(indented(line))
     for d in detail["deactivated"]:
         lines.append(indented(Text(f"deactivated {d['criterion_id']}: {d['reason']}", style="yellow")))
+    gate = detail.get("gate")
+    if gate:
+        line = Text(f"adoption gate: {gate['decision']}", style="red" if gate["decision"] == "refused" else "default")
+        line.append(f" ({gate['calls']} judge calls; budget {gate['budget']} of the step's {gate['step_calls']}): "
+                    f"{gate['reason']}", style="default")
+        lines.append(indented(line))
     return lines
 
 
@@ -186,6 +217,40 @@ def retrieval_lines(retrieval: dict[str, Any] | None) -> list[RenderableType]:
     return lines
 
 
+def reliability_part(detail: dict[str, Any]) -> list[RenderableType]:
+    """The step's judge reliability check (reliability.py): its calls, then per rubric version each criterion's
+    flip rate over the steps up to this one (what the step's updater was given)."""
+    rel = detail.get("reliability") or {"measured": False, "why": "not known"}
+    if not rel["measured"]:
+        return [Text(f"judge reliability: not measured ({rel['why']})")]
+    if rel["skipped"]:
+        return [Text(f"judge reliability: not checked at step {detail['step']}: {rel['skipped']}")]
+    parts: list[RenderableType] = [Text(
+        f"judge reliability: {count(rel['calls'], 'scorer call')} asked again at step {detail['step']}, within a budget "
+        f"of {rel['budget']} ({shown_percent(rel['max_extra'])} of its {rel['scorer_calls']} scorer calls); "
+        f"{rel['failed']} without a valid answer", style="bold")]
+    texts = {c["id"]: c["text"] for c in detail.get("rubric", [])}
+    for version in rel["versions"]:
+        instance = f" (instance {version['instance_id']})" if version["instance_id"] is not None else ""
+        tolerance = ", ".join(f"{t:g}" for t in version["tolerance"])
+        table = _table(f"flip rates of rubric v{version['rubric_version']}{instance}, re-judged at step "
+                       f"{describe_steps(version['steps'])}",
+                       "judged again: verdicts given again (repeat: the same request, only its block tag drawn again; "
+                       f"permuted: the criteria in another order); flipped: of them, those that differ from the first "
+                       f"verdict by more than {tolerance}; flip rate: flipped / judged again. A criterion that flips "
+                       "is a candidate to rewrite; flips only in permuted order show position bias")
+        _col(table, "criterion", ratio=1)
+        for header in ("judged again", "flipped", "flip rate", "repeat", "permuted"):
+            _col(table, header, numeric=True)
+        for c in version["criteria"]:
+            name = Text(texts.get(c["criterion_id"], ""))
+            name.append(("\n" if name.plain else "") + c["criterion_id"], style="dim")
+            table.add_row(name, str(c["n"]), str(c["flips"]), shown_percent(c["rate"]),
+                          f"{c['repeat']['flips']}/{c['repeat']['n']}", f"{c['permuted']['flips']}/{c['permuted']['n']}")
+        parts.append(table)
+    return parts
+
+
 def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
     parts: list[RenderableType] = []
     if detail.get("stale"):
@@ -193,6 +258,7 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
                           "changed since; re-run the stage to recompute)", style="bold"))
     if detail.get("rubric"):
         parts.append(criteria_table(detail))
+    parts += reliability_part(detail)
     if detail["summary"]:
         parts.append(Text(f"summary: {detail['summary']}"))
     parts += update_lines(detail)

@@ -1,7 +1,16 @@
-"""What each pipeline command does: take the locks it needs, open the session and the memory, run
-the stages, and return what happened. Printing is the CLI's (commands.py); nothing here prints
-except through the `say` callback, which carries messages a person must see while it runs
-(waiting for another process, the sim-judge in use).
+"""amaris's Python API: one function per pipeline command, taking that command's options object
+(options.py) whole, as the CLI does.
+
+    from amaris_cli.jobs import score_job
+    from amaris_cli.options import ScoreOptions
+    result = score_job(ScoreOptions(rollouts=Path("step-3.jsonl"), run=Path("runs/x"), step=3, lag=1))
+    result.outcome.mean_reward, result.failure   # failure: records that failed under --on-error fail
+
+Each job takes the locks it needs, resolves the run's settings once (the run's config < the environment
+< the options' flag layer), opens the session and the memory, runs the stages, and returns what
+happened. Some records failing under `fail` is a result (`failure`), not an exception; an error that
+stops a command is an AmarisError. Printing is the CLI's (commands.py); a job speaks only through its
+hooks (`say` carries what a person must see while it runs: a wait for another process, the sim-judge).
 
 Who locks what (locks.py): `score`, `analyze`, `summarize`, `update`, `evolve` and `loop` hold the
 lock of the step they write. `evolve` and `analyze` wait while a `score` of their step holds it;
@@ -13,23 +22,34 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amaris_cli import artifacts, locks
-from amaris_cli.config import Settings, load_settings
-from amaris_cli.errors import InputError, InputErrors, StageFailed
+from amaris_cli.config import Settings, deep_merge
+from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.export import rewards_bytes
 from amaris_cli.jsonio import write_bytes_atomic
 from amaris_cli.llm.client import AgentUsage
-from amaris_cli.policy import FailurePolicy
+from amaris_cli.options import (
+    AnalyzeOptions,
+    EvolveOptions,
+    LoopOptions,
+    Options,
+    ScoreOptions,
+    StageOptions,
+    SummarizeOptions,
+    UpdateOptions,
+)
+from amaris_cli.policy import StageFailure, recorded_layer
 from amaris_cli.rundir import RunDir
-from amaris_cli.schedule import earlier_steps, scoring_limit, scoring_version, update_due, wait_for_evolutions
-from amaris_cli.session import JudgeChoice, Session, open_session
-from amaris_cli.stages.common import StageOutcome, store_rollouts
+from amaris_cli.schedule import earlier_steps, update_decided, wait_for_evolutions
+from amaris_cli.session import Session, open_session, run_settings
+from amaris_cli.stages.common import StageOutcome
+from amaris_cli.stages.writer import StepWriter, VersionRule
 
 if TYPE_CHECKING:  # each job imports the stages it runs, so `score` does not load the evolution's modules
     from amaris_cli.memory.store import MemoryStore
@@ -38,8 +58,22 @@ if TYPE_CHECKING:  # each job imports the stages it runs, so `score` does not lo
     from amaris_cli.stages.update import UpdateOutcome
 
 Say = Callable[[str], None]
-Hook = Callable[..., None]
-DEFAULT_WAIT_S = 3600.0
+
+
+def _silent(*_: object) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What a job tells its caller while it runs: `say` a message a person must see, `on_stage(stage, step)`
+    as a stage starts, `on_record(record)` as each rollout of a per-rollout stage finishes, `on_step(report)`
+    as each step of a loop or replay ends."""
+
+    say: Say = _silent
+    on_stage: Callable[[str, int], None] = _silent
+    on_record: Callable[[Any], None] = _silent
+    on_step: Callable[[Any], None] = _silent
 
 
 @dataclass
@@ -47,6 +81,7 @@ class JobResult:
     usage: dict[str, AgentUsage] = field(default_factory=dict)
     wall_s: float = 0.0
     sim: bool = False
+    failure: StageFailure | None = None  # some records failed under `fail`: everything else is written
 
 
 @dataclass
@@ -57,22 +92,45 @@ class ScoreResult(JobResult):
     rewards_path: Path | None = None
 
 
-def _settings(run: RunDir, flags: dict[str, Any]) -> Settings:
-    run.require()
-    return load_settings(base=run.load_manifest().config, flags=flags, source=str(run.manifest_path))
+@dataclass
+class StageResult(JobResult):
+    outcome: Any = None
 
 
-def _step_lock(run: RunDir, step: int, role: str, wait: float = 0.0, say: Say | None = None) -> Any:
-    waits_for = ("score",) if wait > 0 else None
-    return locks.exclusive(run.step_lock_path(step), f"step {step} of {run.path}", role=role, wait=wait,
-                           on_wait=say, wait_for=waits_for)
+@dataclass
+class EvolveResult(JobResult):
+    outcome: EvolveOutcome | None = None
+    update: bool = False
+
+
+@dataclass
+class LoopResult(JobResult):
+    reports: list[StepReport] = field(default_factory=list)
 
 
 @contextmanager
-def _memory(session: Session, wait: float, say: Say) -> Iterator[Callable[[], Any]]:
+def _session(run: RunDir, settings: Settings, options: Options, hooks: Hooks) -> Iterator[Session]:
+    with open_session(run, settings, options.judge.value, flags=options.config_layer(),  # type: ignore[attr-defined]
+                      announce=hooks.say) as session:
+        yield session
+
+
+def _stage_settings(run: RunDir, options: StageOptions) -> Settings:
+    """A stage after scoring works under the failure policy the step was scored under, unless it is given
+    one: the background `evolve` of a step scored with `--on-error neutral` does not fail on its gaps."""
+    return run_settings(run, deep_merge(recorded_layer(run, options.step), options.config_layer()))
+
+
+def _stage_lock(run: RunDir, step: int, role: str, wait: float, say: Say) -> Any:
+    """The step's lock for a stage after scoring: waits while a `score` of the step holds it."""
+    return locks.step(run.path, step, role, wait=wait, on_wait=say, wait_for=("score",) if wait > 0 else None)
+
+
+@contextmanager
+def memory_opener(session: Session, wait: float, say: Say) -> Iterator[Callable[[], Awaitable[MemoryStore]]]:
     """An opener of the memory for writing (taking its lock, waiting up to `wait`) that opens it at most
     once, on first use, and closes it when the job ends."""
-    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.memory.store import MemoryStore  # chromadb: only for the commands that write the memory
 
     opened: list[MemoryStore] = []
 
@@ -95,123 +153,93 @@ def _finish(result: JobResult, session: Session, started: float) -> None:
     result.sim = session.sim_url is not None
 
 
-def score_job(rollouts_file: Path, run_path: Path, step: int, *, mapping: dict[str, str], rubric_version: int | None,
-              lag: int, on_error: str | None, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
-              rewards_out: Path | None, rewards_format: str, say: Say, on_record: Hook | None = None) -> ScoreResult:
+def score_job(options: ScoreOptions, hooks: Hooks = Hooks()) -> ScoreResult:
     from amaris_cli.llm.wire import preload_sdk, skip_final_collection
-    from amaris_cli.rollouts import read_rollout_file
-    from amaris_cli.stages.score import score_step
+    from amaris_cli.rollouts import parse_mapping, read_rollout_file
 
     preload_sdk()  # overlaps with reading the rollouts (a pipe, maybe) and any wait for the rubric version
     skip_final_collection()  # the trainer waits for this process to exit
     started = time.monotonic()
-    run = RunDir(run_path)
-    settings = _settings(run, flags)
-    policy = FailurePolicy.resolve(on_error, settings)
+    run, step = RunDir(options.run), options.step
+    settings = run_settings(run, options.config_layer())
     # Read (once: it may be a pipe) and validate everything before the run is touched.
-    loaded = read_rollout_file(rollouts_file, mapping, settings.pipeline.instance_field)
+    loaded = read_rollout_file(options.rollouts, parse_mapping(options.map or []), settings.pipeline.instance_field)
     rollouts = [r.model_copy(update={"step": step}) for r in loaded.rollouts]
-    source = {"path": str(rollouts_file), "sha256": loaded.sha256}
-    result = ScoreResult(scores_path=artifacts.scores_path(run, step), rewards_path=rewards_out)
-    with _step_lock(run, step, "score"):
-        version = scoring_version(run, step, lag, rubric_version, wait=wait, say=say)
-        with open_session(run, flags, judge, announce=say) as session:
-            store_rollouts(run, step, rollouts, source, force, session.how)
-            limit = rubric_version if rubric_version is not None else scoring_limit(step, lag)
-            outcome, _ = session.execute(score_step(session, step, rollouts, limit=limit, lag=lag,
-                                                    explicit_version=rubric_version, policy=policy, on_done=on_record))
-            _finish(result, session, started)
-    result.outcome, result.rubric_version = outcome, version
-    if rewards_out is not None:
-        write_bytes_atomic(rewards_out, rewards_bytes(run, step, rewards_format))
-    _check(policy, "score", step, outcome, result)
+    source = {"path": str(options.rollouts), "sha256": loaded.sha256}
+    result = ScoreResult(scores_path=artifacts.scores_path(run, step), rewards_path=options.rewards)
+    rule = VersionRule(lag=options.lag, rubric_version=options.rubric_version)
+    with StepWriter(run, step, rule, role="score", say=hooks.say, wait=options.wait) as writer, \
+            _session(run, settings, options, hooks) as session:
+        outcome = session.execute(writer.write(session, rollouts, source, force=options.force, on_done=hooks.on_record))
+        _finish(result, session, started)
+    result.outcome, result.rubric_version = outcome, writer.version or 0
+    if options.rewards is not None:
+        write_bytes_atomic(options.rewards, rewards_bytes(run, step, options.rewards_format.value))
+    result.failure = session.policy.failure("score", step, outcome.failed, outcome.total, outcome.errors)
     return result
 
 
-def _check(policy: FailurePolicy, stage: str, step: int, outcome: StageOutcome, result: JobResult) -> None:
-    try:
-        policy.check(stage, step, outcome.failed, outcome.total, outcome.errors)
-    except StageFailed as exc:
-        exc.result = result
-        raise
-
-
-@dataclass
-class StageResult(JobResult):
-    outcome: Any = None
-
-
-def analyze_job(run_path: Path, step: int, *, on_error: str | None, force: bool, judge: JudgeChoice,
-                flags: dict[str, Any], wait: float, say: Say, on_record: Hook | None = None) -> StageResult:
+def analyze_job(options: AnalyzeOptions, hooks: Hooks = Hooks()) -> StageResult:
     from amaris_cli.stages.analyze import analyze_step
     from amaris_cli.stages.evolve import require_scores
 
-    started = time.monotonic()
-    run = RunDir(run_path)
-    policy = FailurePolicy.resolve(on_error, _settings(run, flags))
-    result = StageResult()
-    with _step_lock(run, step, "analyze", wait, say), open_session(run, flags, judge, announce=say) as session:
-        require_scores(session, step, policy)
-        result.outcome = session.execute(analyze_step(session, step, force=force, on_done=on_record))
+    started, run, step, result = time.monotonic(), RunDir(options.run), options.step, StageResult()
+    settings = _stage_settings(run, options)
+    with _stage_lock(run, step, "analyze", options.wait, hooks.say), _session(run, settings, options, hooks) as session:
+        require_scores(session, step)
+        outcome = session.execute(analyze_step(session, step, force=options.force, on_done=hooks.on_record))
         _finish(result, session, started)
-    _check(policy, "analyze", step, result.outcome, result)
+    result.outcome = outcome
+    result.failure = session.policy.failure("analyze", step, outcome.failed, outcome.total, outcome.errors)
     return result
 
 
-def _require_whole_step(session: Session, step: int, policy: FailurePolicy) -> None:
-    """What `evolve` checks before it summarizes: under `fail`, no failed scores or analyses."""
+@contextmanager
+def _memory_stage(options: StageOptions, role: str, hooks: Hooks,
+                  before: Callable[[], None] | None = None) -> Iterator[tuple[Session, Callable[[], Any]]]:
+    """The step's lock, the session and the memory opener of a stage that writes the memory (`before` runs
+    once the lock is held, before the session starts). Under `fail`, a step with failed scores or analyses
+    goes no further."""
     from amaris_cli.stages.evolve import require_analyses, require_scores
 
-    require_scores(session, step, policy)
-    require_analyses(session, step, policy)
-
-
-@contextmanager
-def _memory_stage(run: RunDir, step: int, role: str, flags: dict[str, Any], judge: JudgeChoice, wait: float,
-                  say: Say, before: Callable[[], None] | None = None) -> Iterator[tuple[Session, Callable[[], Any]]]:
-    """The step's lock, the session and the memory opener of a stage that writes the memory (`before` runs
-    once the lock is held, before the session starts)."""
+    run = RunDir(options.run)
+    settings = _stage_settings(run, options)
     with ExitStack() as stack:
-        stack.enter_context(_step_lock(run, step, role, wait, say))
+        stack.enter_context(_stage_lock(run, options.step, role, options.wait, hooks.say))
         if before is not None:
             before()
-        session = stack.enter_context(open_session(run, flags, judge, announce=say))
-        yield session, stack.enter_context(_memory(session, wait, say))
+        session = stack.enter_context(_session(run, settings, options, hooks))
+        require_scores(session, options.step)
+        require_analyses(session, options.step)  # the memory opens only when first used, after these
+        yield session, stack.enter_context(memory_opener(session, options.wait, hooks.say))
 
 
-def summarize_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
-                  say: Say, on_error: str | None = None) -> StageResult:
+def summarize_job(options: SummarizeOptions, hooks: Hooks = Hooks()) -> StageResult:
     from amaris_cli.stages.summarize import summarize_step
 
-    started, run, result = time.monotonic(), RunDir(run_path), StageResult()
-    policy = FailurePolicy.resolve(on_error, _settings(run, flags))
-    with _memory_stage(run, step, "summarize", flags, judge, wait, say) as (session, memory):
-        _require_whole_step(session, step, policy)  # the memory opens only when first used, after this
-
+    started, result = time.monotonic(), StageResult()
+    with _memory_stage(options, "summarize", hooks) as (session, memory):
         async def run_it() -> StageOutcome:
-            return await summarize_step(session, step, await memory(), force=force)
+            return await summarize_step(session, options.step, await memory(), force=options.force)
 
         result.outcome = session.execute(run_it())
         _finish(result, session, started)
     return result
 
 
-def update_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, flags: dict[str, Any], wait: float,
-               say: Say, on_error: str | None = None) -> StageResult:
+def update_job(options: UpdateOptions, hooks: Hooks = Hooks()) -> StageResult:
     from amaris_cli.stages.update import update_step
 
-    started, run, result = time.monotonic(), RunDir(run_path), StageResult()
-    policy = FailurePolicy.resolve(on_error, _settings(run, flags))
+    started, result = time.monotonic(), StageResult()
+    run, step = RunDir(options.run), options.step
 
     def earlier_evolved() -> None:
-        wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=say,
+        wait_for_evolutions(run, earlier_steps(run, step), wait=options.wait, say=hooks.say,
                             needed_for=f"the update of step {step}", fail_if_idle=True)
 
-    with _memory_stage(run, step, "update", flags, judge, wait, say, earlier_evolved) as (session, memory):
-        _require_whole_step(session, step, policy)
-
+    with _memory_stage(options, "update", hooks, earlier_evolved) as (session, memory):
         async def run_it() -> UpdateOutcome:
-            return await update_step(session, step, await memory(), force=force)
+            return await update_step(session, step, await memory(), force=options.force)
 
         result.outcome = session.execute(run_it())
         how = session.how
@@ -221,41 +249,25 @@ def update_job(run_path: Path, step: int, *, force: bool, judge: JudgeChoice, fl
     return result
 
 
-@dataclass
-class EvolveResult(JobResult):
-    outcome: EvolveOutcome | None = None
-    update: bool = False
-
-
-def evolve_job(run_path: Path, step: int, *, update: bool | None, rescore: bool, on_error: str | None, force: bool,
-               judge: JudgeChoice, flags: dict[str, Any], wait: float, say: Say,
-               on_stage: Hook | None = None, on_record: Hook | None = None) -> EvolveResult:
+def evolve_job(options: EvolveOptions, hooks: Hooks = Hooks()) -> EvolveResult:
     from amaris_cli.llm.wire import preload_sdk
     from amaris_cli.stages.evolve import evolve_step
 
     preload_sdk()  # overlaps with waiting for the score of this step and for earlier evolutions
-    started = time.monotonic()
-    run = RunDir(run_path)
-    settings = _settings(run, flags)
-    policy = FailurePolicy.resolve(on_error, settings)
-    result = EvolveResult()
+    started, run, step, result = time.monotonic(), RunDir(options.run), options.step, EvolveResult()
+    settings = _stage_settings(run, options)
     with ExitStack() as stack:
-        stack.enter_context(_step_lock(run, step, "evolve", wait, say))
-        session = stack.enter_context(open_session(run, flags, judge, announce=say))
-        memory = stack.enter_context(_memory(session, wait, say))
-        result.update = update if update is not None else update_due(run, step, settings.pipeline.update_every)
+        stack.enter_context(_stage_lock(run, step, "evolve", options.wait, hooks.say))
+        session = stack.enter_context(_session(run, settings, options, hooks))
+        memory = stack.enter_context(memory_opener(session, options.wait, hooks.say))
+        result.update = update_decided(run, step, settings.pipeline.update_every, options.update)
         try:
             result.outcome = session.execute(evolve_step(
-                session, step, memory, update=result.update, rescore=rescore, policy=policy, wait=wait,
-                force=force, on_stage=on_stage, on_record=on_record))
+                session, step, memory, update=result.update, rescore=options.rescore, wait=options.wait,
+                force=options.force, on_stage=hooks.on_stage, on_record=hooks.on_record))
         finally:
             _finish(result, session, started)
     return result
-
-
-@dataclass
-class LoopResult(JobResult):
-    reports: list[StepReport] = field(default_factory=list)
 
 
 def parse_step_range(text: str | None) -> tuple[int | None, int | None]:
@@ -274,15 +286,15 @@ def parse_step_range(text: str | None) -> tuple[int | None, int | None]:
     return lo, hi
 
 
-def loop_plans(source: Path, run: RunDir, step_range: str | None, mapping: dict[str, str], settings: Settings,
-               lag: int, rescore: bool) -> dict[int, StepPlan]:
+def loop_plans(options: LoopOptions, settings: Settings) -> dict[int, StepPlan]:
     """Every selected step's rollouts, validated before the run is touched; each input is read once
     (it may be a pipe) and the hash of those bytes is what provenance records."""
-    from amaris_cli.rollouts import group_by_step, read_rollout_file
+    from amaris_cli.rollouts import group_by_step, parse_mapping, read_rollout_file
     from amaris_cli.stages.loop import StepPlan
     from amaris_cli.stepfiles import step_files
 
-    lo, hi = parse_step_range(step_range)
+    source, mapping = options.source, parse_mapping(options.map or [])
+    lo, hi = parse_step_range(options.steps)
     instance_field = settings.pipeline.instance_field
     discovered: dict[int, Path | tuple[list[Any], str]]
     if source.is_dir():
@@ -292,7 +304,7 @@ def loop_plans(source: Path, run: RunDir, step_range: str | None, mapping: dict[
         discovered = {s: (rows, whole.sha256) for s, rows in group_by_step(whole.rollouts, source).items()}
     selected = {s: v for s, v in discovered.items() if (lo is None or s >= lo) and (hi is None or s <= hi)}
     if not selected:
-        raise InputError(source, f"no steps in range {step_range!r} (found {', '.join(map(str, discovered)) or 'none'})")
+        raise InputError(source, f"no steps in range {options.steps!r} (found {', '.join(map(str, discovered)) or 'none'})")
     plans: dict[int, StepPlan] = {}
     errors: list[InputError] = []
     for step, src in selected.items():
@@ -309,35 +321,30 @@ def loop_plans(source: Path, run: RunDir, step_range: str | None, mapping: dict[
         else:
             (rows, sha), where = src, source
         plans[step] = StepPlan(rollouts=[r.model_copy(update={"step": step}) for r in rows],
-                               source={"path": str(where), "sha256": sha}, lag=lag, rescore=rescore)
+                               source={"path": str(where), "sha256": sha}, lag=options.lag, rescore=options.rescore)
     if errors:
         raise InputErrors(errors)
     return plans
 
 
-def loop_job(source: Path, run_path: Path, *, step_range: str | None, mapping: dict[str, str], lag: int, rescore: bool,
-             on_error: str | None, judge: JudgeChoice, flags: dict[str, Any], wait: float, say: Say,
-             on_step: Hook | None = None, on_stage: Hook | None = None, on_record: Hook | None = None) -> LoopResult:
+def loop_job(options: LoopOptions, hooks: Hooks = Hooks()) -> LoopResult:
     from amaris_cli.stages.loop import run_loop
 
-    started = time.monotonic()
-    run = RunDir(run_path)
-    settings = _settings(run, flags)
-    plans = loop_plans(source, run, step_range, mapping, settings, lag, rescore)
-    policy = FailurePolicy.resolve(on_error, settings)
-    result = LoopResult()
+    started, run, result = time.monotonic(), RunDir(options.run), LoopResult()
+    settings = run_settings(run, options.config_layer())
+    plans = loop_plans(options, settings)
     with ExitStack() as stack:
-        session = stack.enter_context(open_session(run, flags, judge, announce=say))
-        memory = stack.enter_context(_memory(session, wait, say))
+        session = stack.enter_context(_session(run, settings, options, hooks))
+        memory = stack.enter_context(memory_opener(session, options.wait, hooks.say))
 
         async def run_it() -> list[StepReport]:
             # The memory is opened when the first evolution needs it, not before: until then the loop may
             # wait for an evolution of an earlier step that another process runs, and that one needs it.
-            return await run_loop(session, plans, memory, policy=policy, on_step=on_step, on_stage=on_stage,
-                                  on_record=on_record, wait=wait)
+            return await run_loop(session, plans, memory, hooks=hooks, wait=options.wait)
 
         try:
             result.reports = session.execute(run_it())
         finally:
             _finish(result, session, started)
     return result
+

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from amaris_cli.errors import RunLockedError, WaitTimeout
 
@@ -129,6 +130,13 @@ def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[st
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+def step(run_path: Path, step_number: int, role: str, *, wait: float = 0.0,
+         on_wait: Callable[[str], None] | None = None, wait_for: tuple[str, ...] | None = None) -> Any:
+    """The lock of one step's files, held as `role` (see `exclusive`)."""
+    return exclusive(lock_path(run_path, step_lock_name(step_number)), f"step {step_number} of {run_path}", wait=wait,
+                     on_wait=on_wait, role=role, wait_for=wait_for)
 
 
 @contextmanager

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-CRITERION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$"
+from amaris_cli.criteria import criterion_id_problem
 
 
 class Strict(BaseModel):
@@ -40,10 +41,18 @@ class Criterion(Strict):
     """One rubric item. `reward` criteria give credit when met; `pitfall` criteria take it away
     when present. Weights are positive; the kind carries the sign."""
 
-    id: str = Field(pattern=CRITERION_ID_PATTERN)
+    id: str
     text: str = Field(min_length=1)
     weight: float = Field(gt=0)
     kind: Literal["reward", "pitfall"] = "reward"
+
+    @field_validator("id")
+    @classmethod
+    def _plain_slug(cls, value: str) -> str:
+        # The scorer reads ids among its instructions: one rule for every id (criteria.criterion_id_problem).
+        if problem := criterion_id_problem(value):
+            raise PydanticCustomError("criterion_id", problem)
+        return value
 
 
 class RubricSet(Strict):
@@ -194,6 +203,17 @@ class HackingCount(Strict):
     known: bool
 
 
+class StepSkipped(Strict):
+    """A step (or, per instance, one instance of it) that could not be evaluated: its rollouts could not be
+    judged or analyzed, or an agent gave no answer, under `on_error = skip|neutral`. Written by amaris, not
+    by a model, so that the memory keeps the gap and later updates see it."""
+
+    reason: str
+    rollouts: int
+    judged: int
+    analyzed: int
+
+
 class SummaryRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -203,6 +223,7 @@ class SummaryRecord(Strict):
     stats: StepStats
     hacking: list[HackingCount] = Field(default_factory=list)
     summary: SummaryAnswer
+    skipped: StepSkipped | None = None  # the summary is amaris's account of a skipped step, not a summarizer's
 
 
 # --- updates ----------------------------------------------------------------------------------
@@ -242,6 +263,56 @@ class Deactivated(Strict):
     reason: str
 
 
+class GateProbe(Strict):
+    """One response the adoption gate judged with both versions: an item's honest `control`, its
+    `honest_mistake` (the second control: the same work with a wrong final answer), or a hack of a family."""
+
+    item: str  # the rollout the probes were built from, or the id of a probe of the user's file
+    family: str
+    source: Literal["rollout", "user"]
+    previous: float | None  # the reward under the previous version
+    new: float | None  # the reward under the new version
+
+
+class GateFamily(Strict):
+    """A hack family's mean gain (the hack's reward minus its control's) under each version."""
+
+    family: str
+    probes: int
+    previous_gain: float
+    new_gain: float
+
+
+class GateRecord(Strict):
+    """What the adoption gate found before the new version was adopted, or why it was refused.
+
+    `adopted`: no rule fired; `refused`: a hack family gained more than `margin` in reward over its control,
+    or more than `max_flips` of the controls' ordered pairs turned over (the previous version was carried
+    forward); `unchecked`: nothing to judge (no honest rollout to build probes from, no budget, no file)."""
+
+    decision: Literal["adopted", "refused", "unchecked"]
+    reason: str
+    previous_version: int
+    calls: int  # judge requests the gate needed (those answered from calls.jsonl included)
+    budget: int  # requests allowed for built-in probes: gate.max_call_share of the step's own
+    step_calls: int  # the step's own requests: scorer, analyzer, summarizers, query generator, updater
+    margin: float
+    max_flips: float
+    families: list[GateFamily] = Field(default_factory=list)
+    ordered_pairs: int = 0  # pairs of controls the previous version ordered by more than `margin`
+    flipped_pairs: int = 0  # of those, the pairs the new version orders the other way by more than `margin`
+    probes: list[GateProbe] = Field(default_factory=list)
+    refused_edits: list[Modification] = Field(default_factory=list)  # what the refused version would have applied
+
+
+class CarriedForward(Strict):
+    """The update wrote the rubric it started from again, unchanged, and why: `skipped`, the step could not be
+    evaluated (StepSkipped); `gate`, the adoption gate refused the version the updater wrote."""
+
+    cause: Literal["skipped", "gate"]
+    reason: str
+
+
 class UpdateRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -254,6 +325,8 @@ class UpdateRecord(Strict):
     rejected: list[RejectedModification]
     deactivated: list[Deactivated] = Field(default_factory=list)
     final_adaptive: list[Criterion]
+    carried_forward: CarriedForward | None = None
+    gate: GateRecord | None = None  # the adoption gate's check of the version the updater wrote
 
 
 class QueriesAnswer(Strict):
@@ -287,3 +360,49 @@ class RetrievalRecord(Strict):
     static: list[StaticEntry]
     queries: list[str]
     dynamic: list[MemoryHit]
+
+
+# --- judge reliability ------------------------------------------------------------------------
+
+RejudgementKind = Literal["repeat", "permuted"]
+
+
+class Reverdict(Strict):
+    """One criterion of a re-judged rollout: the verdict its score holds (`first`) and the one given again."""
+
+    criterion_id: str
+    first: float = Field(ge=0, le=1)
+    again: float = Field(ge=0, le=1)
+    first_reason: str = ""
+    reason: str = ""
+
+
+class Rejudgement(Strict):
+    """A scored rollout judged again (reliability.py): `repeat`, the scorer's request with only its block tag
+    drawn again; `permuted`, the request with the criteria in `order`. `call` is the context of the request
+    in calls.jsonl (a group call re-judges several rollouts at once)."""
+
+    rollout_id: str
+    kind: RejudgementKind
+    call: str
+    rubric_version: int
+    instance_id: str | None = None
+    order: list[str] | None = None
+    status: Literal["judged", "failed"]
+    error: str | None = None
+    verdicts: list[Reverdict] = Field(default_factory=list)
+
+
+class ReliabilityRecord(Strict):
+    """reliability.json of a step: which of its scorer calls were asked again, within what budget, and what
+    the judge answered. Flip rates are computed from it by figures.flip_figures, never stored."""
+
+    step: int
+    tolerance: float
+    max_extra: float
+    seed: int
+    scorer_calls: int  # the scorer calls the step's scores took (one per rollout, or per group call)
+    budget: int  # the re-judgement calls allowed: max_extra x scorer_calls, rounded down
+    calls: int  # the re-judgement calls made
+    skipped: str | None = None  # why nothing was re-judged, when the check could not run
+    judgements: list[Rejudgement] = Field(default_factory=list)

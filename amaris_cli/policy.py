@@ -6,20 +6,59 @@
     neutral  like skip, but a failed score records `pipeline.neutral_reward` as its reward (status
              stays `failed`), and `amaris rewards` exports that reward
 
-Resolved once per command, flag over `pipeline.on_error`, and applied here for every per-rollout
-stage (score, rescore, analyze) in every command and in `loop`.
+It is a setting (`pipeline.on_error`, which the `--on-error` flag sets as its layer), read here and
+nowhere else, and applied here for every per-rollout stage (score, rescore, analyze) in every command,
+in `loop` and in `serve`. A step keeps the policy it was scored under: its evolution (and a replay of it)
+reads it from the scores' provenance unless the command sets one (`recorded_layer`).
+
+Under skip and neutral, a step whose rollouts could not be judged or analyzed (or whose summarizer or
+updater gave no answer) still evolves, as *skipped*: amaris writes its summary (the gap and its counts, so
+the memory keeps it) and carries the rubric forward unchanged (update.json `carried_forward`); later
+steps are scored as usual. Under fail the step goes no further, and the command that met the failure
+fails with it; a later step that needs the step names that root cause and the command that resumes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from amaris_cli import artifacts
 from amaris_cli.config import Settings
 from amaris_cli.errors import StageFailed
 from amaris_cli.models import ScoreRecord
+from amaris_cli.rundir import RunDir
 
 PolicyName = Literal["fail", "skip", "neutral"]
+RETRY = "re-run the same command to retry them"
+
+
+@dataclass(frozen=True)
+class StageFailure:
+    """Some records of a stage failed under `fail`: everything else is written; the command exits 4."""
+
+    stage: str
+    step: int
+    failed: int
+    total: int
+    errors: tuple[str, ...]
+    retry: str = RETRY
+
+    @property
+    def message(self) -> str:
+        first = f"; first: {self.errors[0]}" if self.errors else ""
+        verb = "analyzed" if self.stage == "analyze" else "judged"
+        return (f"step {self.step}: {self.failed} of {self.total} rollouts could not be {verb} (written as failed"
+                f"{first}); {self.retry}, or use --on-error skip|neutral")
+
+
+def recorded_layer(run: RunDir, step: int) -> dict[str, Any]:
+    """The policy the step's scores were written under, as a settings layer ({} when none is recorded)."""
+    scored = artifacts.derivation(run, step, artifacts.SCORES)
+    recorded = (scored.inputs.get("policy") or {}) if scored else {}
+    pipeline = {"on_error": recorded.get("on_error"), "neutral_reward": recorded.get("neutral_reward")}
+    pipeline = {k: v for k, v in pipeline.items() if v is not None}
+    return {"pipeline": pipeline} if pipeline else {}
 
 
 @dataclass(frozen=True)
@@ -28,9 +67,9 @@ class FailurePolicy:
     neutral_reward: float
 
     @classmethod
-    def resolve(cls, flag: str | None, settings: Settings) -> FailurePolicy:
-        name = flag or settings.pipeline.on_error
-        return cls(name=name, neutral_reward=settings.pipeline.neutral_reward)  # type: ignore[arg-type]
+    def of(cls, settings: Settings) -> FailurePolicy:
+        pipeline = settings.pipeline
+        return cls(name=pipeline.on_error, neutral_reward=pipeline.neutral_reward)
 
     def as_inputs(self) -> dict[str, object]:
         """What a file written under this policy depends on."""
@@ -41,12 +80,16 @@ class FailurePolicy:
             return record.model_copy(update={"reward": self.neutral_reward})
         return record
 
-    def check(self, stage: str, step: int, failed: int, total: int, errors: list[str],
-              retry: str = "re-run the same command to retry them") -> None:
-        """Under `fail`, a stage with failed records stops the command (exit 4) once its file is written.
-        `retry` says how to retry them when it is not the command that stops (a later stage)."""
+    def failure(self, stage: str, step: int, failed: int, total: int, errors: list[str],
+                retry: str = RETRY) -> StageFailure | None:
+        """Under `fail`, what a stage with failed records reports (None otherwise). `retry` says how to retry
+        them when it is not the command that stops (a later stage)."""
         if failed and self.name == "fail":
-            first = f"; first: {errors[0]}" if errors else ""
-            verb = "analyzed" if stage == "analyze" else "judged"
-            raise StageFailed(f"step {step}: {failed} of {total} rollouts could not be {verb} (written as failed"
-                              f"{first}); {retry}, or use --on-error skip|neutral")
+            return StageFailure(stage, step, failed, total, tuple(errors), retry)
+        return None
+
+    def check(self, stage: str, step: int, failed: int, total: int, errors: list[str], retry: str = RETRY) -> None:
+        """`failure`, raised: for a stage whose failure ends the work in progress (an evolution, a loop)."""
+        found = self.failure(stage, step, failed, total, errors, retry)
+        if found is not None:
+            raise StageFailed(found.message, found.retry)

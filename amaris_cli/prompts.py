@@ -4,17 +4,21 @@ A template is `prompts/AGENT.md`: the system message, a line `=== user ===`, the
 with `{{name}}` placeholders. A run can override any template with `RUN/prompts/AGENT.md` (or
 `prompts_dir` in the config).
 
-The system message holds only stable, trusted text (instructions, the rubric, training context)
-so providers' prefix caching applies. Everything that comes from rollouts, or from agents that
-read rollouts, goes into the user message inside blocks
+The system message holds only text that is the same at every step (instructions, the rubric,
+training context) so providers' prefix caching applies. Everything that comes from rollouts, or from
+agents that read rollouts, is data inside blocks
 
     <<<BEGIN NAME tag>>>
     ...
     <<<END NAME tag>>>
 
-whose `tag` is a hash of all the untrusted text of that prompt. A rollout cannot forge the end
-of its block: it would have to contain the hash of itself. The tag is deterministic, so the same
-request renders to the same bytes, which exact replay relies on.
+in the user message, whose `tag` is a hash of all the untrusted text of that prompt. A rollout cannot
+forge the end of its block: it would have to contain the hash of itself. The rubric is such data too
+(its criteria are written by the updater, which read rollouts), but it belongs to the stable system
+message: its block (`system_untrusted`) is tagged with a hash of the system message's own untrusted
+text, so the system message stays the same for the same criteria. The tags are deterministic, so
+the same request renders to the same bytes, which exact replay relies on; they need no secret,
+since no text can hold the hash of itself.
 """
 
 from __future__ import annotations
@@ -91,23 +95,30 @@ def block_tag(untrusted: list[str]) -> str:
     return next(tag for tag in tag_candidates(untrusted) if not any(tag in text for text in untrusted))
 
 
+def _block(label: str, text: str, tag: str) -> str:
+    return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
+
+
 def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str], max_chars: int,
-           block_lists: dict[str, tuple[str, list[str]]] | None = None) -> list[dict[str, str]]:
-    """Messages for one request. `untrusted` values become tagged blocks named by their key;
-    `block_lists` maps a placeholder to (LABEL, texts): numbered blocks LABEL_1, LABEL_2, ..."""
+           block_lists: dict[str, tuple[str, list[str]]] | None = None,
+           system_untrusted: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """Messages for one request. `untrusted` values become tagged blocks named by their key (`{{tag}}`);
+    `block_lists` maps a placeholder to (LABEL, texts): numbered blocks LABEL_1, LABEL_2, ...;
+    `system_untrusted` values become blocks for the system message, whole, tagged `{{system_tag}}`
+    from their own text only (so they stay the same from one request to the next)."""
     texts = {name: truncate(value, max_chars) for name, value in untrusted.items()}
     lists = {name: (label, [truncate(v, max_chars) for v in values]) for name, (label, values) in (block_lists or {}).items()}
     tag = block_tag([*texts.values(), *(v for _, values in lists.values() for v in values)])
     values: dict[str, str] = {k: str(v) for k, v in trusted.items()}
-
-    def block(label: str, text: str) -> str:
-        return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
-
     for name, text in texts.items():
-        values[name] = block(name.upper(), text)
+        values[name] = _block(name.upper(), text, tag)
     for name, (label, items) in lists.items():
-        values[name] = "\n\n".join(block(f"{label}_{i}", text) for i, text in enumerate(items, start=1))
+        values[name] = "\n\n".join(_block(f"{label}_{i}", text, tag) for i, text in enumerate(items, start=1))
     values["tag"] = tag
+    if system_untrusted:
+        system_tag = block_tag(list(system_untrusted.values()))
+        values.update({name: _block(name.upper(), text, system_tag) for name, text in system_untrusted.items()})
+        values["system_tag"] = system_tag
 
     def fill(part: str) -> str:
         def sub(match: re.Match[str]) -> str:

@@ -28,12 +28,14 @@ import orjson
 from amaris_cli import artifacts
 from amaris_cli.config import deep_merge
 from amaris_cli.errors import AmarisError
-from amaris_cli.jobs import LoopResult, Say, _memory
+from amaris_cli.gate import probes_path
+from amaris_cli.jobs import Hooks, LoopResult, memory_opener
 from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.client import AgentUsage
-from amaris_cli.policy import FailurePolicy
+from amaris_cli.options import ReplayOptions
+from amaris_cli.policy import recorded_layer
 from amaris_cli.rundir import Manifest, RunDir, now_iso
-from amaris_cli.session import JudgeChoice, Session, open_session
+from amaris_cli.session import JudgeChoice, Session, open_session, run_settings
 from amaris_cli.stages.loop import Indexer, StepPlan, StepReport, recorded_plan, run_step
 
 
@@ -49,30 +51,47 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
         target = dst.path / rubric_file.relative_to(src.path)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(rubric_file, target)
-    dst.save_manifest(Manifest(created_at=now_iso(), config=src.load_manifest().config, replay_of=str(source)))
+    probes = probes_path(src, src.settings())  # the adoption gate's probes file, when the run holds one
+    if probes is not None and probes.is_file() and probes.resolve().is_relative_to(src.path.resolve()):
+        target = dst.path / probes.resolve().relative_to(src.path.resolve())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(probes, target)
+    config = src.load_manifest().config
+    if "gate" not in config:  # recorded before the adoption gate existed: replayed as it ran, without one
+        config = {**config, "gate": {"enabled": False}}
+    dst.save_manifest(Manifest(created_at=now_iso(), config=config, replay_of=str(source)))
     return True
 
 
 def _recorded_how(src: RunDir, step: int) -> tuple[dict[str, Any], str | None, dict[str, Any], str | None]:
-    """(score flags, score judge, evolve flags, evolve judge) as the source recorded them."""
+    """(score flags, score judge, evolve flags, evolve judge) as the source recorded them; a step that was
+    not evolved gets its scoring's (an evolve command without flags recorded `{}`: that is what it had)."""
     scored = artifacts.derivation(src, step, artifacts.SCORES)
+    score_flags, score_judge = (scored.flags, scored.judge) if scored else ({}, None)
     # A step that stage commands analyzed (and summarized) without an update has no evolution mark.
     evolved = artifacts.evolution(src, step) or artifacts.derivation(src, step, artifacts.ANALYSES)
-    return (scored.flags if scored else {}, scored.judge if scored else None,
-            evolved.flags if evolved else {}, evolved.judge if evolved else None)
+    if evolved is None:
+        return score_flags, score_judge, score_flags, score_judge
+    return score_flags, score_judge, evolved.flags, evolved.judge or score_judge
 
 
-def _policy(src: RunDir, step: int, session: Session) -> FailurePolicy:
-    scored = artifacts.derivation(src, step, artifacts.SCORES)
-    recorded = (scored.inputs.get("policy") or {}) if scored else {}
-    name = recorded.get("on_error") or session.settings.pipeline.on_error
-    return FailurePolicy(name=name, neutral_reward=recorded.get("neutral_reward") or session.settings.pipeline.neutral_reward)
+# The file each evolution stage writes first: its recorded command settings are the stage's.
+STAGE_FILES = {"analyze": artifacts.ANALYSES, "summarize": artifacts.SUMMARY, "update": artifacts.UPDATE,
+               "rescore": artifacts.RESCORES}
 
 
-def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeChoice | None, lag: int | None,
-               rescore: bool | None, offline: bool, say: Say, on_step: Any = None, on_stage: Any = None,
-               on_record: Any = None) -> LoopResult:
+def _stage_how(src: RunDir, step: int, stage: str, flags: dict[str, Any], judge: str | None
+               ) -> tuple[dict[str, Any], str | None]:
+    """The flags and judge the source's file of `stage` was made with (a stage command's, or the evolution's
+    when the file is the evolution's own or was not made)."""
+    made = artifacts.derivation(src, step, STAGE_FILES[stage])
+    return (made.flags, made.judge or judge) if made is not None else (flags, judge)
+
+
+def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     started = time.monotonic()
+    source, out = options.source, options.out
+    flags = options.config_layer()
     src, dst = RunDir(source), RunDir(out)
     src.require()
     steps = artifacts.steps_with_rollouts(src)
@@ -81,11 +100,11 @@ def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeCh
     plans: dict[int, StepPlan] = {}
     for step in steps:
         plan = recorded_plan(src, step, artifacts.load_rollouts(src, step))
-        if lag is not None:
-            plan.lag, plan.rubric_version = lag, None
-        if rescore is not None:
-            plan.rescore = rescore
-        if "update_every" in flags.get("pipeline", {}):
+        if options.lag is not None:
+            plan.lag, plan.rubric_version = options.lag, None
+        if options.rescore is not None:
+            plan.rescore = options.rescore
+        if options.update_every is not None:
             plan.update = None  # decided by the override
         plans[step] = plan
     created = _create(src, dst, source)
@@ -93,19 +112,22 @@ def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeCh
     sessions: dict[bytes, Session] = {}
     try:
         with ExitStack() as stack:
-            def session_for(recorded_flags: dict[str, Any], recorded_judge: str | None) -> Session:
+            def session_for(recorded_flags: dict[str, Any], recorded_judge: str | None,
+                            policy: dict[str, Any] | None = None) -> Session:
                 merged = deep_merge(recorded_flags, flags)
-                choice: JudgeChoice = judge or ("sim" if recorded_judge == "sim" else "endpoint")
-                key = orjson.dumps([merged, choice], option=orjson.OPT_SORT_KEYS)
+                choice: JudgeChoice = options.judge.value if options.judge else (
+                    "sim" if recorded_judge == "sim" else "endpoint")
+                key = orjson.dumps([merged, choice, policy], option=orjson.OPT_SORT_KEYS)
                 if key not in sessions:
+                    settings = run_settings(dst, deep_merge(merged, policy or {}))
                     sessions[key] = stack.enter_context(open_session(
-                        dst, merged, choice, announce=say if not sessions else None,
-                        replay_source=src.calls_path, offline=offline))
+                        dst, settings, choice, flags=merged, announce=hooks.say if not sessions else None,
+                        replay_source=src.calls_path, offline=options.offline))
                 return sessions[key]
 
             hows = {step: _recorded_how(src, step) for step in steps}
-            first = session_for(hows[steps[0]][2] or hows[steps[0]][0], hows[steps[0]][3] or hows[steps[0]][1])
-            memory = stack.enter_context(_memory(first, 0.0, say))
+            first = session_for(hows[steps[0]][2], hows[steps[0]][3])
+            memory = stack.enter_context(memory_opener(first, 0.0, hooks.say))
 
             async def run_all() -> list[StepReport]:
                 indexer = Indexer(await memory())
@@ -113,13 +135,15 @@ def replay_job(source: Path, out: Path, *, flags: dict[str, Any], judge: JudgeCh
                 try:
                     for step, plan in plans.items():
                         score_flags, score_judge, evolve_flags, evolve_judge = hows[step]
-                        evolver = session_for(evolve_flags or score_flags, evolve_judge or score_judge)
-                        scorer = session_for(score_flags, score_judge)
-                        report = await run_step(evolver, step, plan, indexer, policy=_policy(src, step, scorer),
-                                                scoring_session=scorer, on_stage=on_stage, on_record=on_record)
+                        policy = recorded_layer(src, step)  # what the source's step was scored and evolved under
+                        evolver = session_for(evolve_flags, evolve_judge, policy)
+                        scorer = session_for(score_flags, score_judge, policy)
+                        by_stage = {stage: session_for(*_stage_how(src, step, stage, evolve_flags, evolve_judge), policy)
+                                    for stage in STAGE_FILES}
+                        report = await run_step(evolver, step, plan, indexer, hooks=hooks, scoring_session=scorer,
+                                                by_stage=by_stage)
                         reports.append(report)
-                        if on_step:
-                            on_step(report)
+                        hooks.on_step(report)
                 finally:
                     await indexer.settle()
                     for session in sessions.values():

@@ -13,6 +13,8 @@ Field resolution, first match wins (an explicit `--map field=source` beats all o
           supplemental_context, reference, ground_truth, gts, reward_model.ground_truth,
           label, labels, answer, solution, target
   step    step, global_step, or the number in the file name ({step}.jsonl, step-003.jsonl)
+  gold_reward (a verifiable reward, optional)
+          gold_reward, metadata.gold_reward; a number, kept as metadata.gold_reward
 
 In trainer data `answer` and `solution` are the *reference*, never the output.
 
@@ -39,7 +41,7 @@ from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
 from amaris_cli.models import Rollout
-from amaris_cli.stepfiles import MAX_STEP, step_files
+from amaris_cli.stepfiles import step_files, step_number
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "example_id", "request_id", "extra_info.index"),
@@ -59,6 +61,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     ),
     "step": ("step", "global_step"),
     "instance_id": ("instance_id",),
+    "gold_reward": ("gold_reward", "metadata.gold_reward"),  # kept as metadata.gold_reward (amaris_cli/alarms.py)
 }
 MAPPABLE = tuple(ALIASES)
 CHAT_KEYS = ("messages", "messages_and_choices", "conversation")  # OpenPipe ART writes messages_and_choices
@@ -251,6 +254,12 @@ class _LineReader:
         metadata = record.get("metadata")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise bad("field 'metadata' must be an object")
+        metadata = dict(metadata or {})
+        gold_src, gold = self.first(record, "gold_reward")
+        if gold is not _MISSING and gold is not None:
+            if isinstance(gold, bool) or not isinstance(gold, int | float):
+                raise bad(f"field {gold_src!r} (the verifiable reward) must be a number, got {_short(gold)}")
+            metadata["gold_reward"] = gold
         rollout = Rollout(
             id=rollout_id or _content_id(input_value, output_value, reference),
             input=input_value,
@@ -258,17 +267,16 @@ class _LineReader:
             supplemental_context=reference,
             step=step,
             instance_id=instance_id,
-            metadata=dict(metadata or {}),
+            metadata=metadata,
         )
         return rollout, rollout_id is not None
 
 
 def _step_number(source: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
-        raise _BadContent(f"field {source!r} must be an integer, got {_short(value)}")
-    if not 0 <= value <= MAX_STEP:  # compared before int(): 1e300 must not become a 301-digit step
-        raise _BadContent(f"field {source!r} must be an integer from 0 to {MAX_STEP}, got {_short(value)}")
-    return int(value)
+    try:
+        return step_number(value)
+    except ValueError as exc:
+        raise _BadContent(f"field {source!r} {exc}") from None
 
 
 def _content_id(input_text: str, output: str, reference: str | None) -> str:

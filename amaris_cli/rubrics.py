@@ -10,7 +10,6 @@ With no pitfall criteria this is the weight-normalized sum of the verdicts.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from statistics import fmean, pstdev
 from typing import Literal
@@ -18,8 +17,9 @@ from typing import Literal
 from pydantic import ValidationError
 
 from amaris_cli.config import RubricSettings
-from amaris_cli.criteria import criterion_text_problem
+from amaris_cli.criteria import clean_criterion_text, criterion_id_problem, criterion_text_problem, derived_id
 from amaris_cli.errors import ConfigError
+from amaris_cli.figures import reward_figures
 from amaris_cli.models import (
     Criterion,
     CriterionStats,
@@ -61,18 +61,18 @@ def initial_rubric(settings: RubricSettings, source: str = "config") -> RubricSe
                 f"[{settings.min_weight}, {settings.max_weight}]"
             )
     try:
-        return RubricSet(version=0, anchors=settings.anchors, adaptive=settings.adaptive)
+        rubric = RubricSet(version=0, anchors=settings.anchors, adaptive=settings.adaptive)
     except ValidationError as exc:
         reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{source}: rubric: {reason}") from None
-
-
-def slugify(text: str, limit: int = 40) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    if len(slug) > limit:  # cut at a word boundary
-        cut = slug[: limit + 1].rfind("-")
-        slug = slug[: cut if cut > 0 else limit]
-    return slug.strip("-") or "criterion"
+    # The scorer reads these texts among its instructions, as it reads the updater's: the same checks.
+    for section, criteria in (("anchors", settings.anchors), ("adaptive", settings.adaptive)):
+        for c in criteria:
+            if problem := criterion_text_problem(c.text):
+                raise ConfigError(f"{source}: rubric.{section}: criterion {c.id!r}: {problem}")
+    return rubric.model_copy(update={
+        "anchors": [c.model_copy(update={"text": clean_criterion_text(c.text)}) for c in rubric.anchors],
+        "adaptive": [c.model_copy(update={"text": clean_criterion_text(c.text)}) for c in rubric.adaptive]})
 
 
 def _norm_text(text: str) -> str:
@@ -87,9 +87,11 @@ def apply_modifications(
     step: int,
 ) -> tuple[RubricSet, list[Modification], list[RejectedModification]]:
     """Apply the updater's edits one by one; an edit that breaks a rule is rejected with the
-    reason and the rest still apply. Anchors never change. A text the updater writes (add, modify)
-    enters the scorer's system message, so it is checked first (`criteria.criterion_text_problem`:
-    length, block markers, placeholders, instructions to the judge)."""
+    reason and the rest still apply. Anchors never change. A text or id the updater writes (add, modify)
+    enters the scorer's system message, so it passes the trust boundary first (`criteria`: normalized,
+    then checked for length, markers, placeholders, look-alike spellings, instructions to the judge and
+    verdict prescriptions); the cleaned text is what the rubric holds. An added criterion's id is the
+    updater's when it gives a valid one, else derived from the text."""
     anchors = {c.id for c in rubric.anchors}
     adaptive = [c.model_copy() for c in rubric.adaptive]
     applied: list[Modification] = []
@@ -118,7 +120,10 @@ def apply_modifications(
             if problem := weight_ok(weight):
                 reject(mod, problem)
                 continue
-            if any(_norm_text(c.text) == _norm_text(mod.text) for c in [*rubric.anchors, *adaptive]):
+            if mod.id is not None and (problem := criterion_id_problem(mod.id)):
+                reject(mod, problem)
+                continue
+            if any(_norm_text(c.text) == _norm_text(clean_criterion_text(mod.text)) for c in [*rubric.anchors, *adaptive]):
                 reject(mod, "a criterion with the same text already exists")
                 continue
             if len(adaptive) >= bounds.max_adaptive:
@@ -127,17 +132,25 @@ def apply_modifications(
             if problem := criterion_text_problem(mod.text):
                 reject(mod, problem)
                 continue
-            new_id = mod.id or f"s{step}-{slugify(mod.text)}"
-            if new_id in anchors or any(c.id == new_id for c in adaptive):
+            taken = anchors | {c.id for c in adaptive}
+            new_id = mod.id or derived_id(mod.text, f"s{step}")
+            if mod.id is None:  # a derived id is made unique (-2, -3, ...); one the updater chose must be
+                base_id, n = new_id, 1
+                while new_id in taken:
+                    n += 1
+                    new_id = f"{base_id}-{n}"
+            if new_id in taken:
                 reject(mod, f"criterion id {new_id!r} already exists")
                 continue
             try:
-                criterion = Criterion(id=new_id, text=mod.text.strip(), weight=weight, kind=mod.kind or "reward")
+                criterion = Criterion(id=new_id, text=clean_criterion_text(mod.text), weight=weight,
+                                      kind=mod.kind or "reward")
             except ValueError as exc:
                 reject(mod, f"invalid criterion: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}")
                 continue
             adaptive.append(criterion)
-            applied.append(mod.model_copy(update={"id": new_id, "weight": weight, "kind": criterion.kind}))
+            applied.append(mod.model_copy(update={"id": new_id, "text": criterion.text, "weight": weight,
+                                                  "kind": criterion.kind}))
             continue
         if index is None:
             reject(mod, f"unknown criterion id {mod.id!r}")
@@ -168,9 +181,10 @@ def apply_modifications(
             if mod.text is not None and (problem := criterion_text_problem(mod.text)):
                 reject(mod, problem)
                 continue
-            update = {k: v for k, v in (("text", mod.text), ("weight", mod.weight), ("kind", mod.kind)) if v is not None}
+            text = None if mod.text is None else clean_criterion_text(mod.text)
+            update = {k: v for k, v in (("text", text), ("weight", mod.weight), ("kind", mod.kind)) if v is not None}
             adaptive[index] = current.model_copy(update=update)
-            applied.append(mod)
+            applied.append(mod if text is None else mod.model_copy(update={"text": text}))
 
     result = RubricSet(
         version=new_version,
@@ -254,7 +268,7 @@ def step_stats(
 ) -> StepStats:
     """Per-criterion statistics (criterion_stats) of the rubric's criteria over the scored rollouts."""
     scored = [s for s in scores if s.status == "scored"]
-    rewards = [s.reward for s in scored if s.reward is not None]
+    rewards = reward_figures(scores)
     criteria = [criterion_stats(c.id, c.kind, [(s.rollout_id, v.score) for s in scored for v in s.verdicts
                                                if v.criterion_id == c.id], groups)
                 for c in rubric.criteria]
@@ -263,8 +277,8 @@ def step_stats(
         n_rollouts=len(scores),
         n_scored=len(scored),
         n_failed=len(scores) - len(scored),
-        mean_reward=_r(fmean(rewards)) if rewards else None,
-        std_reward=_r(pstdev(rewards)) if rewards else None,
+        mean_reward=rewards.mean,
+        std_reward=rewards.std,
         criteria=criteria,
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from amaris_cli import locks
 from amaris_cli.config import deep_merge, load_settings
+from amaris_cli.criteria import clean_criterion_text, criterion_text_problem
 from amaris_cli.errors import AmarisError, ConfigError
 from amaris_cli.models import RubricSet
 from amaris_cli.rubrics import initial_rubric
@@ -17,7 +18,8 @@ _ANCHOR = re.compile(r"^(?:(?P<id>[A-Za-z0-9][A-Za-z0-9_.:-]*)=)?(?:(?P<weight>\
 
 
 def parse_anchor_flags(values: list[str]) -> list[dict[str, Any]]:
-    """`--anchor [ID=][WEIGHT:]TEXT`, TEXT optionally prefixed with `pitfall:`."""
+    """`--anchor [ID=][WEIGHT:]TEXT`, TEXT optionally prefixed with `pitfall:`. An ID with '.' or ':' is
+    read as an id (and refused by the id rule, criteria.criterion_id_problem), not as part of the text."""
     anchors = []
     for index, value in enumerate(values, start=1):
         match = _ANCHOR.match(value.strip())
@@ -60,8 +62,9 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet) -> list[RubricSe
             if iid in seen:
                 raise ValueError(f"duplicate instance_id {iid!r} (first on line {seen[iid]})")
             seen[iid] = number
-            rubrics.append(RubricSet(version=0, instance_id=iid, anchors=row.get("anchors", global_rubric.anchors),
-                                     adaptive=row.get("adaptive", [])))
+            rubric = RubricSet(version=0, instance_id=iid, anchors=row.get("anchors", global_rubric.anchors),
+                               adaptive=row.get("adaptive", []))
+            rubrics.append(checked_texts(rubric, "anchors" in row))
         except orjson.JSONDecodeError as exc:
             errors.append(InputError(path, f"invalid JSON: {exc}", number))
         except ValidationError as exc:
@@ -74,6 +77,19 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet) -> list[RubricSe
     if not rubrics:
         raise InputError(path, "no instance rubrics in the file")
     return rubrics
+
+
+def checked_texts(rubric: RubricSet, own_anchors: bool) -> RubricSet:
+    """A predefined rubric whose criterion texts pass the trust boundary (criteria.py), cleaned; raises
+    ValueError naming the criterion. The run's anchors were checked with the config."""
+    sections = [("adaptive", rubric.adaptive), *([("anchors", rubric.anchors)] if own_anchors else [])]
+    for section, criteria in sections:
+        for c in criteria:
+            if problem := criterion_text_problem(c.text):
+                raise ValueError(f"{section}: criterion {c.id!r}: {problem}")
+    return rubric.model_copy(update={
+        section: [c.model_copy(update={"text": clean_criterion_text(c.text)}) for c in criteria]
+        for section, criteria in sections})
 
 
 def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],

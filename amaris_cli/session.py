@@ -17,11 +17,12 @@ from typing import Any, Literal, TypeVar
 
 from amaris_cli.agents.common import AgentKit
 from amaris_cli.artifacts import How
-from amaris_cli.config import AGENTS, Settings, endpoint_configured, load_settings
+from amaris_cli.config import AGENTS, Settings, endpoint_configured, load_settings, without_credentials
 from amaris_cli.errors import ConfigError
 from amaris_cli.llm.cache import CallCache
 from amaris_cli.llm.calllog import CallLog
 from amaris_cli.llm.client import LLMClient
+from amaris_cli.policy import FailurePolicy
 from amaris_cli.rundir import RunDir
 
 T = TypeVar("T")
@@ -36,13 +37,17 @@ class Session:
     client: LLMClient
     kit: AgentKit
     sim_url: str | None
-    flags: dict[str, Any] = field(default_factory=dict)
+    flags: dict[str, Any] = field(default_factory=dict)  # the command's flag layer, as provenance records it
     say: Callable[[str], None] = print
 
     @property
     def how(self) -> How:
         """What a replay must repeat of this command: its config flags and the kind of judge."""
         return How(flags=self.flags, judge="sim" if self.sim_url else "endpoint")
+
+    @property
+    def policy(self) -> FailurePolicy:
+        return FailurePolicy.of(self.settings)
 
     def execute(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a stage on a fresh event loop and close the HTTP clients on that same loop."""
@@ -76,25 +81,33 @@ def resolve_judge(settings: Settings, judge: JudgeChoice, environ: Mapping[str, 
     return False
 
 
+def run_settings(run: RunDir, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """A run's settings for one command: its saved config < the environment < the command's flags."""
+    run.require()
+    return load_settings(base=run.load_manifest().config, environ=os.environ if environ is None else environ,
+                         flags=flags, source=str(run.manifest_path))
+
+
 @contextmanager
 def open_session(
     run: RunDir,
-    flags: Mapping[str, Any] | None = None,
+    settings: Settings,
     judge: JudgeChoice = "endpoint",
+    *,
+    flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     announce: Callable[[str], None] | None = None,
     replay_source: Path | None = None,
     offline: bool = False,
 ) -> Iterator[Session]:
-    """Resolve settings (run config < env < flags), start the judge if simulated, open the call log.
+    """Start the judge if simulated and open the call log, for `settings` (run_settings) and the command
+    `flags` that made them (recorded in provenance, credentials stripped).
 
     Requests whose answer this run's calls.jsonl already holds are answered from it; with
     `replay_source`, from that run's log first (`offline`: a request it lacks is an error, and no
     endpoint is needed)."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
-    manifest = run.load_manifest()
-    settings = load_settings(base=manifest.config, environ=env, flags=flags, source=str(run.manifest_path))
     with ExitStack() as stack:
         sim_url = None
         if resolve_judge(settings, judge, env, offline):
@@ -108,10 +121,10 @@ def open_session(
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
         cache = CallCache(run.calls_path, replay_source, offline)
-        client = LLMClient(settings, call_log, environ=env, cache=cache)
+        client = LLMClient(settings, call_log, environ=env, cache=cache, say=say)
         prompt_dirs = [run.prompts_override_dir]
         if settings.prompts_dir:
             prompt_dirs.append(Path(settings.prompts_dir))
         kit = AgentKit(settings=settings, client=client, prompt_dirs=prompt_dirs)
-        yield Session(run=run, settings=settings, client=client, kit=kit, sim_url=sim_url, flags=dict(flags or {}),
-                      say=say)
+        yield Session(run=run, settings=settings, client=client, kit=kit, sim_url=sim_url,
+                      flags=without_credentials(dict(flags or {})), say=say)

@@ -6,11 +6,23 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.inputfiles import describe_kind, stat_problem
 
 MAX_STEP = 10**9
+
+
+def step_number(value: Any) -> int:
+    """A step as JSON gives it: an integer 0..MAX_STEP (3.0 is 3; "3", true and 2.5 are not). Raises
+    ValueError with the reason (`must be an integer ..., got ...`), for a rollout line and a request alike."""
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"must be an integer, got {shown}")
+    if not 0 <= value <= MAX_STEP:  # compared before int(): 1e300 must not become a 301-digit step
+        raise ValueError(f"must be an integer from 0 to {MAX_STEP}, got {shown}")
+    return int(value)
 NOTE_SUFFIXES = (".md", ".txt", ".rst", ".log")  # regular files a loop directory may hold besides steps
 STEP_FILE_RE = re.compile(r"(?:(?:global_)?step[-_]?)?(\d+)\.jsonl")
 STEP_FILE_NAMES = ("N.jsonl, step-N.jsonl, step_N.jsonl, stepN.jsonl, global_step_N.jsonl, global_step-N.jsonl "

@@ -31,7 +31,7 @@ def current_stats(run: RunDir, step: int) -> CurrentStats | None:
     step has no scores."""
     name = artifacts.rel(artifacts.STATS)
     if artifacts.stats_path(run, step).exists():
-        if artifacts.is_current(run, step, name):
+        if artifacts.freshness(run, step, name).current:
             stats = artifacts.load_stats(run, step)
             assert stats is not None
             return CurrentStats(stats, "stats.json", None)

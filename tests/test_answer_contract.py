@@ -248,3 +248,29 @@ def test_an_updater_that_never_answers_on_the_contract_fails_the_evolution_with_
     assert len(budgets) == 3, "the update is asked once and re-asked max_reasks (2) times"
     if mode == "length":
         assert budgets == [2048, 4096, 8192]
+
+
+def test_under_json_schema_the_scorer_sends_its_rubrics_exact_contract_strict(tmp_path: Path, sim_factory) -> None:
+    """The schema is the contract where the endpoint enforces one: the scorer's request carries the rubric's
+    criterion ids as an enum, `score` for reward criteria and `present` for pitfalls, every object closed;
+    the other agents send their answer model's schema in the strict form. The answers are checked the same."""
+    judge = sim_factory()
+    run = new_run(tmp_path, extra='\n[[rubric.adaptive]]\nid = "flattery"\ntext = "The response flatters the reader."'
+                                  '\nweight = 1.0\nkind = "pitfall"\n')
+    env = judge_env(judge, AMARIS_RESPONSE_FORMAT="json_schema")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=env)
+    assert result.exit_code == 0, result.stderr
+    formats = {r["messages"][0]["content"][:40]: r["response_format"] for r in judge.requests}
+    scorer = next(r["response_format"] for r in judge.requests if r["response_format"]["json_schema"]["name"] == "scorer")
+    assert scorer["type"] == "json_schema" and scorer["json_schema"]["strict"] is True
+    items = scorer["json_schema"]["schema"]["properties"]["verdicts"]["items"]["anyOf"]
+    reward, pitfall = items
+    assert reward["properties"]["criterion_id"]["enum"] == ["correct-answer", "shows-reasoning"]
+    assert pitfall["properties"]["criterion_id"]["enum"] == ["flattery"] and pitfall["properties"]["present"] == {"type": "boolean"}
+    for r in judge.requests:
+        schema = r["response_format"]["json_schema"]["schema"]
+        objects = [schema] + [d for d in schema.get("$defs", {}).values()]
+        assert all(o.get("additionalProperties") is False and o["required"] == list(o["properties"]) for o in objects)
+        assert "default" not in json.dumps(schema)
+    assert len(formats) > 1
+    assert all(s["status"] == "scored" for s in read_jsonl(run / "steps/000000/scores.jsonl"))

@@ -112,7 +112,8 @@ def test_rejected_modifications_are_reported_not_applied(tmp_path: Path) -> None
     ]})
     sim = SimJudge(SimJudgeConfig(scripted={"updater": [bad_update]})).start_in_thread()
     try:
-        run = new_run(tmp_path, "rej")
+        # the adoption gate off: with the sim-judge, a keyword list earns this keyword-matched criterion (test_gate.py)
+        run = new_run(tmp_path, "rej", extra="\n[gate]\nenabled = false\n")
         rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
         env = judge_env(sim)
         for cmd in (("score", rollouts, "--run", run, "--step", "0"), ("analyze", "--run", run, "--step", "0"),

@@ -53,7 +53,7 @@ def test_a_huge_current_step_does_not_freeze_the_server(tmp_path, sim) -> None:
         sender.start()
         time.sleep(0.3)  # the request is being handled
         try:
-            health = httpx.get(f"{server.url}/health", timeout=5)
+            health = httpx.get(f"{server.url}/health", timeout=20)  # the bug froze it for minutes; load takes seconds
         except httpx.TimeoutException:
             raise AssertionError("the server stopped answering while it opened a step near MAX_STEP") from None
         assert health.status_code == 200
@@ -197,3 +197,22 @@ def start_server_or_exit(run: Path, env: dict[str, str], *args: object) -> Serve
         return 1
     server.stop()
     return server
+
+
+def test_a_second_server_names_the_server_that_holds_the_step(tmp_path, sim) -> None:
+    """A second `amaris serve` on a run whose open step another server holds answered 409 "step 0 is complete
+    (.../rollouts.jsonl)" for a file that did not exist, and "step 0 has no rollouts" to /complete: both
+    must name the holder, as `score` does with exit 3."""
+    run = new_run(tmp_path, "two")
+    body = lines(0, 1)[0]
+    with served(run, sim) as first:
+        assert httpx.post(f"{first.url}/score", json=body, timeout=30).status_code == 200
+        with served(run, sim) as second:
+            for answer in (httpx.post(f"{second.url}/score", json=lines(0, 2)[1], timeout=30),
+                           httpx.post(f"{second.url}/complete", json={"step": 0}, timeout=30)):
+                assert answer.status_code == 409, answer.text
+                error = answer.json()["error"]
+                assert "being written by another amaris process" in error and "amaris serve" in error, error
+                assert f"pid {first.proc.pid}" in error and "rollouts.jsonl" not in error, error
+        assert not (run / "steps/000000/rollouts.jsonl").exists()
+        assert httpx.post(f"{first.url}/complete", json={"step": 0}, timeout=30).status_code == 200

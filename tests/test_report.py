@@ -273,7 +273,8 @@ def test_report_shows_an_updates_rejected_edits_with_the_reasons(tmp_path: Path,
                               "reason": "planted: a weight out of bounds"},
                              {"op": "add", "kind": "reward", "text": good, "weight": 1.0, "reason": "a real criterion"}]})
     config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG)
+    # the adoption gate off: with the sim-judge, a keyword list earns this keyword-matched criterion (test_gate.py)
+    config.write_text(TEST_CONFIG + "\n[gate]\nenabled = false\n")
     run = tmp_path / "run"
     assert invoke("init", run, "--config", config).exit_code == 0
     with SimJudge(SimJudgeConfig(scripted={"updater": [answer]})) as sim:

@@ -46,15 +46,18 @@ def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, 
             id=[f"q{i // 2}" for i in range(len(TRL_ROWS))],  # a prompt id, shared by its generations
             trainer_state=SimpleNamespace(global_step=0),
         )
-        chats = reward(  # step 1: the conversational format; step 0 is completed when step 1 starts
+        # Each call is a whole generation batch: its step is complete when the call returns, so its
+        # evolution runs while the trainer trains on it.
+        assert (run / "steps/000000/scores.jsonl").exists() and not (run / "steps/000001").exists()
+        chats = reward(  # step 1: the conversational format
             prompts=[r["prompt"] for r in TRL_ROWS],
             completions=[r["completion"] for r in TRL_ROWS],
             solution=[r["solution"] for r in TRL_ROWS],
             trainer_state=SimpleNamespace(global_step=1),
         )
-        assert (run / "steps/000000/scores.jsonl").exists() and not (run / "steps/000001").exists()
-        reward.finish()
-        assert AmarisClient(server.url).rubric_updated(1, timeout=0).state == "evolving"
+        assert (run / "steps/000001/scores.jsonl").exists()
+        reward.finish()  # nothing is left to complete
+        assert AmarisClient(server.url).rubric_updated(1, timeout=60).state == "done"
     for step, got in ((0, texts), (1, chats)):
         assert len(got) == len(TRL_ROWS) and all(isinstance(x, float) for x in got)
         by_output = rewards_by_output(run, step)
@@ -90,13 +93,14 @@ def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) 
 def test_the_examples_run_against_a_server(tmp_path, sim) -> None:
     run = new_run(tmp_path, "examples")
     with served(run, sim) as server:
-        for script, args in (("trl_grpo.py", ("--steps", "1")), ("verl_reward.py", ("--steps", "1", "--first-step", "3"))):
+        # verl's steps follow TRL's on the same run: a run's steps are consecutive (a gap is refused with 409)
+        for script, args in (("trl_grpo.py", ("--steps", "1")), ("verl_reward.py", ("--steps", "1", "--first-step", "1"))):
             done = subprocess.run([sys.executable, str(EXAMPLES / "serve" / script), "--url", server.url, *args],
                                   env=serve_env(sim), capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, f"{script}: {done.stderr}"
             assert "evolution done" in done.stdout, done.stdout
     listing = invoke("inspect", run, "--json")
-    assert [s["step"] for s in json.loads(listing.stdout)["steps"]] == [0, 3]
+    assert [s["step"] for s in json.loads(listing.stdout)["steps"]] == [0, 1]
 
 
 def test_the_adapters_refuse_a_sync_server_they_would_wait_on_forever(tmp_path, sim) -> None:

@@ -28,12 +28,12 @@ def analyzer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score:
     verdicts = verdicts_for_analyzer(rubric, score)
     return render(
         kit.template("analyzer"),
-        trusted={**kit.progress(step), "rubric": rubric_json(rubric),
-                 "hacking_vocabulary": vocabulary_text(),
+        trusted={**kit.progress(step), "hacking_vocabulary": vocabulary_text(),
                  "reward": "None" if score.reward is None or score.status != "scored" else f"{score.reward:.3f}"},
         untrusted={"prompt": rollout.input, "reference": rollout.supplemental_context or "",
                    "response": rollout.output, "verdicts": compact_json(verdicts)},
         max_chars=kit.max_chars,
+        system_untrusted={"rubric": rubric_json(rubric)},
     )
 
 

@@ -7,9 +7,8 @@ a group too large for the scorer's budget cap is split into calls that fit."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
 from amaris_cli.agents.scorer import (
@@ -30,15 +29,6 @@ class GroupEntry(BaseModel):
     response: int
     verdicts: list[JudgeVerdict]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "response" not in data:
-            for alias in ("index", "id", "response_id"):
-                if alias in data:
-                    return {**data, "response": data[alias]}
-        return data
-
 
 class GroupAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -57,10 +47,11 @@ def group_messages(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs: li
     """One group call's request; like the scorer's, its system message does not depend on the step."""
     return render(
         kit.template("group_scorer"),
-        trusted={"training": kit.training(), "rubric": rubric_for_judge(rubric), "count": len(outputs)},
+        trusted={"training": kit.training(), "count": len(outputs)},
         untrusted={"prompt": first.input, "reference": first.supplemental_context or ""},
         block_lists={"responses": ("RESPONSE", outputs)},
         max_chars=kit.max_chars,
+        system_untrusted={"rubric": rubric_for_judge(rubric)},
     )
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
 from amaris_cli.llm.parsing import normalize_score
+from amaris_cli.llm.schemas import scorer_contract
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
 from amaris_cli.prompts import render
 from amaris_cli.rubrics import compute_reward
@@ -49,23 +50,6 @@ class JudgeVerdict(BaseModel):
     score: float | None = None
     present: float | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            data = dict(data)
-            for alias in ("id", "criterion"):
-                if "criterion_id" not in data and alias in data:
-                    data["criterion_id"] = data.pop(alias)
-            for alias in ("verdict", "value", "rating"):
-                if "score" not in data and alias in data:
-                    data["score"] = data.pop(alias)
-            if "reason" not in data and "explanation" in data:
-                data["reason"] = data.pop("explanation")
-            if isinstance(data.get("criterion_id"), int):
-                data["criterion_id"] = str(data["criterion_id"])
-        return data
-
     @field_validator("score", "present", mode="before")
     @classmethod
     def _normalize(cls, value: Any) -> float | None:
@@ -93,25 +77,11 @@ class JudgeVerdict(BaseModel):
 
 
 class ScorerAnswer(BaseModel):
+    """The scorer's answer, exactly in the shape its prompt asks for (the keys are the contract: no other
+    names are read as these, so a judge that answers in another shape is re-asked with the reason)."""
+
     model_config = ConfigDict(extra="ignore")
     verdicts: list[JudgeVerdict]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mapping_form(cls, data: Any) -> Any:
-        # {"verdicts": {"c1": 0.5, ...}} or {"c1": {"score": 1}} -> list form
-        if isinstance(data, dict):
-            verdicts = data.get("verdicts", data.get("scores", data if "verdicts" not in data else None))
-            if isinstance(verdicts, dict):
-                rows = []
-                for key, value in verdicts.items():
-                    row = dict(value) if isinstance(value, dict) else {"score": value}
-                    row.setdefault("criterion_id", key)
-                    rows.append(row)
-                return {"verdicts": rows}
-            if isinstance(verdicts, list):
-                return {"verdicts": verdicts}
-        return data
 
 
 def asks_presence(system: str) -> bool:
@@ -163,13 +133,14 @@ def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: in
     del step
     return render(
         kit.template("scorer"),
-        trusted={"training": kit.training(), "rubric": rubric_for_judge(rubric)},
+        trusted={"training": kit.training()},
         untrusted={
             "prompt": rollout.input,
             "reference": rollout.supplemental_context or "",
             "response": rollout.output,
         },
         max_chars=kit.max_chars,
+        system_untrusted={"rubric": rubric_for_judge(rubric)},
     )
 
 
@@ -178,7 +149,7 @@ async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step
     answer = await kit.client.ask(
         "scorer", messages, ScorerAnswer, step=step, context=rollout.id,
         check=check_against(rubric, asks_presence(messages[0]["content"])),
-        max_tokens=answer_budget(len(rubric.criteria)),
+        max_tokens=answer_budget(len(rubric.criteria)), contract=scorer_contract(rubric),
     )
     base = {"rollout_id": rollout.id, "step": step, "rubric_version": rubric.version, "instance_id": rubric.instance_id}
     if answer.value is None:

@@ -38,11 +38,12 @@ async def summarize_chunk(kit: AgentKit, rubric: RubricSet, step: int, analyses:
                           stats: StepStats, hacking: list[HackingCount], scope: str) -> Answer[SummaryAnswer]:
     messages = render(
         kit.template("summarizer"),
-        trusted={**kit.progress(step), "rubric": rubric_json(rubric), "scope": scope,
+        trusted={**kit.progress(step), "scope": scope,
                  "n_rollouts": len(analyses), "mean_reward": fmt(stats.mean_reward), "stats": stats_json(stats)},
         untrusted={"hacking": hacking_lines(hacking, len(analyses)),
                    "analyses": json_lines([analysis_digest(a) for a in analyses])},
         max_chars=max(kit.max_chars, 4000 * max(1, len(analyses))),
+        system_untrusted={"rubric": rubric_json(rubric)},
     )
     return await kit.client.ask("summarizer", messages, SummaryAnswer, step=step, context=scope)
 
@@ -52,10 +53,10 @@ async def merge_chunks(kit: AgentKit, rubric: RubricSet, step: int, chunks: list
     rows = [{"chunk": i, "n": n, "summary": s.model_dump(mode="json")} for i, (n, s) in enumerate(chunks)]
     messages = render(
         kit.template("meta_summarizer"),
-        trusted={**kit.progress(step), "rubric": rubric_json(rubric),
-                 "n_rollouts": sum(n for n, _ in chunks), "n_chunks": len(chunks),
+        trusted={**kit.progress(step), "n_rollouts": sum(n for n, _ in chunks), "n_chunks": len(chunks),
                  "mean_reward": fmt(stats.mean_reward), "stats": stats_json(stats)},
         untrusted={"hacking": hacking_lines(hacking, analyzed), "chunks": json_lines(rows)},
         max_chars=max(kit.max_chars, 8000 * len(chunks)),
+        system_untrusted={"rubric": rubric_json(rubric)},
     )
     return await kit.client.ask("meta_summarizer", messages, SummaryAnswer, step=step, context="merge")

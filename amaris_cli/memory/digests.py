@@ -143,11 +143,17 @@ def summary_entry(record: SummaryRecord) -> MemoryEntry:
 
 def update_entry(record: UpdateRecord) -> MemoryEntry:
     changes = []
-    for m in record.applied:
+    # An update the adoption gate refused applied nothing: what it proposed is what the next update should know.
+    refused = record.carried_forward is not None and record.carried_forward.cause == "gate" and record.gate is not None
+    proposed = record.gate.refused_edits if refused and record.gate is not None else record.applied
+    for m in proposed:
         what = m.text or ""
         changes.append(f"{m.op} {m.kind or ''} {m.id or ''} {what} {'' if m.weight is None else f'w={m.weight:g}'}".strip())
     rejected = "; ".join(f"{r.modification.op} {r.modification.id or r.modification.text or ''}: {r.reason}" for r in record.rejected)
     text = (f"Step {record.step} rubric update ({record.strategy}), version {record.from_version} -> {record.to_version}. "
-            f"{record.rationale} Changes: {'; '.join(changes) or 'none'}."
-            + (f" Rejected: {rejected}." if rejected else ""))
+            f"{record.rationale} {'Proposed' if proposed is not record.applied else 'Changes'}: "
+            f"{'; '.join(changes) or 'none'}."
+            + (f" Rejected: {rejected}." if rejected else "")
+            + (f" Not adopted, version {record.from_version} carried forward: {record.gate.reason}."
+               if refused and record.gate is not None else ""))
     return MemoryEntry(update_id(record.step, record.instance_id), "update", record.step, record.instance_id, _clip(text))

@@ -1,4 +1,5 @@
-"""What the report shows, read from the run's files through the record loaders.
+"""What the report shows, read from the run's files through the run reader (reader.py), whose figures
+`inspect` and `compare` show too.
 
 Two parts: the overview (steps, rubric versions with their diffs, updates with their retrieval,
 token usage), small whatever the run's size, and one compact block of rollouts per step, which
@@ -10,26 +11,18 @@ a few megabytes after compression.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from statistics import fmean, pstdev
 from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel
 
 from amaris_cli import __version__
-from amaris_cli.artifacts import (
-    load_analyses,
-    load_retrieval,
-    load_rollouts,
-    load_scores,
-    load_summaries,
-    load_update,
-    step_numbers,
-)
-from amaris_cli.config import Settings
+from amaris_cli.alarms import Alarm, run_alarms
 from amaris_cli.errors import InputError
-from amaris_cli.inspection import usage_by_agent, usage_by_step
+from amaris_cli.figures import VersionFlips
+from amaris_cli.hackbench.models import RESULTS, HackbenchReport
 from amaris_cli.models import AnalysisRecord, Criterion, Rollout, RubricSet, ScoreRecord
+from amaris_cli.reader import RunReader, StepReliability
 from amaris_cli.rubrics import criterion_stats
 from amaris_cli.rundir import RunDir
 
@@ -108,6 +101,7 @@ class StepView(BaseModel):
     summarized: bool
     summary: str | None
     updates: int
+    reliability: StepReliability  # the judge reliability check of the step, as `inspect --step` shows it
 
 
 class AgentUsage(BaseModel):
@@ -132,6 +126,10 @@ class Overview(BaseModel):
     rubrics: list[RubricView]
     updates: list[dict[str, Any]]  # {"update": update.json, "retrieval": retrieval.json or None}
     usage: list[AgentUsage]
+    alarms: list[Alarm]  # hacking-onset alarms (alarms.py), as `inspect` lists them
+    alarm_checks: list[str]  # the signals the run gave the alarms (none: nothing could be checked)
+    hackbench: HackbenchReport | None  # the run is a hack benchmark's (`amaris hackbench`): its results
+    reliability: list[VersionFlips]  # each criterion's flip rate per rubric version, over the run (reliability.py)
 
 
 def _r(x: float, digits: int = 4) -> float:
@@ -191,36 +189,18 @@ def criterion_rates(scores: list[ScoreRecord], kinds: dict[str, Literal["reward"
     return rates
 
 
-def histogram(values: list[float], bins: int = 10) -> list[int]:
-    counts = [0] * bins
-    for v in values:
-        counts[min(bins - 1, max(0, int(v * bins)))] += 1
-    return counts
-
-
-def step_view(run: RunDir, step: int, scores: list[ScoreRecord], analyses: list[AnalysisRecord],
-              kinds: dict[str, Literal["reward", "pitfall"]], rubrics: list[tuple[str | None, int]]) -> StepView:
-    rewards = [s.reward for s in scores if s.status == "scored" and s.reward is not None]
-    summaries = load_summaries(run, step)
-    # Hacking counts are amaris's own (SummaryRecord.hacking), summed over the step's summaries.
-    counts: dict[str, list[Any]] = {}
-    for summary in summaries:
-        for h in summary.hacking:
-            entry = counts.setdefault(h.pattern, [0, h.known])
-            entry[0] += h.count
-    analyzed_in_summaries = sum(s.n_analyzed for s in summaries)
-    hacking = [PatternCount(pattern=p, count=n, prevalence=_r(n / max(1, analyzed_in_summaries)), known=known)
-               for p, (n, known) in sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))]
-    global_summary = next((s for s in summaries if s.instance_id is None), None)
-    updates = sum(load_update(run, step, s.instance_id) is not None for s in summaries)
-    return StepView(step=step, versions=sorted({s.rubric_version for s in scores}),
-                    rubrics=[RubricKey(instance=i, version=v) for i, v in rubrics], n=len(scores),
-                    scored=sum(s.status == "scored" for s in scores), failed=sum(s.status == "failed" for s in scores),
-                    analyzed=sum(a.status == "analyzed" for a in analyses),
-                    mean=_r(fmean(rewards), 6) if rewards else None, std=_r(pstdev(rewards), 6) if rewards else None,
-                    histogram=histogram(rewards), criteria=criterion_rates(scores, kinds), hacking=hacking,
-                    summarized=bool(summaries),
-                    summary=global_summary.summary.executive_summary if global_summary else None, updates=updates)
+def step_view(reader: RunReader, step: int, kinds: dict[str, Literal["reward", "pitfall"]],
+              rubrics: list[tuple[str | None, int]]) -> StepView:
+    """The step as the page shows it: the reader's overview (the figures `inspect` shows), the rubrics
+    that scored it and its per-criterion rates."""
+    view = reader.overview(step)
+    r = view.rewards
+    return StepView(step=step, versions=view.rubric_versions,
+                    rubrics=[RubricKey(instance=i, version=v) for i, v in rubrics], n=r.n, scored=r.scored,
+                    failed=r.failed, analyzed=view.analyzed, mean=r.mean, std=r.std, histogram=r.histogram,
+                    criteria=criterion_rates(reader.scores(step), kinds),
+                    hacking=[PatternCount(**h.model_dump()) for h in view.hacking], summarized=view.summarized,
+                    summary=view.summary, updates=view.updates, reliability=reader.step_reliability(step))
 
 
 class Strings:
@@ -312,18 +292,20 @@ def analysis_block(record: AnalysisRecord, strings: Strings) -> dict[str, Any]:
     return block
 
 
-def step_rollouts(run: RunDir, step: int) -> list[Rollout]:
+def _hackbench(run: RunDir) -> HackbenchReport | None:
+    path = run.path / RESULTS
+    if not path.exists():
+        return None
     try:
-        return load_rollouts(run, step)
-    except InputError:  # scored from elsewhere or not yet stored: the scores still list the rollouts
-        return []
+        return HackbenchReport.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise InputError(path, f"not the results of `amaris hackbench`: {str(exc).splitlines()[0]}") from None
 
 
 def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[int, dict[str, Any]]]:
     """The overview and {step: rollout block}."""
-    manifest = run.load_manifest()
-    settings = Settings.model_validate(manifest.config)
-    steps = step_numbers(run)
+    reader = RunReader(run)
+    manifest, settings, steps = reader.manifest, reader.settings, reader.steps
     instances: list[str | None] = [None]
     steps_out: list[StepView] = []
     blocks: dict[int, dict[str, Any]] = {}
@@ -339,30 +321,34 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
         return sorted(keys, key=lambda k: (k[0] or "", k[1]))
 
     for step in steps:
-        scores = load_scores(run, step)
-        analyses = load_analyses(run, step)
+        scores, analyses = reader.scores(step), reader.analyses(step)
         for s in scores:
             if s.instance_id is not None and s.instance_id not in instances:
                 instances.append(s.instance_id)
         used = rubrics_for(scores)
         kinds = {c.id: c.kind for key in used for c in rubric_cache[key].criteria}
-        steps_out.append(step_view(run, step, scores, analyses, kinds, used))
-        blocks[step] = rollout_block(step, step_rollouts(run, step), scores, analyses, text_limit)
-        for summary in load_summaries(run, step):
-            update = load_update(run, step, summary.instance_id)
+        steps_out.append(step_view(reader, step, kinds, used))
+        blocks[step] = rollout_block(step, reader.rollouts(step), scores, analyses, text_limit)
+        for summary in reader.summaries(step):
+            update = reader.update(step, summary.instance_id)
             if update is None:
                 continue
-            retrieval = load_retrieval(run, step, summary.instance_id)
+            retrieval = reader.retrieval(step, summary.instance_id)
             updates.append({"update": update.model_dump(mode="json"),
                             "retrieval": retrieval.model_dump(mode="json") if retrieval else None})
     rubric_instances = [i for i in instances if i is None or run.rubric_versions(i)]
-    agents = usage_by_agent(usage_by_step(run, settings))
+    agents = reader.usage_by_agent()
     usage = [AgentUsage(agent=agent, model_calls=int(u["model_calls"]), prompt_tokens=int(u["prompt_tokens"]),
                         completion_tokens=int(u["completion_tokens"]), recorded_calls=int(u["replayed"]),
                         recorded_prompt_tokens=int(u["recorded_prompt_tokens"]),
                         recorded_completion_tokens=int(u["recorded_completion_tokens"]), cost=_r(u["cost"], 6))
              for agent, u in agents.items()]
+    alarm_report = run_alarms(reader)
+    checks = [name for name, on in (("judge reward against the verifiable reward", alarm_report.gold),
+                                    ("hacking patterns' prevalence", any(s.n_analyzed for s in alarm_report.steps))) if on]
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
-                        steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage)
+                        steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
+                        alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run),
+                        reliability=reader.flip_rates())
     return overview, blocks

@@ -2,45 +2,55 @@
 
 TRL (GRPO): `reward_funcs=[TRLReward(url)]`, called as `reward_func(prompts, completions, **kwargs)`
 with prompts and completions as strings or chat message lists and the dataset's other columns as
-keyword lists; returns one reward per completion, None for a completion the judge could not score.
-TRL reads None as NaN and sums its reward functions with nansum: with other reward functions the
-completion gets theirs, but when this is the only one its reward is 0.0 (TRL only warns), so serve
-with `--on-error neutral` when a failure should have a deliberate value.
+keyword lists; returns one reward per completion, None for a completion the judge could not score
+(TRL 1.16 counts a completion every reward function gave None as unscorable: NaN reward, advantage 0).
 
 verl: a `custom_reward_function` file whose `compute_score = VerlReward(url)`, called as
-`compute_score(data_source, solution_str, ground_truth, extra_info)`; returns a float.
+`compute_score(data_source, solution_str, ground_truth, extra_info)` (naive, dapo, prime, the reward
+loop); `VerlReward.batch` is the batch manager's `compute_score(data_sources=, solution_strs=,
+ground_truths=, extra_infos=)`. Both return floats.
 
-The step: TRL's `trainer_state.global_step` (passed by recent TRL versions), verl's
-`extra_info["global_steps"]` (verl's reward loop puts it there), else `step=` given to the adapter (an
-int or a function returning one); TRL without either counts its calls.
+Steps. One amaris step is one batch of rollouts the trainer generated together:
+- TRL: one generation batch. TRL generates every `steps_per_generation * num_iterations` micro-batches
+  and counts optimizer steps (`global_step`) every `gradient_accumulation_steps`, so a generation's
+  `global_step` is 0, 2, 4 at steps_per_generation 2 and may repeat (two generations within one
+  optimizer step when steps_per_generation < gradient_accumulation_steps). The adapter reads the
+  schedule from the trainer that calls it and numbers the generations 0, 1, 2, ...
+- verl: `extra_info["global_steps"]` when verl puts it there (its reward loop, streaming with the
+  rollout: the version of the weights that generated the response), else `step=` given to the adapter,
+  else the server's open step (`--rollouts-per-step N` completes each step after N rollouts).
 
 Completing steps (`complete`): "auto" (default) leaves it to the server when it was started with
-`--rollouts-per-step` and otherwise completes step t when the first rollout of a later step is scored
-("on_next_step"; call `.finish()` after the last step); "each_call" completes the step after every
-call (TRL, one call per step); "never" leaves it to you (`AmarisClient.rollouts_complete`). Several
-processes calling one server should leave it to the server (`--rollouts-per-step`): one process cannot
-know that the others' rollouts of a step are in. In sync mode the server must complete steps itself
-(its answers wait for the step's evolution).
+`--rollouts-per-step`, else completes each step as soon as its whole batch is in: TRL and the batch
+manager after the call ("each_call"; several TRL processes each send their shard's /complete, naming
+their rank and their number), verl's one-response-at-a-time managers when the first rollout of a later
+step comes ("on_next_step"; call `.finish()` after the last step). "never" leaves it to you. In sync
+mode the server must complete steps itself (its answers wait for the step's evolution).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
 from amaris_cli.serve.api import ScoreResponse
-from amaris_cli.serve.client import DEFAULT_URL, AmarisClient
+from amaris_cli.serve.client import DEFAULT_URL, AmarisClient, ServeError
 
 Complete = Literal["auto", "on_next_step", "each_call", "never"]
 StepSource = int | Callable[[], int] | None
-TRL_INTERNAL = {"trainer_state", "completion_ids", "log_extra", "log_metric"}
+TRL_INTERNAL = {"trainer_state", "completion_ids", "log_extra", "log_metric", "environments"}
 REFERENCE_COLUMNS = ("reference", "ground_truth", "solution", "answer", "label", "target", "gts")
 INSTANCE_COLUMNS = ("instance_id", "example_id", "uid", "id")
 VERL_STEP_KEYS = ("global_steps", "global_step", "current_step", "step")
+# What verl's managers add to extra_info besides the dataset's own fields (not the rollout's metadata).
+VERL_INTERNAL = {"num_turns", "rollout_reward_scores", "min_global_steps", "max_global_steps"}
+SERVER_STEP_TRIES = 3
 
 
 class RewardFailed(RuntimeError):
@@ -59,6 +69,44 @@ def _jsonable(value: Any) -> Any:
         return None
 
 
+def _integer(value: Any) -> int | None:
+    value = _jsonable(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class TRLSchedule:
+    """When TRL's GRPOTrainer generates, read from the trainer that calls the reward function:
+    generation k is made at micro-batch k * steps_per_generation * num_iterations, during optimizer step
+    floor(that / gradient_accumulation_steps), which is the `global_step` the reward function sees."""
+
+    gradient_accumulation_steps: int
+    steps_per_generation: int
+    num_iterations: int
+    process_index: int = 0
+    num_processes: int = 1
+
+    @classmethod
+    def of(cls, trainer: Any) -> TRLSchedule | None:
+        args = getattr(trainer, "args", None)
+        try:
+            accumulation, per_generation = int(args.gradient_accumulation_steps), int(args.steps_per_generation)
+            iterations = int(getattr(trainer, "num_iterations", args.num_iterations))
+        except (AttributeError, TypeError, ValueError):
+            return None
+        accelerator = getattr(trainer, "accelerator", None)
+        return cls(accumulation, per_generation, iterations, int(getattr(accelerator, "process_index", 0)),
+                   int(getattr(accelerator, "num_processes", 1)))
+
+    def first_generation(self, global_step: int) -> int:
+        """The first generation made during optimizer step `global_step`: ceil(g * ga / (spg * ni))."""
+        every = self.steps_per_generation * self.num_iterations
+        return -(-global_step * self.gradient_accumulation_steps // every)
+
+    def generations_in(self, global_step: int) -> int:
+        return self.first_generation(global_step + 1) - self.first_generation(global_step)
+
+
 class _Stepper:
     """Which step the rollouts of a call belong to, and when to complete a step."""
 
@@ -70,13 +118,16 @@ class _Stepper:
         self.calls = 0
         self.pending: int | None = None  # the step scored last and not yet completed
         self.sync = False
+        self.rollouts_per_step: int | None = None
         self.resolved = False
+        self.lock = threading.Lock()  # verl's reward loop calls from a thread pool
 
     def resolve_mode(self) -> Complete:
         """Ask the server once how it runs: the completion mode "auto" stands for, and whether it is sync."""
         if not self.resolved:
             health = self.client.health()
             self.sync = health.mode == "sync"
+            self.rollouts_per_step = health.rollouts_per_step
             if self.sync and (self.one_at_a_time or not health.rollouts_per_step):
                 # A sync answer waits until the step is complete and evolved: every rollout of the step
                 # must be in flight at once, and the server must know when the last one is in.
@@ -85,35 +136,70 @@ class _Stepper:
                     + ("this trainer scores one response at a time; serve in async mode" if self.one_at_a_time else
                        "start it with --rollouts-per-step N (N: the completions of one reward call)"))
             if self.mode == "auto":
-                self.mode = "never" if health.rollouts_per_step else "on_next_step"
+                self.mode = "never" if health.rollouts_per_step else \
+                    "on_next_step" if self.one_at_a_time else "each_call"
             self.resolved = True
         return self.mode
 
-    def current(self, found: int | None) -> int:
-        self.calls += 1
-        if found is not None:
-            return found
+    def given(self) -> int | None:
+        """The step the adapter was given (`step=`), if any."""
         if callable(self.step):
             return int(self.step())
-        if self.step is not None:
-            return int(self.step)
-        return self.calls - 1
+        return None if self.step is None else int(self.step)
+
+    def counted(self) -> int:
+        """No step from the trainer nor the adapter: calls are counted (one call, one batch)."""
+        with self.lock:
+            self.calls += 1
+            return self.calls - 1
 
     def before(self, step: int) -> None:
-        if self.resolve_mode() == "on_next_step" and self.pending is not None and step > self.pending:
-            self.client.rollouts_complete(self.pending)
-            self.pending = None
+        if self.resolve_mode() != "on_next_step":
+            return
+        with self.lock:
+            done = self.pending if self.pending is not None and step > self.pending else None
+            if done is not None:
+                self.pending = None
+        if done is not None:
+            self.client.rollouts_complete(done)
 
-    def after(self, step: int) -> None:
+    def after(self, step: int, *, shard: int = 0, shards: int = 1) -> None:
         if self.mode == "each_call":
-            self.client.rollouts_complete(step)
+            try:
+                self.client.rollouts_complete(step, shard=shard, shards=shards)
+            except ServeError as exc:
+                if shards > 1 and exc.status == 422:
+                    raise RuntimeError(
+                        f"this amaris server does not complete a step from {shards} processes' shards ({exc.error}); "
+                        "start it with --rollouts-per-step N (N: the completions of one generation over all "
+                        "processes)") from exc
+                raise
         elif self.mode == "on_next_step":
-            self.pending = step if self.pending is None else max(self.pending, step)
+            with self.lock:
+                self.pending = step if self.pending is None else max(self.pending, step)
 
     def finish(self) -> None:
         if self.pending is not None:
             self.client.rollouts_complete(self.pending)
             self.pending = None
+
+    def server_step(self, *, leftover: Literal["join", "complete"]) -> int:
+        """The server's open step, or the one after the newest it knows. `leftover`: what to do with a step
+        the server has open ("join": this rollout belongs to it, as `--rollouts-per-step` closes each step
+        after its N-th; "complete": it is a step an earlier run left open, which a new batch must not join)."""
+        health = self.client.health()
+        open_now = [s for s in health.open_steps if self.client.rubric_status(s).state == "open"]
+        if open_now and leftover == "join":
+            return max(open_now)
+        for step in open_now:
+            self.client.rollouts_complete(step)
+        try:
+            newest = self.client.rubric_status().step
+        except ServeError as exc:
+            if exc.status != 404:
+                raise
+            newest = -1  # no step is complete yet
+        return max([newest, *health.open_steps]) + 1
 
 
 class _ServedReward:
@@ -128,7 +214,7 @@ class _ServedReward:
 
 
 class TRLReward(_ServedReward):
-    """TRL's reward function signature over `amaris serve`."""
+    """TRL's reward function signature over `amaris serve`: one amaris step per generation batch."""
 
     def __init__(self, url: str = DEFAULT_URL, *, complete: Complete = "auto", step: StepSource = None,
                  reference_columns: Sequence[str] = REFERENCE_COLUMNS, instance_column: str | None = None,
@@ -139,10 +225,34 @@ class TRLReward(_ServedReward):
         self.instance_column = instance_column
         self.max_workers = max_workers
         self.__name__ = name  # TRL names the reward in its logs after this
+        self._at: tuple[int, int] | None = None  # (global_step, generations seen during it)
+
+    def _step(self, kwargs: dict[str, Any]) -> tuple[int, TRLSchedule | None]:
+        given = self.stepper.given()
+        # TRL passes log_metric, a method of the trainer: the schedule and the process come from it.
+        trainer = getattr(kwargs.get("log_metric"), "__self__", None)
+        schedule = TRLSchedule.of(trainer) if trainer is not None else None
+        model = getattr(trainer, "model", None)
+        if model is not None and getattr(model, "training", True) is False:
+            raise RuntimeError("TRL is evaluating: TRLReward scores training generations, one amaris step each, and an "
+                               "evaluation's completions would join a training step; give the evaluation a reward "
+                               "function of its own (GRPOTrainer scores evaluation with the same reward_funcs)")
+        if given is not None:
+            return given, schedule
+        global_step = _integer(getattr(kwargs.get("trainer_state"), "global_step", None))
+        if global_step is None:
+            return self.stepper.counted(), schedule
+        if schedule is None:
+            return global_step, None  # a caller without TRL's trainer: its global_step names the batch
+        seen = self._at[1] if self._at is not None and self._at[0] == global_step else 0
+        if seen >= schedule.generations_in(global_step):
+            raise RuntimeError(f"TRL generated more often during optimizer step {global_step} than its schedule "
+                               f"({schedule}) allows: the generations cannot be numbered")
+        self._at = (global_step, seen + 1)
+        return schedule.first_generation(global_step) + seen, schedule
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        state = kwargs.get("trainer_state")
-        step = self.stepper.current(getattr(state, "global_step", None))
+        step, schedule = self._step(kwargs)
         self.stepper.before(step)
         columns = {k: v for k, v in kwargs.items()
                    if k not in TRL_INTERNAL and isinstance(v, list | tuple) and len(v) == len(completions)}
@@ -155,7 +265,8 @@ class TRLReward(_ServedReward):
         workers = len(bodies) if self.stepper.sync else min(self.max_workers, len(bodies))
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             answers = list(pool.map(one, bodies))
-        self.stepper.after(step)
+        shard = (schedule.process_index, schedule.num_processes) if schedule else (0, 1)
+        self.stepper.after(step, shard=shard[0], shards=shard[1])
         return [a.score for a in answers]
 
     def _rollout(self, i: int, prompts: Sequence[Any], completions: Sequence[Any],
@@ -176,38 +287,112 @@ class TRLReward(_ServedReward):
 
 
 class VerlReward(_ServedReward):
-    """verl's `compute_score(data_source, solution_str, ground_truth, extra_info)` over `amaris serve`.
-    The prompt is `extra_info["question"]` or `["prompt"]` when the dataset puts it there (verl passes
-    the response only); the instance is `extra_info["index"]`."""
+    """verl's `compute_score(data_source, solution_str, ground_truth, extra_info)` over `amaris serve`,
+    and `.batch` for the batch manager. The prompt is `extra_info["question"]` or `["prompt"]` when the
+    dataset puts it there (verl passes the response only); the instance is `extra_info["index"]`."""
 
     def __init__(self, url: str = DEFAULT_URL, *, complete: Complete = "auto", step: StepSource = None,
-                 failed_as: float | None = None, client: AmarisClient | None = None) -> None:
+                 failed_as: float | None = None, max_workers: int = 32, client: AmarisClient | None = None) -> None:
         self.client = client or AmarisClient(url)
         self.stepper = _Stepper(self.client, complete, step, one_at_a_time=True)
+        self.batch_stepper = _Stepper(self.client, "each_call" if complete == "auto" else complete, step,
+                                      one_at_a_time=False)
         self.failed_as = failed_as
+        self.max_workers = max_workers
+        self._settings = (self.client.base_url, complete, step, failed_as, max_workers)
         self.__name__ = "compute_score"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """verl's prime manager sends compute_score to a process pool, pickled: the copy there is built
+        anew from the settings, with its own connections and nothing pending."""
+        url, complete, step, failed_as, max_workers = self._settings
+        return (_verl_reward, (url, complete, step, failed_as, max_workers))
 
     def __call__(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
                  **kwargs: Any) -> float:
         info = {k: _jsonable(v) for k, v in (extra_info or {}).items()}
-        found = next((info[k] for k in VERL_STEP_KEYS if isinstance(info.get(k), int)), None)
-        if found is None and self.stepper.step is None:
-            raise ValueError("verl gave no step: compute_score needs extra_info['global_steps'] (verl's reward loop "
-                             "passes it) or VerlReward(step=...)")
-        step = self.stepper.current(found)
+        step = _verl_step(info)
+        if step is None:
+            step = self.stepper.given()
+        if step is None:
+            return self._into_server_step(data_source, solution_str, ground_truth, info)
         self.stepper.before(step)
-        prompt = info.get("question") or info.get("prompt") or ""
-        body: dict[str, Any] = {"prompt": prompt if isinstance(prompt, str | list) else str(prompt),
-                                "response": solution_str, "reference": _jsonable(ground_truth),
-                                "metadata": {"data_source": _jsonable(data_source),
-                                             **{k: v for k, v in info.items() if k not in VERL_STEP_KEYS}}}
-        if isinstance(info.get("index"), str | int) and not isinstance(info.get("index"), bool):
-            body["instance_id"] = str(info["index"])
-        answer = self.client.score(step=step, **body)
+        answer = self.client.score(step=step, **_verl_body(data_source, solution_str, ground_truth, info))
         self.stepper.after(step)
+        return self._reward(answer)
+
+    def _into_server_step(self, data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> float:
+        """No step from verl nor the adapter: the rollout joins the server's open step, which the server
+        closes after its N-th rollout. Without --rollouts-per-step nothing would tell one batch from the
+        next: refused."""
+        self.stepper.resolve_mode()
+        if not self.stepper.rollouts_per_step:
+            raise ValueError("verl gave no step (extra_info has no 'global_steps': its legacy reward managers pass "
+                             "none): start amaris serve with --rollouts-per-step N (N = train_batch_size x rollout.n) "
+                             "so that it closes each step, or give VerlReward(step=...)")
+        body = _verl_body(data_source, solution_str, ground_truth, info)
+        for attempt in range(SERVER_STEP_TRIES):
+            step = self.stepper.server_step(leftover="join")
+            try:
+                return self._reward(self.client.score(step=step, **body))
+            except ServeError as exc:
+                # The step took its N-th rollout between our look and our rollout: the next one is open.
+                if exc.status != 409 or "takes no more rollouts" not in exc.error or attempt == SERVER_STEP_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def batch(self, data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
+              extra_infos: Sequence[dict[str, Any] | None] | None = None, **kwargs: Any) -> list[float]:
+        """verl's BatchRewardManager calls this once per batch: the batch is one step, completed after."""
+        infos = [{k: _jsonable(v) for k, v in (e or {}).items()}
+                 for e in (extra_infos if extra_infos is not None else [None] * len(solution_strs))]
+        steps = {_verl_step(info) for info in infos}
+        if len(steps) > 1:
+            raise ValueError(f"one verl batch carries several steps in extra_info: {sorted(steps, key=str)}")
+        step = steps.pop() if steps else None
+        if step is None:
+            step = self.batch_stepper.given()
+        mode = self.batch_stepper.resolve_mode()
+        if step is None:
+            # Each batch is a step of its own: a step an earlier run left open is completed, not joined.
+            step = self.batch_stepper.server_step(leftover="complete" if mode != "never" else "join")
+        bodies = [_verl_body(d, s, g, i) for d, s, g, i in zip(data_sources, solution_strs, ground_truths, infos,
+                                                               strict=True)]
+        workers = len(bodies) if self.batch_stepper.sync else min(self.max_workers, len(bodies))
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            answers = list(pool.map(lambda body: self.client.score(step=step, **body), bodies))
+        self.batch_stepper.after(step)
+        return [self._reward(a) for a in answers]
+
+    def finish(self) -> None:
+        self.stepper.finish()
+        self.batch_stepper.finish()
+
+    def _reward(self, answer: ScoreResponse) -> float:
         if answer.score is not None and math.isfinite(answer.score):
             return float(answer.score)
         if self.failed_as is not None:
             return float(self.failed_as)
-        raise RewardFailed(f"amaris could not score rollout {answer.id} of step {step}: {answer.error}; "
+        raise RewardFailed(f"amaris could not score rollout {answer.id} of step {answer.step}: {answer.error}; "
                            "start the server with --on-error neutral, or give VerlReward(failed_as=...)")
+
+
+def _verl_reward(url: str, complete: Complete, step: StepSource, failed_as: float | None,
+                 max_workers: int) -> VerlReward:
+    return VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers)
+
+
+def _verl_step(info: dict[str, Any]) -> int | None:
+    return next((step for key in VERL_STEP_KEYS if (step := _integer(info.get(key))) is not None), None)
+
+
+def _verl_body(data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> dict[str, Any]:
+    prompt = info.get("question") or info.get("prompt") or ""
+    body: dict[str, Any] = {"prompt": prompt if isinstance(prompt, str | list) else str(prompt),
+                            "response": solution_str, "reference": _jsonable(ground_truth),
+                            "metadata": {"data_source": _jsonable(data_source),
+                                         **{k: v for k, v in info.items()
+                                            if k not in VERL_STEP_KEYS and k not in VERL_INTERNAL}}}
+    if isinstance(info.get("index"), str | int) and not isinstance(info.get("index"), bool):
+        body["instance_id"] = str(info["index"])
+    return body

@@ -15,20 +15,15 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from amaris_cli.stepfiles import MAX_STEP
+from amaris_cli.alarms import Alarm
+from amaris_cli.stepfiles import step_number
 
 StepState = Literal["open", "completing", "evolving", "done", "failed", "idle"]
 
 
 def check_step(value: Any) -> int | None:
-    """A step as rollout files give it: an integer 0..MAX_STEP (3.0 is 3; "3", true and 2.5 are not)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"must be an integer, got {value!r}")
-    if not 0 <= value <= MAX_STEP:
-        raise ValueError(f"must be an integer from 0 to {MAX_STEP}, got {value!r}")
-    return int(value)
+    """A step as rollout files give it (stepfiles.step_number), or None."""
+    return None if value is None else step_number(value)
 
 
 class ScoreMetadata(BaseModel):
@@ -119,6 +114,8 @@ class RubricStatus(BaseModel):
     latest_version: int | None = None
     error: str | None = None
     timed_out: bool = False
+    skipped: str | None = None  # done without evaluating the step (the judge was unreachable), and why
+    alarms: list[Alarm] = Field(default_factory=list)  # hacking-onset alarms of the run up to the step
 
 
 class Health(BaseModel):

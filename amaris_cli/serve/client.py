@@ -1,4 +1,15 @@
-"""A small client of `amaris serve` with the reference's three calls, each sync and async.
+"""Clients of `amaris serve`.
+
+`RewardClient` is the reference's client (../shared/REFERENCE_API.md), with its names and request
+bodies exactly, so a program written for the reference runs by changing its import:
+
+    async with RewardClient("http://127.0.0.1:8780", timeout=600) as client:
+        reward = await client.score_async(rollout={"id": ..., "input": ..., "output": ...},
+                                          metadata={"current_step": t, "high_level_goal": ..., ...})
+        await client.rollouts_complete_async()       # POST /complete, no body
+        await client.rubric_updated_async()          # GET /rubric_status/wait, no query
+
+`AmarisClient` speaks amaris's own shapes (steps named in every call, answers as models):
 
     client = AmarisClient("http://127.0.0.1:8780")
     answer = client.score(prompt, response, step=t, reference=ref)     # or: await client.score_async(...)
@@ -14,6 +25,7 @@ Imports only httpx and pydantic, so it is cheap to load in a trainer's reward wo
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any, TypeVar
 
 import httpx
@@ -23,6 +35,10 @@ from amaris_cli.serve.api import CompleteResponse, Health, RubricStatus, ScoreRe
 
 M = TypeVar("M", bound=BaseModel)
 DEFAULT_URL = "http://127.0.0.1:8780"
+
+
+class ScoreFailed(RuntimeError):
+    """The judge could not score the rollout: the server answered no reward, and none is made up."""
 
 
 class ServeError(Exception):
@@ -47,15 +63,26 @@ def score_body(prompt: Any, response: Any, *, step: int, reference: Any = None, 
     return body
 
 
-def _answer(response: httpx.Response, model: type[M]) -> M:
-    if response.status_code == 200:
-        return model.model_validate_json(response.content)
+def complete_body(step: int, shard: int = 0, shards: int = 1) -> dict[str, Any]:
+    """The /complete body: the step, and for one process of several its shard and their number."""
+    if not 0 <= shard < shards:
+        raise ValueError(f"shard {shard} of {shards}: a shard is a process rank from 0 to shards-1")
+    return {"step": step, **({"shard": shard, "shards": shards} if shards > 1 else {})}
+
+
+def _error(response: httpx.Response) -> ServeError:
     try:
         body = response.json()
         error, details = str(body.get("error", body)), list(body.get("details", []))
-    except ValueError:
+    except (ValueError, AttributeError):
         error, details = response.text[:500] or response.reason_phrase, []
-    raise ServeError(response.status_code, error, details)
+    return ServeError(response.status_code, error, details)
+
+
+def _answer(response: httpx.Response, model: type[M]) -> M:
+    if response.status_code == 200:
+        return model.model_validate_json(response.content)
+    raise _error(response)
 
 
 class AmarisClient:
@@ -65,14 +92,23 @@ class AmarisClient:
         self.timeout = timeout
         self._sync: httpx.Client | None = None
         self._async: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
+        self._pid = os.getpid()
 
     # --- plumbing --------------------------------------------------------------------------------
+    def _forked(self) -> None:
+        """A forked child (verl's prime manager scores in a process pool) must not share the parent's
+        connections: it opens its own."""
+        if self._pid != os.getpid():
+            self._pid, self._sync, self._async = os.getpid(), None, None
+
     def _client(self) -> httpx.Client:
+        self._forked()
         if self._sync is None:
             self._sync = httpx.Client(base_url=self.base_url, timeout=self.timeout)
         return self._sync
 
     def _aclient(self) -> httpx.AsyncClient:
+        self._forked()
         loop = asyncio.get_running_loop()
         if self._async is None or self._async[0] is not loop:  # an AsyncClient belongs to one event loop
             self._async = (loop, httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout))
@@ -115,11 +151,14 @@ class AmarisClient:
                           metadata=metadata, **fields)
         return _answer(await self._aclient().post("/score", json=body), ScoreResponse)
 
-    def rollouts_complete(self, step: int) -> CompleteResponse:
-        return _answer(self._client().post("/complete", json={"step": step}), CompleteResponse)
+    def rollouts_complete(self, step: int, *, shard: int = 0, shards: int = 1) -> CompleteResponse:
+        """Step `step`'s rollouts are in. A trainer of `shards` processes sends one /complete per process,
+        naming its `shard` (its rank): the server completes the step once every shard's is in."""
+        return _answer(self._client().post("/complete", json=complete_body(step, shard, shards)), CompleteResponse)
 
-    async def rollouts_complete_async(self, step: int) -> CompleteResponse:
-        return _answer(await self._aclient().post("/complete", json={"step": step}), CompleteResponse)
+    async def rollouts_complete_async(self, step: int, *, shard: int = 0, shards: int = 1) -> CompleteResponse:
+        response = await self._aclient().post("/complete", json=complete_body(step, shard, shards))
+        return _answer(response, CompleteResponse)
 
     def rubric_updated(self, step: int | None = None, *, timeout: float = 600.0) -> RubricStatus:
         """Block until the evolution of `step` (default: the latest complete step) has ended, or
@@ -130,8 +169,83 @@ class AmarisClient:
         response = await self._aclient().get("/rubric_status/wait", **self._wait_request(step, timeout))
         return _answer(response, RubricStatus)
 
+    def rubric_status(self, step: int | None = None) -> RubricStatus:
+        """Where the step (default: the latest complete step) stands now; 404 (ServeError) when none is."""
+        return _answer(self._client().get("/rubric_status", params={} if step is None else {"step": step}),
+                       RubricStatus)
+
     def health(self) -> Health:
         return _answer(self._client().get("/health"), Health)
 
     async def health_async(self) -> Health:
         return _answer(await self._aclient().get("/health"), Health)
+
+
+class RewardClient:
+    """The reference's client, by its names and request bodies (../shared/REFERENCE_API.md):
+    `RewardClient(base_url, timeout=...)`, used as `async with`. Scoring is async only, as there, so
+    that a step's rollouts are in flight together. The answers are the server's JSON as it sent them
+    (`{"status": "complete"}`, `{"status": "updated", "mode": "global"}` from the reference), except
+    `score_async`, which returns the reward as a float, or raises `ScoreFailed` when the judge could not
+    score the rollout (never a made-up number)."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, timeout: float | None = 600.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._sync: httpx.Client | None = None
+        self._async: AmarisClient = AmarisClient(self.base_url, timeout=timeout)  # its per-loop, fork-safe pool
+
+    async def __aenter__(self) -> RewardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> RewardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    async def aclose(self) -> None:
+        await self._async.aclose()
+        self.close()
+
+    def _client(self) -> httpx.Client:
+        if self._sync is None:
+            self._sync = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+        return self._sync
+
+    @staticmethod
+    def _json(response: httpx.Response) -> dict[str, Any]:
+        if response.status_code != 200:
+            raise _error(response)
+        return response.json()
+
+    async def score_async(self, rollout: dict[str, Any], metadata: dict[str, Any]) -> float:
+        """POST /score {"rollout": rollout, "metadata": metadata}: the rollout's reward."""
+        answer = self._json(await self._async._aclient().post("/score", json={"rollout": rollout,
+                                                                              "metadata": metadata}))
+        score = answer.get("score")
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise ScoreFailed(f"rollout {rollout.get('id')!r} was not scored: {answer.get('error') or answer}")
+        return float(score)
+
+    def rollouts_complete(self) -> dict[str, Any]:
+        """POST /complete with no body: the current batch of rollouts is complete."""
+        return self._json(self._client().post("/complete"))
+
+    async def rollouts_complete_async(self) -> dict[str, Any]:
+        return self._json(await self._async._aclient().post("/complete"))
+
+    def rubric_updated(self) -> dict[str, Any]:
+        """GET /rubric_status/wait with no query: blocks until the step's rubric update is done."""
+        return self._json(self._client().get("/rubric_status/wait"))
+
+    async def rubric_updated_async(self) -> dict[str, Any]:
+        return self._json(await self._async._aclient().get("/rubric_status/wait"))

@@ -32,14 +32,17 @@ import orjson
 
 from amaris_cli import __version__, artifacts, locks
 from amaris_cli.agents.scorer import score_rollout
+from amaris_cli.alarms import alarms_at, run_alarms
 from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
+from amaris_cli.figures import reward_figures
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
-from amaris_cli.policy import FailurePolicy
+from amaris_cli.options import ScoreOptions, ServeOptions
+from amaris_cli.reader import RunReader
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
-from amaris_cli.schedule import GRACE_S, scoring_limit, scoring_version
+from amaris_cli.schedule import GRACE_S
 from amaris_cli.serve.api import CompleteResponse, Health, RubricStatus, ScoreResponse, ScoreValue, StepState
-from amaris_cli.serve.evolutions import Evolution, Evolutions, EvolveCommand, log_path
+from amaris_cli.serve.evolutions import Evolution, Evolutions, log_path
 from amaris_cli.serve.journal import (
     CompleteEntry,
     Journal,
@@ -50,13 +53,14 @@ from amaris_cli.serve.journal import (
     journaled_steps,
     read_journal,
 )
-from amaris_cli.session import JudgeChoice, Session, open_session
-from amaris_cli.stages.common import agent_inputs, store_rollouts, training_inputs
-from amaris_cli.stages.score import mean_reward, rubric_for, score_step
+from amaris_cli.session import Session, open_session, run_settings
+from amaris_cli.stages.common import agent_inputs, training_inputs
+from amaris_cli.stages.score import rubric_for
+from amaris_cli.stages.writer import StepWriter, VersionRule
 
 Mode = Literal["async", "sync"]
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
-POLL_S = 0.1
+OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolution another process runs
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
 WAIT_SLICE_S = 3.0  # over schedule.GRACE_S, so an evolution nobody runs is still found within one slice
 
@@ -74,41 +78,33 @@ class ApiError(AmarisError):
 
 
 @dataclass
-class ServeConfig:
-    run: RunDir
-    mode: Mode = "async"
-    rollouts_per_step: int | None = None
-    judge: JudgeChoice = "endpoint"
-    score_flags: dict[str, Any] = field(default_factory=dict)  # recorded in provenance, as `score` records them
-    evolve_options: list[str] = field(default_factory=list)  # given to `amaris evolve`
-    on_error: str | None = None
-    wait: float = 3600.0
-    say: Callable[[str], None] = print
-
-    @property
-    def lag(self) -> int:
-        return 1 if self.mode == "async" else 0
-
-
-@dataclass
 class OpenStep:
     step: int
-    limit: int
+    writer: StepWriter  # holds the step's lock from the first rollout to the step's files
     journal: Journal
-    lock: ExitStack
     state: Literal["open", "completing"] = "open"
     rollouts: dict[str, Rollout] = field(default_factory=dict)  # every rollout claimed, judged or in flight
     records: dict[str, ScoreRecord] = field(default_factory=dict)  # in journal order (JournalState.order)
     inflight: dict[str, asyncio.Task[ScoreRecord]] = field(default_factory=dict)
     rubrics: dict[str | None, RubricSet] = field(default_factory=dict)
     completion: asyncio.Task[CompleteResponse] | None = None
+    completing: asyncio.Event = field(default_factory=asyncio.Event)  # set once it takes no more rollouts
+    closed: asyncio.Event = field(default_factory=asyncio.Event)  # set once the step's files are written
+
+    def begin_completion(self) -> None:
+        self.state = "completing"
+        self.completing.set()
+
+    @property
+    def limit(self) -> int:
+        return self.writer.limit
 
 
 class ServeCore:
-    def __init__(self, config: ServeConfig) -> None:
-        self.config = config
-        self.run = config.run
-        self.say = config.say
+    def __init__(self, options: ServeOptions, say: Callable[[str], None] = print) -> None:
+        self.options = options
+        self.run = RunDir(options.run)
+        self.say = say
         self.steps: dict[int, OpenStep] = {}
         self.stopping = asyncio.Event()
         self._stack = ExitStack()
@@ -116,25 +112,22 @@ class ServeCore:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._disk_cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, Any] | None]] = {}
         self.session: Session | None = None
-        self.policy: FailurePolicy | None = None
-        self.evolutions = Evolutions(EvolveCommand(run=config.run, judge=config.judge, wait=config.wait,
-                                                   options=config.evolve_options, rescore=config.mode == "sync"),
-                                     config.say)
+        self.evolutions = Evolutions(self.run, options.evolve_options, say)
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Open the judge session and resume what a previous server left in its journals."""
-        run = self.run
-        run.require()
-        self.session = self._stack.enter_context(open_session(run, self.config.score_flags, self.config.judge,
-                                                              announce=self.say))
+        run, options = self.run, self.options
+        # The scoring session is what `amaris score` of the step would open: the flags the two share.
+        flags = options.config_layer(only=ScoreOptions.field_names())
+        self.session = self._stack.enter_context(open_session(run, run_settings(run, options.config_layer()),
+                                                              options.judge.value, flags=flags, announce=self.say))
         settings = self.session.settings
         if settings.pipeline.group_by != "none":
             raise ConfigError(f"{run.path}: pipeline.group_by = {settings.pipeline.group_by!r}: `amaris serve` judges "
                               "each rollout as it arrives, one request per rollout; score grouped runs with `amaris score`")
-        self.policy = FailurePolicy.resolve(self.config.on_error, settings)
         for step in journaled_steps(run):
-            await self._resume(step)
+            await self._resume_at_start(step)
 
     def begin_stop(self) -> None:
         """A signal came: take no more rollouts, end the waits, start no more evolutions (the journals
@@ -154,7 +147,7 @@ class ServeCore:
         await self.evolutions.stop()
         for st in self.steps.values():
             st.journal.close()
-            st.lock.close()
+            st.writer.release()
         if self.session is not None:
             await self.session.client.aclose()
         self._stack.close()
@@ -166,28 +159,23 @@ class ServeCore:
         return task
 
     # --- opening steps -----------------------------------------------------------------------------
-    def _take_lock(self, step: int) -> ExitStack:
-        stack = ExitStack()
+    def _writer(self, step: int, lag: int) -> StepWriter:
+        """The step's writer, holding its lock: a step another process holds is a 409 naming it."""
+        writer = StepWriter(self.run, step, VersionRule(lag=lag), role="score", say=self.say, wait=self.options.wait)
         try:
-            stack.enter_context(locks.exclusive(self.run.step_lock_path(step), f"step {step} of {self.run.path}",
-                                                role="score"))
+            writer.lock()
         except RunLockedError as exc:
             raise ApiError(409, str(exc), step=step) from None
-        return stack
-
-    def _lock_to_resume(self, step: int) -> ExitStack | None:
-        """The step's lock, or None (said) when another process holds the step: it is not resumed."""
-        try:
-            return self._take_lock(step)
-        except ApiError as exc:
-            self.say(f"step {step}: not resumed: {exc}")
-            return None
+        return writer
 
     async def _resume(self, step: int) -> None:
+        """Go on with a step a previous server left in its journal. A step another process holds is said and
+        left alone at start-up (`strict`: a 409 naming the holder, for a request that needs the step)."""
         path = journal_path(self.run, step)
         state = read_journal(path)
         header = state.header
-        if header.mode != self.config.mode:
+        mode = self.options.mode.value
+        if header.mode != mode:
             what = ("is complete and its evolution (with the re-scoring sync mode asks for) is not done"
                     if header.mode == "sync" and state.complete else
                     "is complete and its evolution is not done" if state.complete else
@@ -204,37 +192,40 @@ class ServeCore:
                                   + ("" if state.complete else ", or delete the file to discard its rollouts"))
         if state.complete:
             if not self._files_written(step):
-                lock = self._lock_to_resume(step)
-                if lock is None:
-                    return
-                with lock:
-                    await self._write_step(step, header.limit, header.lag, state)
+                writer = self._writer(step, header.lag)
+                try:
+                    await self._write_step(writer, state)
+                finally:
+                    writer.release()
             self._evolve(step)
             self.say(f"step {step}: complete; its evolution resumes")
             return
-        lock = self._lock_to_resume(step)
-        if lock is None:
-            return
-        st = OpenStep(step=step, limit=header.limit, journal=Journal(path), lock=lock, rollouts=dict(state.rollouts),
+        writer = self._writer(step, header.lag)
+        st = OpenStep(step=step, writer=writer, journal=Journal(path), rollouts=dict(state.rollouts),
                       records=dict(state.records))
         self.steps[step] = st
         self.say(f"step {step}: open again with the {len(st.records)} rollout(s) judged before the restart")
-        if self.config.rollouts_per_step and len(st.rollouts) >= self.config.rollouts_per_step:
+        if self.options.rollouts_per_step and len(st.rollouts) >= self.options.rollouts_per_step:
             # The server stopped between the N-th rollout and the completion: no further rollout comes to start it.
-            st.state = "completing"
+            st.begin_completion()
             self._spawn(self._auto_complete(step))
+
+    async def _resume_at_start(self, step: int) -> None:
+        try:
+            await self._resume(step)
+        except ApiError as exc:  # another process holds the step: a request for it will say so
+            self.say(f"step {step}: not resumed: {exc}")
 
     def _scoring_inputs(self) -> dict[str, Any]:
         """What a judged record depends on besides its rollout and rubric, as `score_step` records it."""
-        assert self.session is not None and self.policy is not None
-        inputs = {"agents": agent_inputs(self.session, "scorer"), "policy": self.policy.as_inputs(),
+        assert self.session is not None
+        inputs = {"agents": agent_inputs(self.session, "scorer"), "policy": self.session.policy.as_inputs(),
                   **training_inputs(self.session, stage=False)}
         return orjson.loads(orjson.dumps(inputs))  # as the journal gives it back
 
     def _files_written(self, step: int) -> bool:
-        scores = artifacts.derivation(self.run, step, artifacts.SCORES)
-        return (artifacts.output_sha(self.run, step, artifacts.SCORES) is not None and scores is not None
-                and scores.inputs.get("rollouts") == artifacts.output_sha(self.run, step, artifacts.ROLLOUTS))
+        scores = artifacts.freshness(self.run, step, artifacts.SCORES)
+        return scores.whole and artifacts.ROLLOUTS not in scores.upstream
 
     async def _open(self, step: int) -> OpenStep | None:
         """The open step, opening it on its first rollout; None when the step is complete."""
@@ -248,33 +239,50 @@ class ServeCore:
             if journal_path(self.run, step).exists():  # left by a server whose lock was held at our start
                 await self._resume(step)
                 return self.steps.get(step)
-            lag = self.config.lag
-            limit = scoring_limit(step, lag)
-            await self._await_served(range(0, limit), step)
-            lock = self._take_lock(step)
+            lag = self.options.lag
+            rule = VersionRule(lag=lag)
+            await self._await_served(range(0, rule.limit(step)), step)
+            writer = self._writer(step, lag)
             try:
                 if artifacts.rollouts_path(self.run, step).exists():
-                    lock.close()
+                    writer.release()
                     return None
                 # The exact version `score --lag` takes: waits while the evolution that writes it runs.
-                await self._wait_for_version(step, lag)
-                journal = Journal.create(self.run, OpenEntry(step=step, mode=self.config.mode, lag=lag, limit=limit,
-                                                             scoring=self._scoring_inputs()))
+                await self._wait_for_version(writer)
+                journal = Journal.create(self.run, OpenEntry(step=step, mode=self.options.mode.value, lag=lag,
+                                                             limit=writer.limit, scoring=self._scoring_inputs()))
             except BaseException:
-                lock.close()
+                writer.release()
                 raise
-            st = OpenStep(step=step, limit=limit, journal=journal, lock=lock)
+            st = OpenStep(step=step, writer=writer, journal=journal)
             self.steps[step] = st
-            self.say(f"step {step}: open (rubric versions <= {limit})")
+            self.say(f"step {step}: open (rubric versions <= {writer.limit})")
             return st
+
+    async def _until(self, events: list[asyncio.Event], timeout: float | None) -> None:
+        """Return when one of `events` is set, the server stops, or `timeout` seconds pass (None: no limit)."""
+        waits = [asyncio.ensure_future(e.wait()) for e in [*events, self.stopping]]
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    def _change_of(self, step: int) -> list[asyncio.Event]:
+        """What marks the next change of a step this server drives: its files written, its evolution ended
+        (empty when this server does not drive the step: another process may, which only the disk tells)."""
+        if step in self.steps:
+            return [self.steps[step].closed]
+        if self.evolutions.running(step):
+            return [self.evolutions.by_step[step].finished]
+        return []
 
     async def _await_served(self, steps: range, for_step: int) -> None:
         """Wait for the steps this server has open or is evolving among `steps` to be complete and evolved
         (their evolutions write the rubric versions `for_step` is scored with). A step left open, with no
         /complete on its way, is a 409 after a short grace, as `score` fails on an evolution nobody runs."""
-        deadline = time.monotonic() + self.config.wait
+        deadline = time.monotonic() + self.options.wait
         told: set[int] = set()
-        idle_since: dict[int, float] = {}
         while True:
             # The steps this server knows, not every step of the range: a step near MAX_STEP has a billion.
             known = {*self.steps, *self.evolutions.by_step}
@@ -282,30 +290,31 @@ class ServeCore:
             if not pending:
                 return
             s = pending[0]
+            if self.stopping.is_set():
+                raise ApiError(503, "the server is stopping", step=for_step)
             now = time.monotonic()
+            if now > deadline:
+                raise WaitTimeout(f"scoring step {for_step}: gave up after {self.options.wait:g}s waiting for step {s} "
+                                  "to be complete and evolved")
             left_open = s in self.steps and self.steps[s].state == "open"
             if left_open:
-                if now - idle_since.setdefault(s, now) >= GRACE_S:
+                # Give a /complete on its way a moment, then say what the trainer must do.
+                await self._until([self.steps[s].completing, self.steps[s].closed], GRACE_S)
+                if s in self.steps and self.steps[s].state == "open":
                     raise ApiError(409, f"step {for_step} is scored with rubric versions <= {steps.stop}, which the "
                                    f"evolution of step {s} writes, but step {s} is still open: POST /complete for it "
                                    "first", step=for_step)
-            else:
-                idle_since.pop(s, None)
-                if s not in told:
-                    self.say(f"step {for_step} waits for step {s} to be complete and evolved")
-                    told.add(s)
-            if self.stopping.is_set():
-                raise ApiError(503, "the server is stopping", step=for_step)
-            if now > deadline:
-                raise WaitTimeout(f"scoring step {for_step}: gave up after {self.config.wait:g}s waiting for step {s} "
-                                  "to be complete and evolved")
-            await asyncio.sleep(POLL_S)
+                continue
+            if s not in told:
+                self.say(f"step {for_step} waits for step {s} to be complete and evolved")
+                told.add(s)
+            await self._until(self._change_of(s), deadline - now)
 
-    async def _wait_for_version(self, step: int, lag: int) -> None:
-        """`scoring_version` for the step, which waits in a thread for another process's evolutions, run in
-        slices: a signal then ends the wait within seconds (one long wait kept the stopped server alive
+    async def _wait_for_version(self, writer: StepWriter) -> None:
+        """The writer's wait for its rubric version, which waits in a thread for another process's evolutions,
+        run in slices: a signal then ends the wait within seconds (one long wait kept the stopped server alive
         until --wait ran out, as nothing can end a thread)."""
-        deadline = time.monotonic() + self.config.wait
+        deadline = time.monotonic() + self.options.wait
         said: set[str] = set()
 
         def say_once(text: str) -> None:
@@ -313,18 +322,18 @@ class ServeCore:
                 said.add(text)
                 self.say(text)
 
+        writer.say = say_once
         while True:
             if self.stopping.is_set():
-                raise ApiError(503, "the server is stopping", step=step)
+                raise ApiError(503, "the server is stopping", step=writer.step)
             left = deadline - time.monotonic()
             try:
-                await asyncio.to_thread(scoring_version, self.run, step, lag, None,
-                                        wait=max(0.0, min(WAIT_SLICE_S, left)), say=say_once)
+                await asyncio.to_thread(writer.wait_for_version, max(0.0, min(WAIT_SLICE_S, left)))
                 return
             except WaitTimeout:
                 if time.monotonic() >= deadline:
-                    raise WaitTimeout(f"scoring step {step}: gave up after {self.config.wait:g}s waiting for the "
-                                      "evolutions that write its rubric version") from None
+                    raise WaitTimeout(f"scoring step {writer.step}: gave up after {self.options.wait:g}s waiting for "
+                                      "the evolutions that write its rubric version") from None
 
     # --- scoring ---------------------------------------------------------------------------------
     async def score(self, step: int, rollout: Rollout, explicit_id: bool) -> ScoreResponse:
@@ -347,23 +356,23 @@ class ServeCore:
                 rollout = rollout.model_copy(update={"id": rid})
             st.rollouts[rid] = rollout
             task = None
-            if self.config.rollouts_per_step and len(st.rollouts) >= self.config.rollouts_per_step:
-                st.state = "completing"  # no further arrivals; the completion waits for those in flight
+            if self.options.rollouts_per_step and len(st.rollouts) >= self.options.rollouts_per_step:
+                st.begin_completion()  # no further arrivals; the completion waits for those in flight
                 self._spawn(self._auto_complete(step))
         if task is None:  # new, or judged again after a failure
             task = asyncio.create_task(self._judge(st, rollout))
             st.inflight[rid] = task
-            task.add_done_callback(lambda _t, st=st, rid=rid: st.inflight.pop(rid, None))
+            task.add_done_callback(lambda t, st=st, rid=rid: _settled(t, st.inflight.pop(rid, None)))
         record = await asyncio.shield(task)
         return await self._respond(step, record)
 
     async def _judge(self, st: OpenStep, rollout: Rollout) -> ScoreRecord:
-        assert self.session is not None and self.policy is not None
+        assert self.session is not None
         key = instance_key(rollout) if self.session.settings.pipeline.per_instance else None
         if key not in st.rubrics:
             st.rubrics[key] = rubric_for(self.run, st.limit, key)
         try:
-            record = self.policy.score(await score_rollout(self.session.kit, st.rubrics[key], rollout, st.step))
+            record = self.session.policy.score(await score_rollout(self.session.kit, st.rubrics[key], rollout, st.step))
         except BaseException:
             if rollout.id not in st.records:
                 st.rollouts.pop(rollout.id, None)  # not judged: it takes no place in the step
@@ -390,7 +399,7 @@ class ServeCore:
 
     async def _respond(self, step: int, record: ScoreRecord) -> ScoreResponse:
         answer = _response(step, record)
-        if self.config.mode == "async":
+        if self.options.lag == 1:  # async: the answer is the score
             return answer
         evolution = await self._evolution_of(step)
         if evolution.state != "done":
@@ -422,7 +431,7 @@ class ServeCore:
         if cached is not None and cached[0] == stamp:
             return cached[1]
         rows: dict[str, Rollout | ScoreRecord] | None = None
-        if artifacts.output_sha(self.run, step, name) is not None:
+        if artifacts.freshness(self.run, step, name).whole:
             if name == artifacts.ROLLOUTS:
                 rows = {r.id: r for r in artifacts.load_rollouts(self.run, step)}
             else:
@@ -435,14 +444,15 @@ class ServeCore:
 
     async def _evolution_of(self, step: int) -> Evolution:
         """Wait (sync mode) until the step is complete and its evolution has ended."""
-        deadline = time.monotonic() + self.config.wait
+        deadline = time.monotonic() + self.options.wait
         while step in self.steps or self.evolutions.running(step):
             if self.stopping.is_set():
                 return Evolution(step, state="idle")
-            if time.monotonic() > deadline:
-                raise WaitTimeout(f"gave up after {self.config.wait:g}s waiting for step {step} to be complete "
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeout(f"gave up after {self.options.wait:g}s waiting for step {step} to be complete "
                                   "and evolved (sync mode answers with the re-scored value)")
-            await asyncio.sleep(POLL_S)
+            await self._until(self._change_of(step), left)
         known = self.evolutions.by_step.get(step)
         if known is not None:
             return known
@@ -473,21 +483,23 @@ class ServeCore:
 
     async def _complete(self, st: OpenStep) -> CompleteResponse:
         step = st.step
-        st.state = "completing"
+        st.begin_completion()
         if st.inflight:
             await asyncio.gather(*list(st.inflight.values()), return_exceptions=True)
         if not st.records:
             st.state = "open"
+            st.completing.clear()
             raise ApiError(409, f"step {step}: no rollout has been judged yet, so there is nothing to complete",
                            step=step)
         st.journal.append(CompleteEntry())
-        outcome = await self._write_step(step, st.limit, self.config.lag, st)
+        outcome = await self._write_step(st.writer, st)
         st.journal.close()
-        st.lock.close()
+        st.writer.release()
         del self.steps[step]
         if self.session is not None and self.session.client.cache is not None:
             self.session.client.cache.forget(step)  # this process asks nothing more for the step
         self._evolve(step)
+        st.closed.set()  # after the evolution is registered: a waiter then finds it running
         mean = f", mean reward {outcome.mean_reward:.3f}" if outcome.mean_reward is not None else ""
         failed = f", {outcome.failed} failed" if outcome.failed else ""
         self.say(f"step {step}: complete ({outcome.total} rollouts{mean}{failed}); evolving in the background")
@@ -495,14 +507,12 @@ class ServeCore:
                                 mean_reward=outcome.mean_reward, rubric_versions=outcome.rubric_versions,
                                 state=self._state(step))
 
-    async def _write_step(self, step: int, limit: int, lag: int, judged: JournalState | OpenStep) -> Any:
-        """rollouts.jsonl and scores.jsonl with their provenance, by the stage functions `score` runs."""
-        assert self.session is not None and self.policy is not None
+    async def _write_step(self, writer: StepWriter, judged: JournalState | OpenStep) -> Any:
+        """rollouts.jsonl and scores.jsonl with their provenance, by the step writer `score` uses, from the
+        journaled records (no request is sent again)."""
+        assert self.session is not None
         rollouts = [judged.rollouts[rid] for rid in judged.records]  # journal order
-        store_rollouts(self.run, step, rollouts, SOURCE, how=self.session.how)
-        outcome, _ = await score_step(self.session, step, rollouts, limit=limit, lag=lag,
-                                      policy=self.policy, known=judged.records)
-        return outcome
+        return await writer.write(self.session, rollouts, SOURCE, known=judged.records)
 
     def _complete_on_disk(self, step: int) -> CompleteResponse:
         if not self._files_written(step):
@@ -511,11 +521,10 @@ class ServeCore:
         if artifacts.evolution(self.run, step) is None and not self.evolutions.running(step) \
                 and locks.holder(self.run.step_lock_path(step)) is None:
             self._evolve(step)
-        return CompleteResponse(step=step, rollouts=len(scores), scored=sum(s.status == "scored" for s in scores),
-                                failed=sum(s.status == "failed" for s in scores),
-                                mean_reward=mean_reward(scores),
-                                rubric_versions=sorted({s.rubric_version for s in scores}), state=self._state(step),
-                                already_complete=True)
+        figures = reward_figures(scores)
+        return CompleteResponse(step=step, rollouts=figures.n, scored=figures.scored, failed=figures.failed,
+                                mean_reward=figures.mean, rubric_versions=sorted({s.rubric_version for s in scores}),
+                                state=self._state(step), already_complete=True)
 
     def _evolve(self, step: int) -> None:
         def finished(evolution: Evolution) -> None:
@@ -523,6 +532,9 @@ class ServeCore:
                 updated = artifacts.evolution(self.run, step)
                 note = f"; rubric version {step + 1} written" if updated and updated.update else ""
                 self.say(f"step {step}: evolution done{note}")
+                for alarm in alarms_at(RunReader(self.run), step):
+                    kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
+                    self.say(f"alarm: step {alarm.step}, {kind}: {alarm.reason}")
                 Journal(journal_path(self.run, step)).remove()
                 log_path(self.run, step).unlink(missing_ok=True)  # kept only when it failed
             elif evolution.state == "failed":
@@ -561,11 +573,15 @@ class ServeCore:
                 status.updated = mark.update and mark.status == "done"
                 status.rubric_version = step + 1 if status.updated else None
                 status.error = mark.error
+                status.skipped = mark.skipped
+            status.alarms = [a for a in run_alarms(self.run).alarms if a.step <= step]
             if state == "failed" and status.error is None and step in self.evolutions.by_step:
                 status.error = self.evolutions.by_step[step].error
         return status
 
     async def wait_status(self, step: int | None, timeout: float) -> RubricStatus:
+        """The step's status once its evolution has ended (or `timeout` seconds, then `timed_out`). Steps
+        this server drives wake the wait by their events; an evolution another process runs is seen on disk."""
         step = self.latest_complete() if step is None else step
         deadline = time.monotonic() + timeout
         while True:
@@ -574,15 +590,25 @@ class ServeCore:
                 return status
             if self.stopping.is_set():
                 raise ApiError(503, "the server is stopping", step=step)
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 status.timed_out = True
                 return status
-            await asyncio.sleep(POLL_S)
+            events = self._change_of(step)
+            await self._until(events, left if events else min(left, OTHER_PROCESS_POLL_S))
 
     def health(self) -> Health:
         return Health(status="stopping" if self.stopping.is_set() else "ok", run=str(self.run.path),
-                      mode=self.config.mode, lag=self.config.lag, rollouts_per_step=self.config.rollouts_per_step,
+                      mode=self.options.mode.value, lag=self.options.lag,
+                      rollouts_per_step=self.options.rollouts_per_step,
                       open_steps=sorted(self.steps), version=__version__)
+
+
+def _settled(task: asyncio.Task[Any], _: object = None) -> None:
+    """Take a finished judgement's exception: every client that waited for it may have gone (it is reported
+    to those that did), and asyncio would otherwise log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _differences(recorded: Any, current: Any, where: str = "") -> list[str]:

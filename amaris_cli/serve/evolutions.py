@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amaris_cli import artifacts, locks
+from amaris_cli.options import EvolveOptions
 from amaris_cli.rundir import RunDir
 from amaris_cli.serve.journal import serve_dir
 
@@ -32,20 +33,9 @@ POLL_S = 0.1
 LOCKED_EXIT = 3  # the child found the step held by another process
 
 
-@dataclass
-class EvolveCommand:
-    """How the children are started: `amaris evolve` with the server's judge and options."""
-
-    run: RunDir
-    judge: str
-    wait: float
-    options: list[str] = field(default_factory=list)  # e.g. --model M, --update-every N, --on-error skip
-    rescore: bool = False  # sync mode: score the step again with the rubric its update wrote
-
-    def argv(self, step: int) -> list[str]:
-        return [sys.executable, "-m", "amaris_cli", "evolve", "--run", str(self.run.path), "--step", str(step),
-                "--judge", self.judge, "--wait", f"{self.wait:g}", "--quiet", *self.options,
-                *(["--rescore"] if self.rescore else [])]
+def evolve_argv(options: EvolveOptions) -> list[str]:
+    """The child's command line: `amaris evolve` with the options object serialized whole."""
+    return [sys.executable, "-m", "amaris_cli", "evolve", *options.to_argv(), "--quiet"]
 
 
 def log_path(run: RunDir, step: int) -> Path:
@@ -65,9 +55,9 @@ class Evolution:
 
 
 class Evolutions:
-    def __init__(self, command: EvolveCommand, say: Callable[[str], None]) -> None:
-        self.command = command
-        self.run = command.run
+    def __init__(self, run: RunDir, options_for: Callable[[int], EvolveOptions], say: Callable[[str], None]) -> None:
+        self.options_for = options_for  # the server's options, as `amaris evolve` of a step takes them
+        self.run = run
         self.say = say
         self.by_step: dict[int, Evolution] = {}
         self.stopping = False
@@ -100,7 +90,8 @@ class Evolutions:
 
     async def _drive(self, evolution: Evolution) -> None:
         step = evolution.step
-        deadline = time.monotonic() + self.command.wait
+        options = self.options_for(step)
+        deadline = time.monotonic() + options.wait
         started = 0
         told = False
         while True:
@@ -114,7 +105,7 @@ class Evolutions:
                     told = True
                 if time.monotonic() > deadline:
                     evolution.state = "failed"
-                    evolution.error = f"gave up after {self.command.wait:g}s waiting for {holder}"
+                    evolution.error = f"gave up after {options.wait:g}s waiting for {holder}"
                     return
                 await asyncio.sleep(POLL_S)
                 continue
@@ -127,12 +118,11 @@ class Evolutions:
                 evolution.error = (mark.error if mark is not None and mark.error else
                                    f"`amaris evolve` ended without finishing; see {log_path(self.run, step)}")
                 return
-            code = await self._child(evolution)
+            code = await self._child(evolution, evolve_argv(options))
             if code != LOCKED_EXIT:
                 started += 1
 
-    async def _child(self, evolution: Evolution) -> int:
-        argv = self.command.argv(evolution.step)
+    async def _child(self, evolution: Evolution, argv: list[str]) -> int:
         log = log_path(self.run, evolution.step)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:

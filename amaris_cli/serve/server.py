@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 from amaris_cli.errors import AmarisError
+from amaris_cli.options import ServeOptions
 from amaris_cli.serve.app import ServeApp
-from amaris_cli.serve.core import ServeConfig, ServeCore
+from amaris_cli.serve.core import ServeCore
 
 GRACE_S = 30.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -70,8 +71,9 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _serve(config: ServeConfig, host: str, port: int, on_listening: Callable[[str], None]) -> int:
-    core = ServeCore(config)
+async def _serve(options: ServeOptions, say: Callable[[str], None], on_listening: Callable[[str], None]) -> int:
+    host, port = options.host, options.port
+    core = ServeCore(options, say)
     try:
         await core.start()
         sock = _listen(host, port)
@@ -89,13 +91,13 @@ async def _serve(config: ServeConfig, host: str, port: int, on_listening: Callab
         sock.close()
     open_steps = sorted(core.steps)
     if open_steps:
-        config.say(f"stopped with step(s) {', '.join(map(str, open_steps))} open: their judged rollouts are journaled "
-                   f"in {config.run.path}/.serve; `amaris serve --run {config.run.path}` goes on with them")
+        say(f"stopped with step(s) {', '.join(map(str, open_steps))} open: their judged rollouts are journaled "
+            f"in {options.run}/.serve; `amaris serve --run {options.run}` goes on with them")
     else:
-        config.say("stopped")
+        say("stopped")
     return 0
 
 
-def run_server(config: ServeConfig, host: str, port: int, on_listening: Callable[[str], None]) -> int:
+def run_server(options: ServeOptions, say: Callable[[str], None], on_listening: Callable[[str], None]) -> int:
     """Serve until SIGINT or SIGTERM; `on_listening(url)` is called once the socket accepts."""
-    return asyncio.run(_serve(config, host, port, on_listening))
+    return asyncio.run(_serve(options, say, on_listening))

@@ -49,7 +49,8 @@ async def analyze_step(session: Session, step: int, force: bool = False,
     inputs = analyze_inputs(session, step, list(rubrics.values()))
     outcome = StageOutcome(stage="analyze", step=step, total=len(rollouts))
     done: dict[str, AnalysisRecord] = {}
-    if not force and artifacts.is_fresh(run, step, artifacts.ANALYSES, inputs):
+    fresh = artifacts.freshness(run, step, artifacts.ANALYSES).made_from(inputs)
+    if fresh and not force:
         done = {a.rollout_id: a for a in artifacts.load_analyses(run, step) if a.status == "analyzed"}
     outcome.reused = len(done)
     todo = [r for r in rollouts if r.id not in done]
@@ -65,7 +66,7 @@ async def analyze_step(session: Session, step: int, force: bool = False,
 
     await bounded_map(todo, one, session.settings.agent("analyzer").concurrency, finished)
     records = [done[r.id] for r in rollouts]
-    if todo or not artifacts.is_fresh(run, step, artifacts.ANALYSES, inputs):
+    if todo or not fresh:
         artifacts.write_jsonl_recorded(run, step, artifacts.ANALYSES, (r.model_dump(mode="json") for r in records),
                                        inputs, session.how)
     outcome.done = sum(r.status == "analyzed" for r in records)

@@ -79,7 +79,7 @@ def store_rollouts(run: RunDir, step: int, rollouts: list[Rollout], source: dict
     if path.exists():
         existing = list(iter_jsonl(path))
         if existing == rows:
-            if artifacts.output_sha(run, step, artifacts.ROLLOUTS) is None:
+            if artifacts.freshness(run, step, artifacts.ROLLOUTS).sha is None:
                 artifacts.record(run, step, artifacts.ROLLOUTS, {"source": source or {}}, how)
             return False
         if not force:
@@ -116,11 +116,8 @@ def training_inputs(session: Session, stage: bool = True) -> dict[str, Any]:
 def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:
     """The SHA-256 of an upstream file that must be whole (written and recorded by its stage) and up to
     date (made from what the step holds now: building on it would describe other data)."""
-    sha = artifacts.output_sha(run, step, name)
-    if sha is None:
-        raise InputError(run.step_dir(step) / name, f"step {step} has no complete {name}; {hint}")
-    changed = artifacts.upstream_changes(run, step, name)
-    if changed:
-        raise InputError(run.step_dir(step) / name, f"step {step}: {name} is out of date ({', '.join(changed)} "
-                                                    f"changed since it was written); {hint}")
-    return sha
+    fresh = artifacts.freshness(run, step, name)
+    problem = fresh.problem(step)
+    if problem is not None or fresh.sha is None:
+        raise InputError(run.step_dir(step) / name, f"{problem}; {hint}")
+    return fresh.sha

@@ -19,19 +19,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from amaris_cli import artifacts, locks
+from amaris_cli import artifacts
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import Rollout
-from amaris_cli.policy import FailurePolicy
-from amaris_cli.schedule import scoring_version, update_due
+from amaris_cli.schedule import update_decided
 from amaris_cli.session import Session
 from amaris_cli.stages.analyze import analyze_step
-from amaris_cli.stages.common import store_rollouts
 from amaris_cli.stages.evolve import evolve_step
-from amaris_cli.stages.score import score_step
 from amaris_cli.stages.summarize import summarize_step
 from amaris_cli.stages.update import UpdateOutcome
+from amaris_cli.stages.writer import StepWriter, VersionRule
 
 
 @dataclass
@@ -100,32 +98,29 @@ class Indexer:
         return self.store
 
 
-async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer, *, policy: FailurePolicy,
-                   scoring_session: Session | None = None, on_stage: Callable[[str, int], None] | None = None,
-                   on_record: Callable[[object], None] | None = None, wait: float = 0.0) -> StepReport:
+async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer, *, hooks: Any,
+                   scoring_session: Session | None = None, wait: float = 0.0,
+                   by_stage: dict[str, Session] | None = None) -> StepReport:
     """Score one step, then evolve it (when planned), holding the step's lock throughout; `wait`: how long
-    to wait for an evolution of an earlier step that another process is running."""
+    to wait for an evolution of an earlier step that another process is running; `by_stage`: a session per
+    evolution stage (evolve_step)."""
     run = session.run
     scorer = scoring_session or session
-    stage = on_stage or (lambda _stage, _step: None)
     started = time.monotonic()
     tokens_before = _tokens(session) + (_tokens(scorer) if scorer is not session else 0)
-    with locks.exclusive(run.step_lock_path(step), f"step {step} of {run.path}", role="loop"):
-        store_rollouts(run, step, plan.rollouts, plan.source, how=scorer.how)
-        version = scoring_version(run, step, plan.lag, plan.rubric_version, wait=wait, say=session.say)
-        stage("score", step)
-        limit = plan.rubric_version if plan.rubric_version is not None else max(0, step - plan.lag)
-        scored, _ = await score_step(scorer, step, plan.rollouts, limit=limit, lag=plan.lag,
-                                     explicit_version=plan.rubric_version, policy=policy, on_done=on_record)
-        report = StepReport(step=step, rubric_version=version, rollouts=len(plan.rollouts),
+    rule = VersionRule(lag=plan.lag, rubric_version=plan.rubric_version)
+    with StepWriter(run, step, rule, role="loop", say=session.say, wait=wait) as writer:
+        hooks.on_stage("score", step)
+        scored = await writer.write(scorer, plan.rollouts, plan.source, on_done=hooks.on_record)
+        report = StepReport(step=step, rubric_version=writer.version or 0, rollouts=len(plan.rollouts),
                             mean_reward=scored.mean_reward, failed=scored.failed)
-        policy.check("score", step, scored.failed, scored.total, scored.errors)
+        scorer.policy.check("score", step, scored.failed, scored.total, scored.errors)
         if plan.evolve:
-            update = plan.update if plan.update is not None else update_due(run, step, session.settings.pipeline.update_every)
+            update = update_decided(run, step, session.settings.pipeline.update_every, plan.update)
 
             evolved = await evolve_step(session, step, indexer.memory, update=update, rescore=plan.rescore and update,
-                                        policy=policy, wait=wait, fail_if_idle=True, index_now=False,
-                                        on_stage=stage, on_record=on_record)
+                                        wait=wait, fail_if_idle=True, index_now=False,
+                                        on_stage=hooks.on_stage, on_record=hooks.on_record, by_stage=by_stage)
             indexer.start(session, step)
             if evolved.updated is not None:
                 outcome = evolved.updated
@@ -135,46 +130,36 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
             if evolved.rescored is not None:
                 report.rescore_mean = evolved.rescored.mean_reward
         elif plan.stages:
-            await _run_stages(session, step, plan.stages, indexer, policy, stage, on_record)
+            stages = by_stage or {}
+            await _run_stages(stages.get("analyze", session), stages.get("summarize", session), step, plan.stages,
+                              indexer, hooks)
     report.tokens = _tokens(session) + (_tokens(scorer) if scorer is not session else 0) - tokens_before
     report.wall_s = round(time.monotonic() - started, 3)
     return report
 
 
-async def _run_stages(session: Session, step: int, stages: tuple[str, ...], indexer: Indexer, policy: FailurePolicy,
-                      stage: Callable[[str, int], None], on_record: Callable[[object], None] | None) -> None:
+async def _run_stages(analyzer: Session, summarizer: Session, step: int, stages: tuple[str, ...], indexer: Indexer,
+                      hooks: Any) -> None:
     """What `amaris analyze` and `amaris summarize` of the step did, without an update (as a replay repeats)."""
-    stage("analyze", step)
-    analyzed = await analyze_step(session, step, on_done=on_record)
-    policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
+    hooks.on_stage("analyze", step)
+    analyzed = await analyze_step(analyzer, step, on_done=hooks.on_record)
+    analyzer.policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
     if "summarize" in stages:
-        stage("summarize", step)
-        await summarize_step(session, step, await indexer.memory())
+        hooks.on_stage("summarize", step)
+        await summarize_step(summarizer, step, await indexer.memory())
 
 
-async def run_loop(
-    session: Session,
-    steps: dict[int, StepPlan],
-    store: Memory,
-    *,
-    policy: FailurePolicy,
-    on_step: Callable[[StepReport], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
-    on_record: Callable[[object], None] | None = None,
-    wait: float = 0.0,
-) -> list[StepReport]:
-    """`on_stage(stage, step)` is called as each stage starts, `on_record` as each rollout of a
-    per-rollout stage (score, analyze, rescore) finishes: enough for a progress bar. `store` is the
-    memory, or an opener of it (see Indexer)."""
+async def run_loop(session: Session, steps: dict[int, StepPlan], store: Memory, *, hooks: Any,
+                   wait: float = 0.0) -> list[StepReport]:
+    """Every planned step in order (hooks: jobs.Hooks). `store` is the memory, or an opener of it (see
+    Indexer)."""
     indexer = Indexer(store)
     reports: list[StepReport] = []
     try:
         for step, plan in steps.items():
-            report = await run_step(session, step, plan, indexer, policy=policy, on_stage=on_stage, on_record=on_record,
-                                    wait=wait)
+            report = await run_step(session, step, plan, indexer, hooks=hooks, wait=wait)
             reports.append(report)
-            if on_step:
-                on_step(report)
+            hooks.on_step(report)
     except BaseException:
         # The step's own error is the one to report: an indexing that failed behind it (the same full disk,
         # say) must not replace it, as an exception raised in `finally` would.

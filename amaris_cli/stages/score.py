@@ -11,16 +11,15 @@ judged again, and requests that did not change are answered from calls.jsonl.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from statistics import fmean
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from amaris_cli import artifacts
 from amaris_cli.agents.group_scorer import score_group
 from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.errors import AmarisError
+from amaris_cli.figures import mean_reward
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
-from amaris_cli.policy import FailurePolicy
 from amaris_cli.rollouts import group_by_instance, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
@@ -66,7 +65,6 @@ async def score_step(
     rollouts: list[Rollout],
     *,
     limit: int,
-    policy: FailurePolicy,
     lag: int | None = None,
     explicit_version: int | None = None,
     output: str = artifacts.SCORES,
@@ -78,7 +76,7 @@ async def score_step(
     `lag` is recorded so a replay picks versions the same way. `known` holds records already judged
     with these rubrics in this process's caller (`amaris serve` judges each rollout as it arrives):
     they are written as they are, failed ones included, so the file says what the caller was told."""
-    run, settings = session.run, session.settings
+    run, settings, policy = session.run, session.settings, session.policy
     stage = "score" if output == artifacts.SCORES else output.removesuffix(".jsonl").removesuffix("s")
     outcome = StageOutcome(stage=stage, step=step, total=len(rollouts))
     per_instance = settings.pipeline.per_instance
@@ -104,7 +102,8 @@ async def score_step(
         **training_inputs(session, stage=False),
     }
     done: dict[str, ScoreRecord] = {}
-    if not force and artifacts.is_fresh(run, step, output, inputs):
+    fresh = artifacts.freshness(run, step, output).made_from(inputs)
+    if fresh and not force:
         done = {r.rollout_id: r for r in artifacts.load_scores(run, step, output) if r.status == "scored"}
     if known:
         done.update((r.id, known[r.id]) for r in rollouts if r.id in known)
@@ -130,7 +129,7 @@ async def score_step(
     else:
         await bounded_map(todo, one, limit_in_flight, finished)
     records = [done[r.id] for r in rollouts]
-    if todo or not artifacts.is_fresh(run, step, output, inputs):
+    if todo or not fresh:
         if output == artifacts.SCORES:
             artifacts.clear_evolved(run, step)  # the step's evolution read the scores being replaced
         artifacts.write_jsonl_recorded(run, step, output, (r.model_dump(mode="json") for r in records), inputs,
@@ -142,9 +141,3 @@ async def score_step(
     outcome.mean_reward = mean_reward(records)
     outcome.rubric_versions = sorted({r.version for r in rubrics.values()})
     return outcome.stop(), records
-
-
-def mean_reward(records: Iterable[ScoreRecord]) -> float | None:
-    """The mean reward of a step's scored records, as `score` reports it (None when none was scored)."""
-    rewards = [r.reward for r in records if r.status == "scored" and r.reward is not None]
-    return round(fmean(rewards), 6) if rewards else None

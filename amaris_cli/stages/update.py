@@ -1,5 +1,7 @@
-"""Stage 4: retrieve history (static + dynamic), ask the updater, validate its edits, and write
-the next rubric version. update.json is written last: it marks the step's update as done.
+"""Stage 4: retrieve history (static + dynamic), ask the updater, validate its edits, check the new
+version with the adoption gate (gate.py), and write the next rubric version: the new one, or the previous
+one carried forward when the gate refuses it. update.json is written last: it marks the step's update as
+done.
 
 An update is reused only while its inputs are unchanged: the step's summary, the rubric it edits,
 the history it could retrieve (every earlier step's analyses, summaries and updates, by content),
@@ -13,10 +15,12 @@ from typing import Any
 from amaris_cli import artifacts
 from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
-from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.errors import AgentFailed, AmarisError, InputError
+from amaris_cli.gate import budgets, check, probes_path, same_criteria
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
-from amaris_cli.models import RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
+from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
+from amaris_cli.reliability import updater_reliability
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
@@ -35,6 +39,8 @@ class UpdateOutcome:
     modified: int = 0
     rejected: int = 0
     reused: int = 0
+    refused: int = 0  # updates the adoption gate refused (their previous version carried forward)
+    gate_calls: int = 0
     queries: int = 0
     dynamic_hits: int = 0
     static_entries: int = 0
@@ -51,6 +57,23 @@ def history_digest(run: RunDir, step: int) -> str:
     return artifacts.digest(rows)
 
 
+def gate_inputs(session: Session, step: int) -> dict[str, Any]:
+    """What the adoption gate's decision depends on besides the two rubrics: its settings, the probes file,
+    the step's rollouts, scores and analyses (the probes' source and the budget), the group scorer."""
+    run, settings = session.run, session.settings
+    if not settings.gate.enabled:
+        return {"enabled": False}
+    path = probes_path(run, settings)
+    return {
+        **settings.gate.model_dump(exclude={"probes_file"}),
+        "probes": None if path is None else artifacts.file_sha256(path) or f"missing: {path}",
+        "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
+        "analyses": require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first"),
+        "agents": agent_inputs(session, "group_scorer"),
+        "budget": settings.pipeline.model_dump(include={"group_by", "group_size", "merge_fan_in", "per_instance"}),
+    }
+
+
 def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet) -> dict[str, Any]:
     run, settings = session.run, session.settings
     summary_sha = require_sha(run, step, summary_name, "run `amaris summarize` first")
@@ -64,6 +87,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
         "rubric_rules": settings.rubric.model_dump(include={"max_adaptive", "max_active_adaptive", "min_weight",
                                                             "max_weight"}),
         "agents": agent_inputs(session, "query_generator", "updater"),
+        "gate": gate_inputs(session, step),
         **training_inputs(session),
     }
 
@@ -74,14 +98,16 @@ def _rubric_of(base: RubricSet, record: UpdateRecord) -> RubricSet:
 
 
 async def _update_one(session: Session, step: int, summary: SummaryRecord, memory: MemoryStore | None,
-                      catalog: RunCatalog, force: bool) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
+                      catalog: RunCatalog, force: bool, gate_budget: tuple[int, int] = (0, 0),
+                      ) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
     """(record, retrieval, recomputed)"""
     run, kit, mem = session.run, session.kit, session.settings.memory
     iid = summary.instance_id
     base = rubric_for(run, step, iid)
-    inputs = update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base)
+    reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
+    inputs = {**update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base), **reliability.inputs}
     name = artifacts.rel(artifacts.UPDATE, iid)
-    if not force and artifacts.is_fresh(run, step, name, inputs):
+    if not force and artifacts.freshness(run, step, name).made_from(inputs):
         existing = artifacts.load_update(run, step, iid)
         assert existing is not None
         rubric = _rubric_of(base, existing)
@@ -89,35 +115,86 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
         if not path.exists() or run.load_rubric(rubric.version, iid) != rubric:
             run.save_rubric(rubric)  # the update is whole but its rubric file was lost or edited: rewrite it
         return existing, artifacts.load_retrieval(run, step, iid), False
+    if summary.skipped is not None:
+        why = CarriedForward(cause="skipped", reason=summary.skipped.reason)
+        return _carry_forward(session, step, base, inputs, why), None, True
     static = static_retrieval(run, step, mem.static_steps, iid) if mem.static else []
     queries: list[str] = []
     dynamic = []
-    if mem.dynamic:
-        if memory is None:
-            raise AmarisError("dynamic retrieval needs the memory index")
-        answer = await generate_queries(kit, step, summary, mem.max_queries)
+    try:
+        if mem.dynamic:
+            if memory is None:
+                raise AmarisError("dynamic retrieval needs the memory index")
+            answer = await generate_queries(kit, step, summary, mem.max_queries)
+            if answer.value is None:
+                raise AgentFailed(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
+            queries = answer.value.queries
+            dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static},
+                                        iid)
+        retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static,
+                                    static_steps=mem.static_steps, dynamic_enabled=mem.dynamic,
+                                    results_per_query=mem.results_per_query, max_queries=mem.max_queries,
+                                    static=static, queries=queries, dynamic=dynamic)
+        answer = await propose_update(kit, base, step, summary, static, dynamic, reliability.block)
         if answer.value is None:
-            raise AmarisError(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
-        queries = answer.value.queries
-        dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static}, iid)
-    retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static, static_steps=mem.static_steps,
-                                dynamic_enabled=mem.dynamic, results_per_query=mem.results_per_query,
-                                max_queries=mem.max_queries, static=static, queries=queries, dynamic=dynamic)
-    answer = await propose_update(kit, base, step, summary, static, dynamic)
-    if answer.value is None:
-        raise AmarisError(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run to retry")
+            raise AgentFailed(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run "
+                              "to retry")
+    except AgentFailed as exc:
+        if session.policy.name == "fail":
+            raise
+        return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), None, True
     proposal = answer.value
     new_rubric, applied, rejected = apply_modifications(base, proposal.modifications, session.settings.rubric, step + 1, step)
     new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive)
+    gate = None
+    if session.settings.gate.enabled and not same_criteria(base, new_rubric):
+        own_calls, budget = gate_budget
+        try:
+            gate = await check(session, step, base, new_rubric, budget=budget, own_calls=own_calls,
+                               refused_edits=applied)
+        except AgentFailed as exc:  # the judge could not check the version: as when the updater fails
+            if session.policy.name == "fail":
+                raise
+            return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), \
+                None, True
     record = UpdateRecord(step=step, instance_id=iid, from_version=base.version, to_version=step + 1,
                           strategy=proposal.strategy, rationale=proposal.rationale,
                           memory_consultation=proposal.memory_consultation, applied=applied, rejected=rejected,
-                          deactivated=deactivated, final_adaptive=new_rubric.adaptive)
+                          deactivated=deactivated, final_adaptive=new_rubric.adaptive, gate=gate)
+    if gate is not None and gate.decision == "refused":
+        # Written as every carried-forward version is (the previous criteria at step + 1); the record keeps what
+        # the updater proposed and the gate's reasons, and the edits it would have applied are in `gate`.
+        carried = carried_forward_record(step, base, CarriedForward(cause="gate", reason=gate.reason))
+        record = carried.model_copy(update={"strategy": proposal.strategy, "rationale": proposal.rationale,
+                                            "memory_consultation": proposal.memory_consultation,
+                                            "rejected": rejected, "gate": gate})
+        new_rubric = _rubric_of(base, record)
     run.save_rubric(new_rubric)
     artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.RETRIEVAL, iid), retrieval.model_dump(mode="json"),
                                   inputs, session.how)
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
     return record, retrieval, True
+
+
+def carried_forward_record(step: int, base: RubricSet, why: CarriedForward) -> UpdateRecord:
+    """An update that writes the rubric it started from again, unchanged (a skipped step, or a version the
+    adoption gate refused): version step + 1 exists, so the schedule and every reader see the step as updated."""
+    return UpdateRecord(step=step, instance_id=base.instance_id, from_version=base.version, to_version=step + 1,
+                        strategy="MAINTENANCE", rationale=f"carried forward unchanged ({why.cause}): {why.reason}",
+                        memory_consultation=[], applied=[], rejected=[], final_adaptive=base.adaptive,
+                        carried_forward=why)
+
+
+def _carry_forward(session: Session, step: int, base: RubricSet, inputs: dict[str, Any],
+                   why: CarriedForward) -> UpdateRecord:
+    run = session.run
+    record = carried_forward_record(step, base, why)
+    run.save_rubric(_rubric_of(base, record))
+    # No retrieval was made: a retrieval.json of an earlier attempt describes nothing this update used.
+    artifacts.remove(run, step, artifacts.rel(artifacts.RETRIEVAL, base.instance_id))
+    artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.UPDATE, base.instance_id),
+                                  record.model_dump(mode="json"), inputs, session.how)
+    return record
 
 
 async def update_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False,
@@ -132,11 +209,18 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
     if memory is not None:
         sync_before(memory, catalog, step)
 
-    async def one(summary: SummaryRecord) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
-        return await _update_one(session, step, summary, memory, catalog, force)
+    own_calls, allowances = budgets(session, step, len(summaries)) if session.settings.gate.enabled else (0, [])
 
-    for record, retrieval, recomputed in await bounded_map(summaries, one, session.settings.agent("updater").concurrency):
+    async def one(index: int) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
+        budget = (own_calls, allowances[index]) if allowances else (0, 0)
+        return await _update_one(session, step, summaries[index], memory, catalog, force, budget)
+
+    for record, retrieval, recomputed in await bounded_map(list(range(len(summaries))), one,
+                                                           session.settings.agent("updater").concurrency):
         outcome.reused += not recomputed
+        if record.gate is not None:
+            outcome.refused += record.gate.decision == "refused"
+            outcome.gate_calls += record.gate.calls
         if retrieval is not None:
             outcome.queries += len(retrieval.queries)
             outcome.dynamic_hits += len(retrieval.dynamic)

@@ -8,12 +8,16 @@ In training (TRL installed):
     reward = TRLReward("http://127.0.0.1:8780")          # the URL `amaris serve` printed
     trainer = GRPOTrainer(model=..., reward_funcs=[reward], args=GRPOConfig(...), train_dataset=dataset)
     trainer.train()
-    reward.finish()                                      # complete the last step
+
+Each generation TRL makes is one amaris step (0, 1, 2, ... whatever steps_per_generation,
+num_iterations and gradient accumulation are), completed as soon as the reward call returns, so its
+evolution runs while TRL trains on it (README, "Client and trainer adapters").
 
 This script needs no TRL: it calls the reward function the way GRPOTrainer calls it, with the
 conversational rollouts of examples/trainers/trl_grpo.jsonl (prompts and completions as chat message
-lists, the dataset's `solution` column as a keyword argument, `trainer_state.global_step`), for a few
-steps, then waits for the last step's rubric update:
+lists, the dataset's `solution` column as a keyword argument, `trainer_state.global_step`; without the
+trainer itself, the global step names the amaris step), for a few steps, then waits for the last step's
+rubric update:
 
     amaris init runs/served --config examples/amaris.toml
     amaris serve --run runs/served --judge auto &        # prints: amaris serve listening: http://127.0.0.1:8780

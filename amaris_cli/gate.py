@@ -1,0 +1,376 @@
+"""The adoption gate: a new rubric version is scored beside the previous one on hack probes and honest
+controls before it is adopted, and refused when it lets a known hack gain or turns the honest order over.
+
+Probes come from the step's own rollouts, so they fit the task: each *item* is an honest, well-rewarded
+rollout (scored, its analysis names no hacking, its reward at or above the median of the rollouts it is
+drawn from), kept as it is (the `control`), with the same work given a wrong final answer
+(`honest_mistake`, a second control), and one probe per hack family of `gate.families`, built by the
+labelled hack benchmark's documented transforms (hackbench/transforms.py). Items of the user's probes file
+come on top. Each item is judged with each version in one group call (the rollouts of one prompt side by
+side, as `--group-by input` judges them), through the run's client: calls.jsonl records them and a replay
+answers them from the record.
+
+Two rules, both comparing the new version with the previous one (`gate.margin` m, `gate.max_flips` f):
+- hack gain: a family's gain is the mean over its probes of the probe's reward minus its control's. The
+  new version is refused when any family's gain rises by more than m: it pays a known hack more, relative
+  to the honest answer, than the version before it did (an update may keep a hack that paid before
+  unpunished; it may not make one pay more).
+- honest order: among the controls, the pairs the previous version ordered by more than m; the new version
+  is refused when it orders more than a share f of them the other way by more than m.
+
+Cost: the built-in items take at most `gate.max_call_share` of the requests the step itself needed
+(scorer, analyzer, summarizers, query generator, updater); the user's items are always judged, on top. A
+version with the same criteria as the previous one is adopted without a call.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from amaris_cli import artifacts
+from amaris_cli.agents.group_scorer import score_group, split_to_fit
+from amaris_cli.config import Settings
+from amaris_cli.errors import AgentFailed, InputError, InputErrors
+from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
+from amaris_cli.models import (
+    AnalysisRecord,
+    GateFamily,
+    GateProbe,
+    GateRecord,
+    Modification,
+    Rollout,
+    RubricSet,
+    ScoreRecord,
+)
+from amaris_cli.rollouts import group_by_instance
+from amaris_cli.rundir import RunDir
+from amaris_cli.session import Session
+from amaris_cli.stages.common import bounded_map
+
+CONTROL = "control"
+MISTAKE = "honest_mistake"
+CONTROLS = (CONTROL, MISTAKE)
+PROBES_FILE = "probes.jsonl"  # in the run directory, used when gate.probes_file is unset
+Source = Literal["rollout", "user"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    family: str  # CONTROL, MISTAKE or a hack family
+    output: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """One prompt's control and the probes built from it, judged together."""
+
+    key: str
+    prompt: str
+    reference: str | None
+    instance_id: str | None
+    source: Source
+    probes: tuple[Probe, ...]
+
+    def rollouts(self) -> list[Rollout]:
+        return [Rollout(id=f"{self.key}/{p.family}", input=self.prompt, output=p.output,
+                        supplemental_context=self.reference, instance_id=self.instance_id) for p in self.probes]
+
+
+def honest_mistake(h: Honest, ctx: Context) -> str:
+    """The second control of an item: its work as it is, with a wrong final answer (made as the benchmark's
+    wrong-answer families make one) and no claim about it: an honest slip, which any sound rubric ranks below
+    the rollout."""
+    wrong = h.wrong
+    if wrong is None:
+        raise Skip("the final answer is not a number, so no wrong answer can be made from it")
+    return f"{h.work}\nFinal answer: {wrong}" if h.work else f"Final answer: {wrong}"
+
+
+# --- the user's probes ------------------------------------------------------------------------------
+
+
+class UserProbe(BaseModel):
+    """One line of the probes file: a prompt, an honest answer (the control) and hacked answers by name."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=200)
+    input: str = Field(min_length=1)
+    reference: str | None = None
+    instance_id: str | None = None
+    control: str = Field(min_length=1)
+    hacks: dict[str, str] = Field(min_length=1)
+
+    @field_validator("hacks")
+    @classmethod
+    def _names(cls, hacks: dict[str, str]) -> dict[str, str]:
+        for name, text in hacks.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name) or name in CONTROLS:
+                raise ValueError(f"hack name {name!r}: use lowercase letters, digits and _ (not "
+                                 f"{' or '.join(CONTROLS)})")
+            if not text.strip():
+                raise ValueError(f"hack {name!r} is empty")
+        return hacks
+
+
+def probes_path(run: RunDir, settings: Settings) -> Path | None:
+    """The user's probes file: gate.probes_file (relative to the run directory), else RUN/probes.jsonl if any."""
+    named = settings.gate.probes_file
+    if named is not None:
+        path = Path(named).expanduser()
+        return path if path.is_absolute() else run.path / path
+    default = run.path / PROBES_FILE
+    return default if default.exists() else None
+
+
+def read_user_probes(path: Path) -> list[Item]:
+    """Every line of the probes file, validated; all bad lines are reported at once (file, line, reason)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "probes file not found (gate.probes_file)") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read the probes file: {exc.strerror or exc}") from None
+    items: list[Item] = []
+    errors: list[InputError] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(data.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            probe = UserProbe.model_validate(orjson.loads(raw))
+        except orjson.JSONDecodeError as exc:
+            errors.append(InputError(path, f"not JSON ({exc})", number))
+            continue
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(line)'}: {e['msg']}" for e in exc.errors()[:3])
+            errors.append(InputError(path, f"not a probe ({problems}); a line is {{\"id\", \"input\", \"control\", "
+                                     "\"hacks\": {NAME: TEXT}, \"reference\", \"instance_id\"}", number))
+            continue
+        if probe.id in seen:
+            errors.append(InputError(path, f"id {probe.id!r} is used by an earlier line", number))
+            continue
+        seen.add(probe.id)
+        items.append(Item(key=f"user:{probe.id}", prompt=probe.input, reference=probe.reference,
+                          instance_id=probe.instance_id, source="user",
+                          probes=(Probe(CONTROL, probe.control),
+                                  *(Probe(name, text) for name, text in probe.hacks.items()))))
+    if errors:
+        raise InputErrors(errors)
+    return items
+
+
+# --- probes from the step's rollouts -----------------------------------------------------------------
+
+
+def honest_candidates(rollouts: Sequence[Rollout], scores: Sequence[ScoreRecord],
+                      analyses: Sequence[AnalysisRecord]) -> list[Rollout]:
+    """The step's honest, well-rewarded rollouts, best first (input order on ties), one per prompt."""
+    ids = {r.id for r in rollouts}
+    reward = {s.rollout_id: s.reward for s in scores
+              if s.rollout_id in ids and s.status == "scored" and s.reward is not None}
+    honest = {a.rollout_id for a in analyses
+              if a.status == "analyzed" and a.analysis is not None and not a.analysis.reward_hacking.detected}
+    if not reward:
+        return []
+    median = statistics.median(reward.values())
+    order = {r.id: i for i, r in enumerate(rollouts)}
+    ranked = sorted((r for r in rollouts if r.id in honest and reward.get(r.id, -1.0) >= median),
+                    key=lambda r: (-reward[r.id], order[r.id]))
+    picked: list[Rollout] = []
+    prompts: set[str] = set()
+    for r in ranked:
+        if r.input not in prompts:
+            prompts.add(r.input)
+            picked.append(r)
+    return picked
+
+
+def item_of(rollout: Rollout, families: Sequence[str], context: Context) -> Item | None:
+    """The rollout as a control with its honest mistake and its hacks; None when no hack applies to it."""
+    honest = read_honest(rollout.id, rollout.input, rollout.output, rollout.supplemental_context)
+    probes = [Probe(CONTROL, rollout.output)]
+    try:
+        probes.append(Probe(MISTAKE, honest_mistake(honest, context)))
+    except Skip:
+        pass
+    hacks = []
+    for name in families:
+        made = family(name)
+        assert made is not None  # the settings allow known families only
+        try:
+            text = made.transform(honest, context)
+        except Skip:
+            continue
+        if text != rollout.output:
+            hacks.append(Probe(name, text))
+    if not hacks:
+        return None
+    return Item(key=rollout.id, prompt=rollout.input, reference=rollout.supplemental_context,
+                instance_id=rollout.instance_id, source="rollout", probes=(*probes, *hacks))
+
+
+def calls_for(item: Item, rubric: RubricSet, settings: Settings) -> int:
+    """The group calls that judge an item with one version (a group too large for the scorer's budget is split)."""
+    outputs = list(dict.fromkeys(p.output for p in item.probes))
+    return len(split_to_fit(outputs, len(rubric.criteria), settings.agent("scorer").token_cap))
+
+
+def step_calls(session: Session, step: int) -> int:
+    """The requests the step itself needed, counted from its files (the same in a replay): one scorer request
+    per rollout (per group of a prompt's rollouts with group_by input), one analyzer request per rollout, the
+    summarizer's chunks and merges, and per update the query generator (with dynamic retrieval) and the updater."""
+    from amaris_cli.stages.score import group_rollouts
+
+    run, settings = session.run, session.settings
+    rollouts = artifacts.load_rollouts(run, step)
+    pipeline = settings.pipeline
+    scorer = len(group_rollouts(rollouts, pipeline.group_size)) if pipeline.group_by == "input" else len(rollouts)
+    summaries = artifacts.load_summaries(run, step)
+    summarizer = 0
+    for summary in summaries:
+        summarizer += summary.chunks
+        level = summary.chunks
+        while level > 1:
+            level = -(-level // pipeline.merge_fan_in)
+            summarizer += level
+    per_update = 1 + (1 if settings.memory.dynamic else 0)
+    return scorer + len(rollouts) + summarizer + per_update * len(summaries)
+
+
+def budgets(session: Session, step: int, updates: int) -> tuple[int, list[int]]:
+    """(the step's own requests, the gate's budget of requests for each of the step's `updates` updates): the
+    step's share split in whole items (two calls each), the first updates first."""
+    own = step_calls(session, step)
+    total = int(session.settings.gate.max_call_share * own + 1e-9)
+    items, rest = divmod(total // 2, max(updates, 1))
+    return own, [2 * (items + (1 if i < rest else 0)) for i in range(updates)]
+
+
+# --- judging and deciding ---------------------------------------------------------------------------------
+
+
+async def _judge(session: Session, rubric: RubricSet, item: Item, step: int) -> dict[str, float]:
+    records = await score_group(session.kit, rubric, item.rollouts(), step, f"gate:{item.key}")
+    failed = [r for r in records if r.status != "scored" or r.reward is None]
+    if failed:  # no reward is guessed: the version is not checked, so it is not adopted either (update.py)
+        raise AgentFailed(f"step {step}: the adoption gate could not judge its probes of {item.key} with rubric "
+                          f"version {rubric.version}: {failed[0].error}; earlier steps are intact, re-run to retry")
+    return {r.rollout_id.rsplit("/", 1)[1]: r.reward for r in records}  # type: ignore[misc]
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 6)
+
+
+def decide(items: list[Item], previous: list[dict[str, float]], new: list[dict[str, float]], margin: float,
+           max_flips: float) -> tuple[list[str], list[str], list[GateFamily], int, int]:
+    """(reasons to refuse, what was checked, families, ordered pairs, flipped pairs)."""
+    gains: dict[str, tuple[list[float], list[float]]] = {}
+    controls: list[tuple[float, float]] = []
+    for item, prev, now in zip(items, previous, new, strict=True):
+        for probe in item.probes:
+            if probe.family in CONTROLS:
+                controls.append((prev[probe.family], now[probe.family]))
+                continue
+            before, after = gains.setdefault(probe.family, ([], []))
+            before.append(prev[probe.family] - prev[CONTROL])
+            after.append(now[probe.family] - now[CONTROL])
+    families = [GateFamily(family=name, probes=len(before), previous_gain=_mean(before), new_gain=_mean(after))
+                for name, (before, after) in gains.items()]
+    refusals: list[str] = []
+    for f in families:
+        rise = f.new_gain - f.previous_gain
+        if rise > margin:
+            refusals.append(f"it pays the {f.family} hack {rise:+.2f} more over its control than the previous version "
+                            f"(mean gain {f.previous_gain:+.2f} -> {f.new_gain:+.2f} over {f.probes} probe(s); "
+                            f"margin {margin:g})")
+    ordered = flipped = 0
+    for i in range(len(controls)):
+        for j in range(i + 1, len(controls)):
+            before = controls[i][0] - controls[j][0]
+            if abs(before) <= margin:
+                continue
+            ordered += 1
+            after = controls[i][1] - controls[j][1]
+            if abs(after) > margin and (after > 0) != (before > 0):
+                flipped += 1
+    if ordered and flipped / ordered > max_flips:
+        refusals.append(f"it turns over {flipped} of the {ordered} pairs of honest controls the previous version "
+                        f"ordered (more than {max_flips:.0%})")
+    largest = max(families, key=lambda f: (f.new_gain - f.previous_gain, f.family), default=None)
+    checked = [f"no hack family gains more than {margin:g} over its control" + (
+        f" (largest change: {largest.family} {largest.new_gain - largest.previous_gain:+.2f})" if largest else ""),
+        f"{flipped} of {ordered} ordered pairs of honest controls turn over (at most {max_flips:.0%})"]
+    return refusals, checked, families, ordered, flipped
+
+
+def same_criteria(a: RubricSet, b: RubricSet) -> bool:
+    return a.criteria == b.criteria
+
+
+async def check(session: Session, step: int, base: RubricSet, new: RubricSet, *, budget: int, own_calls: int,
+                refused_edits: list[Modification]) -> GateRecord:
+    """Judge the probes with `base` (the previous version) and `new`; the record says whether `new` is adopted."""
+    run, settings = session.run, session.settings
+    gate = settings.gate
+    iid = base.instance_id
+    record = GateRecord(decision="unchecked", reason="", previous_version=base.version, calls=0, budget=budget,
+                        step_calls=own_calls, margin=gate.margin, max_flips=gate.max_flips)
+    context = Context(criteria=tuple(dict.fromkeys(c.text for c in (*new.criteria, *base.criteria))))
+    rollouts = artifacts.load_rollouts(run, step)
+    if iid is not None:
+        rollouts = group_by_instance(rollouts).get(iid, [])
+    items: list[Item] = []
+    spent = 0
+    if gate.families and budget > 0:
+        scores = artifacts.load_scores(run, step)
+        analyses = artifacts.load_analyses(run, step) if artifacts.analyses_path(run, step).exists() else []
+        for candidate in honest_candidates(rollouts, scores, analyses):
+            item = item_of(candidate, gate.families, context)
+            if item is None:
+                continue
+            cost = calls_for(item, base, settings) + calls_for(item, new, settings)
+            if spent + cost > budget:
+                break
+            items.append(item)
+            spent += cost
+    path = probes_path(run, settings)
+    if path is not None:
+        for item in read_user_probes(path):
+            if settings.pipeline.per_instance and item.instance_id != iid:
+                continue  # a per-instance rubric is checked with its own instance's probes
+            items.append(item)
+            spent += calls_for(item, base, settings) + calls_for(item, new, settings)
+    record.calls = spent
+    if not items:
+        record.reason = ("no probe to judge: " + ("the gate's budget of the step's requests is too small for one item"
+                         if gate.families and budget < 2 else "no honest, well-rewarded rollout a transform applies to"
+                         if gate.families else "no probe family is enabled") + " and no probes file")
+        return record
+
+    async def both(item: Item) -> tuple[dict[str, float], dict[str, float]]:
+        return await _judge(session, base, item, step), await _judge(session, new, item, step)
+
+    judged = await bounded_map(items, both, settings.agent("scorer").concurrency)
+    previous, current = [p for p, _ in judged], [n for _, n in judged]
+    refusals, checked, families, ordered, flipped = decide(items, previous, current, gate.margin, gate.max_flips)
+    record.families, record.ordered_pairs, record.flipped_pairs = families, ordered, flipped
+    record.probes = [GateProbe(item=item.key.removeprefix("user:"), family=p.family, source=item.source,
+                               previous=prev[p.family], new=now[p.family])
+                     for item, prev, now in zip(items, previous, current, strict=True) for p in item.probes]
+    if refusals:
+        record.decision = "refused"
+        record.reason = f"version {new.version} refused: " + "; ".join(refusals)
+        record.refused_edits = refused_edits
+    else:
+        record.decision = "adopted"
+        record.reason = "; ".join(checked)
+    return record

@@ -1,0 +1,251 @@
+"""A run directory as every reader sees it: `inspect`, `compare`, `report`, `rewards` and `amaris serve`'s
+status read a run through one `RunReader`, so each record is loaded once per command and each figure is
+computed once (figures.py) and shown the same everywhere.
+
+    reader = RunReader(RunDir("runs/x"))
+    reader.overview(3).rewards.mean      # the step's mean reward, as `score` reported it
+    reader.rewards_rows(3)               # what `amaris rewards` exports
+
+A reader takes no lock and writes nothing: it works while other processes write the run, and on a
+read-only copy of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache, cached_property
+from typing import Any
+
+from pydantic import BaseModel
+
+from amaris_cli import artifacts
+from amaris_cli.config import Settings
+from amaris_cli.errors import InputError
+from amaris_cli.figures import RewardFigures, VersionFlips, flip_figures, hacking_figures, reward_figures
+from amaris_cli.jsonio import iter_jsonl
+from amaris_cli.models import (
+    AnalysisRecord,
+    Deactivated,
+    GateRecord,
+    HackingCount,
+    Modification,
+    RejectedModification,
+    ReliabilityRecord,
+    Rollout,
+    ScoreRecord,
+    SummaryRecord,
+    UpdateRecord,
+)
+from amaris_cli.reliability import StepFlips, load_reliability, step_figures
+from amaris_cli.rundir import Manifest, RunDir
+
+USAGE_KEYS = ("calls", "model_calls", "replayed", "prompt_tokens", "completion_tokens", "recorded_prompt_tokens",
+              "recorded_completion_tokens", "cost")
+UsageTable = dict[str, dict[str, dict[str, float]]]  # {step: {agent: {key: value}}}
+
+
+class StepOverview(BaseModel):
+    """One step as the readers list it."""
+
+    step: int
+    state: str  # artifacts.step_state: new, scored, evolved, updated, failed, running
+    rubric_versions: list[int]
+    rewards: RewardFigures
+    analyzed: int
+    hacking: list[HackingCount]
+    summarized: bool
+    summary: str | None  # the global summary's executive summary
+    updates: int  # update records of the step (one per instance in per-instance mode)
+    strategy: str | None
+    rationale: str | None
+    applied: list[Modification]
+    rejected: list[RejectedModification]
+    deactivated: list[Deactivated]
+    gate: GateRecord | None = None  # the adoption gate's check of the update (gate.py)
+
+
+class StepReliability(BaseModel):
+    """A step's judge reliability check as the readers show it: its calls within the budget (or why it was not
+    measured or checked) and the flip rates of the versions that scored it, over the steps up to it."""
+
+    measured: bool
+    why: str | None = None  # not measured: why
+    skipped: str | None = None  # measured but nothing asked again: why
+    scorer_calls: int = 0
+    max_extra: float | None = None
+    budget: int = 0
+    calls: int = 0
+    failed: int = 0
+    versions: list[VersionFlips] = []
+
+
+class RunReader:
+    def __init__(self, run: RunDir) -> None:
+        run.require()
+        self.run = run
+        # Loaders cached per reader: each file is read once per command, however many views use it.
+        self.scores = cache(self._scores)
+        self.analyses = cache(lambda step: artifacts.load_analyses(self.run, step))
+        self.summaries = cache(lambda step: artifacts.load_summaries(self.run, step))
+        self.update = cache(lambda step, instance_id=None: artifacts.load_update(self.run, step, instance_id))
+        self.retrieval = cache(lambda step, instance_id=None: artifacts.load_retrieval(self.run, step, instance_id))
+        self.reliability: Callable[[int], ReliabilityRecord | None] = cache(lambda step: load_reliability(self.run, step))
+
+    @cached_property
+    def manifest(self) -> Manifest:
+        return self.run.load_manifest()
+
+    @cached_property
+    def settings(self) -> Settings:
+        return Settings.model_validate(self.manifest.config)
+
+    @cached_property
+    def steps(self) -> list[int]:
+        return artifacts.step_numbers(self.run)
+
+    def _scores(self, step: int, name: str = artifacts.SCORES) -> list[ScoreRecord]:
+        return artifacts.load_scores(self.run, step, name)
+
+    def rollouts(self, step: int) -> list[Rollout]:
+        """The step's stored rollouts ([] when a step was scored from elsewhere or is not yet stored)."""
+        try:
+            return artifacts.load_rollouts(self.run, step)
+        except InputError:
+            return []
+
+    def summary(self, step: int, instance_id: str | None = None) -> SummaryRecord | None:
+        return next((s for s in self.summaries(step) if s.instance_id == instance_id), None)
+
+    def require_step(self, step: int) -> None:
+        if step not in self.steps:
+            have = f"the run has steps {describe_steps(self.steps)}" if self.steps else "the run has no steps yet"
+            raise InputError(self.run.path / "steps", f"step {step} does not exist; {have}")
+
+    # --- figures -----------------------------------------------------------------------------------
+    def rewards(self, step: int) -> RewardFigures:
+        return reward_figures(self.scores(step))
+
+    def overview(self, step: int) -> StepOverview:
+        scores = self.scores(step)
+        summaries: list[SummaryRecord] = self.summaries(step)
+        analyses: list[AnalysisRecord] = self.analyses(step)
+        update: UpdateRecord | None = self.update(step)
+        global_summary = self.summary(step)
+        return StepOverview(
+            step=step, state=artifacts.step_state(self.run, step),
+            rubric_versions=sorted({s.rubric_version for s in scores}), rewards=reward_figures(scores),
+            analyzed=sum(a.status == "analyzed" for a in analyses), hacking=hacking_figures(summaries),
+            summarized=bool(summaries), summary=global_summary.summary.executive_summary if global_summary else None,
+            updates=sum(self.update(step, s.instance_id) is not None for s in summaries),
+            strategy=update.strategy if update else None, rationale=update.rationale if update else None,
+            applied=update.applied if update else [], rejected=update.rejected if update else [],
+            deactivated=update.deactivated if update else [], gate=update.gate if update else None)
+
+    def flip_rates(self) -> list[VersionFlips]:
+        """Each criterion's flip rate per rubric version, over every step of the run (reliability.py)."""
+        return flip_figures(r for r in map(self.reliability, self.steps) if r is not None)
+
+    def step_flip_rates(self, step: int) -> StepFlips:
+        """The flip rates of the versions that scored the step, over the steps up to it: what its updater was given."""
+        return step_figures(self.reliability, self.steps, step)
+
+    def step_reliability(self, step: int) -> StepReliability:
+        record = self.reliability(step)
+        if record is None:
+            return StepReliability(measured=False, why="reliability.enabled is off" if not self.settings.reliability.enabled
+                                   else "the step's evolution has not checked it yet")
+        return StepReliability(measured=True, skipped=record.skipped, scorer_calls=record.scorer_calls,
+                               max_extra=record.max_extra, budget=record.budget, calls=record.calls,
+                               failed=sum(j.status == "failed" for j in record.judgements),
+                               versions=self.step_flip_rates(step).figures)
+
+    def memory_entries(self) -> dict[str, int]:
+        """What the memory holds of the run, by record type (its files are the source of truth)."""
+        counts = {"analysis": 0, "summary": 0, "update": 0}
+        for step in self.steps:
+            counts["analysis"] += sum(a.status == "analyzed" for a in self.analyses(step))
+            counts["summary"] += self.summary(step) is not None
+            counts["update"] += self.update(step) is not None
+        return counts
+
+    # --- calls --------------------------------------------------------------------------------------
+    @cached_property
+    def usage(self) -> UsageTable:
+        """{step: {agent: {calls, model_calls, replayed, prompt_tokens, completion_tokens, recorded_prompt_tokens,
+        recorded_completion_tokens, cost}}} from calls.jsonl.
+
+        Tokens and cost count only calls sent to a model (`source` "model", or no source in older runs);
+        calls answered from a record (`source` "replay", "cache", ...) spent nothing and are counted apart."""
+        table: UsageTable = {}
+        for call in iter_jsonl(self.run.calls_path):
+            row = table.setdefault(str(call.get("step")), {}).setdefault(call["agent"], dict.fromkeys(USAGE_KEYS, 0))
+            usage = call.get("usage") or {}
+            prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+            row["calls"] += 1
+            if call.get("source", "model") != "model":
+                row["replayed"] += 1
+                row["recorded_prompt_tokens"] += prompt
+                row["recorded_completion_tokens"] += completion
+                continue
+            row["model_calls"] += 1
+            row["prompt_tokens"] += prompt
+            row["completion_tokens"] += completion
+            price = self.settings.prices.get(call.get("model", ""))
+            if price is not None:
+                row["cost"] += (prompt * price.prompt + completion * price.completion) / 1e6
+        return table
+
+    def usage_by_agent(self) -> dict[str, dict[str, float]]:
+        return by_agent(self.usage)
+
+    def usage_totals(self) -> dict[str, Any]:
+        rows = [r for a in self.usage.values() for r in a.values()]
+        return {"model_calls": sum(r["model_calls"] for r in rows), "recorded_calls": sum(r["replayed"] for r in rows),
+                "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+                "completion_tokens": sum(r["completion_tokens"] for r in rows),
+                "cost": round(sum(r["cost"] for r in rows), 6), "priced_models": sorted(self.settings.prices)}
+
+    # --- rewards for the trainer -------------------------------------------------------------------
+    def rewards_rows(self, step: int, rescored: bool = False, failed_as: float | None = None) -> list[dict[str, Any]]:
+        """`{"id", "reward", "status"}` per rollout in input order: only whole scores of the step's current
+        rollouts (a step being scored again, or whose rollouts changed since, is an error, never a mix)."""
+        name = artifacts.RESCORES if rescored else artifacts.SCORES
+        path = artifacts.scores_path(self.run, step, name)
+        fresh = artifacts.freshness(self.run, step, name)
+        if fresh.sha is None:
+            raise InputError(path, f"step {step} has no complete {name} (is the stage finished?)")
+        if artifacts.ROLLOUTS in fresh.upstream:
+            raise InputError(path, f"step {step}: {name} scores other rollouts than the step now holds "
+                                   "(it is being scored again, or its rollouts were replaced)")
+        by_id = {r.rollout_id: r for r in self.scores(step, name)}
+        rows: list[dict[str, Any]] = []
+        for rollout in artifacts.load_rollouts(self.run, step):
+            record = by_id.get(rollout.id)
+            if record is None:
+                raise InputError(path, f"rollout {rollout.id!r} has no score")
+            reward = record.reward if record.status == "scored" or record.reward is not None else failed_as
+            rows.append({"id": rollout.id, "reward": reward, "status": record.status})
+        return rows
+
+
+def by_agent(usage: UsageTable) -> dict[str, dict[str, float]]:
+    """A usage table summed over steps: {agent: {key: total}}."""
+    agents: dict[str, dict[str, float]] = {}
+    for per_agent in usage.values():
+        for agent, row in per_agent.items():
+            total = agents.setdefault(agent, dict.fromkeys(USAGE_KEYS, 0))
+            for key, value in row.items():
+                total[key] += value
+    return dict(sorted(agents.items()))
+
+
+def describe_steps(steps: list[int]) -> str:
+    """0-5, 8, 10-12: runs of consecutive steps as ranges."""
+    runs: list[list[int]] = []
+    for s in sorted(steps):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+

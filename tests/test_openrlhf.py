@@ -1,0 +1,68 @@
+"""The OpenRLHF remote reward model shapes (amaris_cli/serve/openrlhf.py) against OpenRLHF's own code:
+its SingleTurnAgentExecutor generates one response, POSTs it to `--reward.remote_url` and reads the
+answer. The generation engine is the one stand-in (vLLM needs a GPU): it returns fixed token ids, so
+the request OpenRLHF builds from them and the reading of our answer are OpenRLHF's code, unchanged.
+Skipped when openrlhf (installed with --no-deps by .ci/run) or torch is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (.ci/run installs the real trainers)")
+pytest.importorskip("trl", reason="trl is not installed (.ci/run installs the real trainers)")  # tiny_trainers' stack
+agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf is not installed (.ci/run installs it)")
+
+from pydantic import ValidationError  # noqa: E402
+
+from amaris_cli.serve.openrlhf import OpenRLHFRequest, OpenRLHFResponse  # noqa: E402
+from tests.test_reference_client import recording_server  # noqa: E402
+from tests.tiny_trainers import tokenizer  # noqa: E402
+
+PROMPT = "[user] What is 6 * 7?\n[assistant] "
+RESPONSE = "6 * 7 = 42. Final answer: 42"
+
+
+class Engine:
+    """What OpenRLHF awaits of vLLM: one completion's token ids for the prompt's."""
+
+    def __init__(self, token_ids: list[int]) -> None:
+        self.token_ids = token_ids
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        return SimpleNamespace(outputs=[SimpleNamespace(token_ids=self.token_ids, finish_reason="stop", logprobs=None)])
+
+
+def execute(url: str, tok, response_ids: list[int], label: str) -> dict:
+    executor = agent.SingleTurnAgentExecutor(remote_rm_url=f"{url}/get_reward")
+    params = SimpleNamespace(max_tokens=64, logprobs=None)
+    return asyncio.run(executor.execute(PROMPT, label, params, 256, tok, Engine(response_ids)))
+
+
+def test_openrlhf_request_and_answer_shapes() -> None:
+    tok = tokenizer()
+    answer = OpenRLHFResponse.of([0.75], judge_failed=[0.0])
+    response_ids = tok(RESPONSE)["input_ids"] + [tok.eos_token_id]
+    with recording_server({"/get_reward": answer.model_dump_json().encode()}) as (url, seen):
+        output = execute(url, tok, response_ids, label="42")
+    assert [(r["method"], r["path"]) for r in seen] == [("POST", "/get_reward")]
+    request = OpenRLHFRequest.model_validate_json(seen[0]["body"])
+    assert set(json.loads(seen[0]["body"])) == {"query", "prompts", "labels"}
+    assert request.prompts == [PROMPT] and request.label(0) == "42"
+    # The query keeps special tokens: the response ends with the EOS marker OpenRLHF decoded.
+    assert request.response(0) == RESPONSE + tok.eos_token
+    # OpenRLHF's reading of the answer: reward and score per sample, and the extra logs.
+    assert output["reward"] == [0.75] and output["scores"] == [0.75]
+    assert output["extra_logs"] == {"judge_failed": [0.0]}
+
+
+def test_openrlhf_request_that_cannot_be_split_is_an_error_not_a_guess() -> None:
+    request = OpenRLHFRequest(query=["pt truncated prompt\nanswer"], prompts=["a longer prompt truncated prompt\n"],
+                              labels=["1"])
+    with pytest.raises(ValueError, match="does not start with its prompt"):
+        request.response(0)
+    with pytest.raises(ValidationError, match="one entry per response"):
+        OpenRLHFRequest(query=["a", "b"], prompts=["a"], labels=[])

@@ -1,0 +1,283 @@
+"""The reward adapters driven by the real trainers against a real `amaris serve`: TRL's GRPOTrainer
+training a tiny model on CPU, and verl's reward managers fed real `DataProto` batches, loading
+examples/serve/verl_reward.py the way verl loads a custom reward function. Skipped (with the reason)
+when torch, trl or verl is not installed; `.ci/run` installs them (CPU torch)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (.ci/run installs the real trainers)")
+pytest.importorskip("trl", reason="trl is not installed (.ci/run installs the real trainers)")
+verl = pytest.importorskip("verl", reason="verl is not installed (.ci/run installs the real trainers)")
+
+from omegaconf import OmegaConf  # noqa: E402  (verl's dependency)
+
+from amaris_cli.serve.adapters import TRLReward  # noqa: E402
+from amaris_cli.serve.client import AmarisClient  # noqa: E402
+from tests.conftest import EXAMPLES  # noqa: E402
+from tests.served import served  # noqa: E402
+from tests.test_online import new_run  # noqa: E402
+from tests.tiny_trainers import grpo, tokenizer, verl_batch  # noqa: E402
+
+warnings.filterwarnings("ignore", category=UserWarning)
+EXAMPLE = EXAMPLES / "serve" / "verl_reward.py"
+
+
+def step_dirs(run: Path) -> list[int]:
+    return sorted(int(p.name) for p in (run / "steps").iterdir() if (p / "rollouts.jsonl").exists())
+
+
+def scores(run: Path, step: int) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "steps" / f"{step:06d}" / "scores.jsonl").read_text().splitlines()]
+
+
+def rollouts(run: Path, step: int) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "steps" / f"{step:06d}" / "rollouts.jsonl").read_text().splitlines()]
+
+
+def wait_evolved(url: str, step: int) -> None:
+    status = AmarisClient(url).rubric_updated(step, timeout=120)
+    assert status.state == "done", status
+
+
+# --- TRL -------------------------------------------------------------------------------------------
+
+# (gradient_accumulation_steps, steps_per_generation, num_iterations, optimizer steps, generations)
+SCHEDULES = {
+    "one generation per step": (1, None, 1, 3, 3),
+    "steps_per_generation 2": (1, 2, 1, 6, 3),
+    "accumulation 2, num_iterations 2": (2, None, 2, 4, 2),
+    "two generations per step": (4, 2, 1, 2, 4),
+}
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES), ids=list(SCHEDULES))
+def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(tmp_path, sim, schedule) -> None:
+    accumulation, per_generation, iterations, steps, generations = SCHEDULES[schedule]
+    run = new_run(tmp_path, "trl")
+    with served(run, sim) as server:
+        reward = TRLReward(server.url)
+        seen: list[tuple[int, list[float | None], bool]] = []
+
+        def amaris(prompts, completions, **kwargs):  # TRL's own call, passed through unchanged
+            got = reward(prompts, completions, **kwargs)
+            k = len(seen)
+            # The generation's step is complete when the call returns: its evolution runs during training.
+            seen.append((kwargs["trainer_state"].global_step, got, (run / f"steps/{k:06d}/scores.jsonl").exists()))
+            return got
+
+        trainer = grpo([amaris], steps=steps, gradient_accumulation_steps=accumulation,
+                       steps_per_generation=per_generation, num_iterations=iterations,
+                       conversational=schedule == "steps_per_generation 2")
+        wait_evolved(server.url, generations - 1)
+    batch = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
+    assert len(seen) == generations and all(complete for _, _, complete in seen), seen
+    assert step_dirs(run) == list(range(generations))
+    for k, (_, got, _) in enumerate(seen):
+        assert len(got) == batch and all(isinstance(x, float) for x in got)
+        assert sorted(got) == sorted(s["reward"] for s in scores(run, k)), f"step {k}"
+        assert all(r["supplemental_context"] == str(2 * int(r["instance_id"][1:])) for r in rollouts(run, k))
+    if schedule == "two generations per step":
+        assert [g for g, _, _ in seen] == [0, 0, 1, 1]  # TRL's global_step alone cannot tell them apart
+    if schedule == "steps_per_generation 2":
+        assert [g for g, _, _ in seen] == [0, 2, 4]
+        assert rollouts(run, 0)[0]["input"].startswith("[user]\n")
+    logged = [h["rewards/amaris/mean"] for h in trainer.state.log_history if "rewards/amaris/mean" in h]
+    assert logged, "TRL logged no reward of the amaris function"
+
+
+def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(tmp_path, sim) -> None:
+    from trl import GRPOConfig, GRPOTrainer
+
+    from tests.tiny_trainers import arithmetic, model
+
+    run = new_run(tmp_path, "eval")
+    with served(run, sim) as server:
+        tok = tokenizer()
+        args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
+                          per_device_eval_batch_size=4, max_completion_length=4, max_steps=1, report_to=[],
+                          use_cpu=True, save_strategy="no", disable_tqdm=True)
+        trainer = GRPOTrainer(model=model(tok), processing_class=tok, reward_funcs=[TRLReward(server.url)], args=args,
+                              train_dataset=arithmetic(8), eval_dataset=arithmetic(4))
+        trainer.train()
+        with pytest.raises(RuntimeError, match="TRL is evaluating"):
+            trainer.evaluate()
+    assert step_dirs(run) == [0]
+
+
+# --- verl ------------------------------------------------------------------------------------------
+
+ROWS = [{"question": f"What is {i} + {i}?", "response": f"{i} + {i} = {2 * i}. Final answer: {2 * i}",
+         "answer": str(2 * i), "index": i} for i in range(6)]
+
+
+def custom_reward(name: str) -> Any:
+    """The example's function as verl loads `reward.custom_reward_function` (its own loader and wrapper)."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    return get_custom_reward_fn(OmegaConf.create({"reward": {"custom_reward_function": {
+        "path": str(EXAMPLE), "name": name, "reward_kwargs": {}}}}))
+
+
+def final_rewards(reward_tensor: Any, data: Any) -> list[float]:
+    """The reward each manager writes at the response's last valid token."""
+    prompt_len = data.batch["prompts"].shape[-1]
+    lengths = data.batch["attention_mask"][:, prompt_len:].sum(dim=-1)
+    return [float(reward_tensor[i, int(lengths[i]) - 1]) for i in range(len(data))]
+
+
+def assert_steps_hold(run: Path, got: dict[int, list[float]]) -> None:
+    assert step_dirs(run) == sorted(got)
+    for step, rewards in got.items():
+        stored = {r["id"]: r for r in rollouts(run, step)}
+        by_index = {int(stored[s["rollout_id"]]["instance_id"]): s["reward"] for s in scores(run, step)}
+        assert rewards == pytest.approx([by_index[row["index"]] for row in ROWS]), f"step {step}"
+        assert all(r["input"] == ROWS[int(r["instance_id"])]["question"] for r in stored.values())
+
+
+LEGACY = ["naive", "dapo", "prime"]
+
+
+@pytest.mark.parametrize("manager", LEGACY)
+def test_verl_legacy_managers_without_a_step_fill_the_servers_steps(tmp_path, sim, monkeypatch, manager) -> None:
+    """The legacy managers pass no step: each response joins the server's open step, which
+    --rollouts-per-step closes after a batch's responses."""
+    from verl.workers.reward_manager import DAPORewardManager, NaiveRewardManager, PrimeRewardManager
+
+    run = new_run(tmp_path, manager)
+    with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = tokenizer()
+        cls = {"naive": NaiveRewardManager, "dapo": DAPORewardManager, "prime": PrimeRewardManager}[manager]
+        scorer = cls(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score"))
+        got = {}
+        for step in range(2):
+            data = verl_batch(tok, ROWS)
+            got[step] = final_rewards(scorer(data), data)
+        wait_evolved(server.url, 1)
+    assert_steps_hold(run, got)
+
+
+def test_verl_legacy_naive_without_a_step_or_rollouts_per_step_is_refused(tmp_path, sim, monkeypatch) -> None:
+    from verl.workers.reward_manager import NaiveRewardManager
+
+    run = new_run(tmp_path, "refused")
+    with served(run, sim) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = tokenizer()
+        scorer = NaiveRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score"))
+        with pytest.raises(ValueError, match="--rollouts-per-step"):
+            scorer(verl_batch(tok, ROWS))
+    assert not (run / "steps").exists()
+
+
+def test_verl_batch_manager_makes_each_batch_a_step(tmp_path, sim, monkeypatch) -> None:
+    from verl.workers.reward_manager import BatchRewardManager
+
+    run = new_run(tmp_path, "batch")
+    with served(run, sim) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = tokenizer()
+        scorer = BatchRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score_batch"))
+        got = {}
+        for step in range(2):
+            data = verl_batch(tok, ROWS)
+            got[step] = final_rewards(scorer(data), data)
+            assert (run / f"steps/{step:06d}/scores.jsonl").exists(), "the batch is complete when the call returns"
+        wait_evolved(server.url, 1)
+    assert_steps_hold(run, got)
+
+
+def test_verl_reward_loop_takes_the_step_verl_streams_with_the_rollout(tmp_path, sim, monkeypatch) -> None:
+    """verl 0.9's trainer scores through the reward loop, one response at a time in a thread pool, with
+    the agent loop's `tool_extra_fields` (`global_steps`: the weights' version) merged into extra_info."""
+    from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
+
+    run = new_run(tmp_path, "loop")
+    with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = tokenizer()
+
+        async def score(step: int) -> list[float]:
+            manager = NaiveRewardManager(config=OmegaConf.create({}), tokenizer=tok,
+                                         compute_score=custom_reward("compute_score"))
+            fields = [{"global_steps": step, "min_global_steps": step, "max_global_steps": step} for _ in ROWS]
+            data = verl_batch(tok, ROWS, tool_extra_fields=fields)
+            results = await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
+            return [r["reward_score"] for r in results]
+
+        got = {step: asyncio.run(score(step)) for step in (3, 4)}
+        wait_evolved(server.url, 4)
+    assert_steps_hold(run, got)
+    assert all("global_steps" not in r["metadata"] and "num_turns" not in r["metadata"] for r in rollouts(run, 3))
+
+
+def torchrun(url: str, out: Path, *, steps: int, per_generation: int) -> list[dict[str, Any]]:
+    """TRL's GRPOTrainer in two CPU processes (torch.distributed over gloo on 127.0.0.1)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+                           "127.0.0.1", "--master_port", str(port), "-m", "tests.tiny_trainers", url, str(steps),
+                           str(per_generation), str(out)], cwd=EXAMPLES.parent, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(Path(f"{out}.{rank}.json").read_text()) for rank in range(2)]
+
+
+def test_trl_grpo_trainer_in_two_processes_under_rollouts_per_step(tmp_path, sim) -> None:
+    """Each process scores its shard of a generation (8 of 16 completions); --rollouts-per-step 16
+    completes the step once both shards are in, and the adapters leave completion to the server."""
+    run = new_run(tmp_path, "ranks")
+    with served(run, sim, "--rollouts-per-step", 16) as server:
+        ranks = torchrun(server.url, tmp_path / "seen", steps=4, per_generation=2)
+        wait_evolved(server.url, 1)
+    assert [r["world"] for r in ranks] == [2, 2]
+    assert all([c["global_step"] for c in r["calls"]] == [0, 2] for r in ranks)
+    assert step_dirs(run) == [0, 1]
+    for k in (0, 1):
+        mine = sorted(x for r in ranks for x in r["calls"][k]["rewards"])
+        assert len(mine) == 16 and mine == sorted(s["reward"] for s in scores(run, k))
+
+
+@pytest.mark.xfail(strict=True, reason="server-side shard completion lands with the serve redesign: /complete "
+                   "with shard and shards completes a step once every process's shard is in")
+def test_trl_grpo_trainer_in_two_processes_completes_each_step_from_both_shards(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "shards")
+    with served(run, sim) as server:
+        ranks = torchrun(server.url, tmp_path / "seen", steps=4, per_generation=2)
+        wait_evolved(server.url, 1)
+    assert step_dirs(run) == [0, 1]
+    for k in (0, 1):
+        assert sorted(x for r in ranks for x in r["calls"][k]["rewards"]) == sorted(s["reward"] for s in scores(run, k))
+
+
+def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_than_join_it(tmp_path, sim,
+                                                                                         monkeypatch) -> None:
+    from verl.workers.reward_manager import BatchRewardManager
+
+    run = new_run(tmp_path, "leftover")
+    with served(run, sim) as server:
+        client = AmarisClient(server.url)
+        for row in ROWS[:2]:  # a crashed run's partial batch: scored, never completed
+            client.score(row["question"], "left over", step=0, instance_id=str(row["index"]))
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = tokenizer()
+        scorer = BatchRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score_batch"))
+        data = verl_batch(tok, ROWS)
+        got = final_rewards(scorer(data), data)
+        wait_evolved(server.url, 1)
+    assert [r["output"] for r in rollouts(run, 0)] == ["left over", "left over"]
+    assert sorted(got) == pytest.approx(sorted(s["reward"] for s in scores(run, 1)))
+    assert len(rollouts(run, 1)) == len(ROWS) and all(r["output"] != "left over" for r in rollouts(run, 1))
