@@ -10,6 +10,7 @@ from amaris_cli.artifacts import stale_files
 from amaris_cli.reader import RunReader, StepOverview
 from amaris_cli.rundir import RunDir
 from amaris_cli.stepstats import current_stats
+from amaris_cli.training import load_training
 
 
 def step_view(view: StepOverview) -> dict[str, Any]:
@@ -68,5 +69,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
             detail["rubric"] = [c.model_dump(mode="json") | {"anchor": c in rubric.anchors} for c in rubric.criteria]
         detail["usage"] = reader.usage.get(str(step), {})
         detail["stale"] = stale_files(run, step)
+        sent = load_training(run, step)  # a served step's TrainingMetadata, as its requests gave it
+        detail["training"] = sent.given() if sent is not None else None
         result["detail"] = detail
     return result

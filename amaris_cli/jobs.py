@@ -254,8 +254,7 @@ def evolve_job(options: EvolveOptions, hooks: Hooks = Hooks()) -> EvolveResult:
         stack.enter_context(_stage_lock(run, step, "evolve", options.wait, hooks.say))
         session = stack.enter_context(_session(run, settings, options, hooks))
         memory = stack.enter_context(memory_opener(session, options.wait, hooks.say))
-        result.update = options.update if options.update is not None else update_due(run, step,
-                                                                                      settings.pipeline.update_every)
+        result.update = options.update if options.update is not None else update_due(run, step, settings.pipeline)
         try:
             result.outcome = session.execute(evolve_step(
                 session, step, memory, update=result.update, rescore=options.rescore, wait=options.wait,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from amaris_cli.artifacts import evolution, steps_with_rollouts
+from amaris_cli.config import PipelineSettings
 from amaris_cli.errors import AmarisError, ConfigError, WaitTimeout
 from amaris_cli.locks import holder
 from amaris_cli.rundir import RunDir
@@ -39,10 +40,13 @@ def first_step(run: RunDir) -> int | None:
     return steps[0] if steps else None
 
 
-def update_due(run: RunDir, step: int, every: int) -> bool:
-    """Updates run after every `every`-th step of the run, counted from its first step."""
+def update_due(run: RunDir, step: int, pipeline: PipelineSettings) -> bool:
+    """Whether the step's evolution updates the rubric: one step of every `update_every`, counted from the
+    run's first step: the last of them (`update_at = "last"`: steps N-1, 2N-1, ... when the run starts at 0)
+    or the first (`"first"`, the reference's `rubric_update_frequency`: steps 0, N, 2N, ...)."""
     first = first_step(run)
-    return (step - (step if first is None else first) + 1) % every == 0
+    position = step - (step if first is None else first)  # 0 for the run's first step
+    return (position if pipeline.update_at == "first" else position + 1) % pipeline.update_every == 0
 
 
 def earlier_steps(run: RunDir, step: int) -> list[int]:

@@ -20,7 +20,7 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,8 +62,10 @@ class Evolutions:
         self.by_step: dict[int, Evolution] = {}
         self.stopping = False
 
-    def start(self, step: int, on_done: Callable[[Evolution], None] | None = None) -> Evolution:
-        """Drive the step's evolution unless it is already being driven."""
+    def start(self, step: int, on_done: Callable[[Evolution], None] | None = None,
+              before: Callable[[], Awaitable[None]] | None = None) -> Evolution:
+        """Drive the step's evolution unless it is already being driven; `before` runs first (the server
+        hands the step over: its early analyses settle, its lock is released)."""
         current = self.by_step.get(step)
         if current is not None and not current.finished.is_set():
             return current
@@ -72,6 +74,8 @@ class Evolutions:
 
         async def drive() -> None:
             try:
+                if before is not None:
+                    await before()
                 await self._drive(evolution)
             except Exception as exc:  # noqa: BLE001 - reported as the evolution's failure, never lost
                 evolution.state, evolution.error = "failed", f"{type(exc).__name__}: {exc}"

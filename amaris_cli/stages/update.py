@@ -64,7 +64,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
         "rubric_rules": settings.rubric.model_dump(include={"max_adaptive", "max_active_adaptive", "min_weight",
                                                             "max_weight"}),
         "agents": agent_inputs(session, "query_generator", "updater"),
-        **training_inputs(session),
+        **training_inputs(session, step=step),
     }
 
 
