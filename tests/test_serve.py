@@ -134,6 +134,11 @@ def test_three_steps_of_concurrent_scores_write_what_score_and_evolve_write(tmp_
     for name in want:
         assert got[name] == want[name], name
     assert served_sources(run) == [SERVED_SOURCE] * 3
+    # Each rollout was analyzed by the server as soon as it was judged; the evolutions found every analysis
+    # answered in calls.jsonl (a `cache` line) and wrote analyses.jsonl byte for byte as above.
+    analyzer = [json.loads(x)["source"] for x in (run / "calls.jsonl").read_text().splitlines()
+                if json.loads(x)["agent"] == "analyzer"]
+    assert sorted(analyzer) == ["cache"] * 48 + ["model"] * 48, analyzer
     assert not (run / ".serve").exists() or not list((run / ".serve").iterdir()), "journals go once evolved"
     # Readers work on a served run unchanged.
     for args in (("inspect", run, "--json"), ("inspect", run, "--step", "2"), ("compare", run, reference),
