@@ -130,7 +130,7 @@ def test_a_restarted_trainer_discards_the_step_a_crash_left_open(tmp_path, sim) 
         gone = httpx.post(f"{server.url}/discard", json={"step": 0})
         assert gone.status_code == 409 and "not open" in gone.json()["error"]
         assert client.rubric_updated(0, timeout=120).state == "done"
-    assert [r["output"] for r in step_rollouts(run, 0)] == [r["output"] for r in data[3:7]]
+    assert sorted(r["output"] for r in step_rollouts(run, 0)) == sorted(r["output"] for r in data[3:7])
 
 
 def test_a_steps_training_metadata_is_its_first_requests_and_replays_byte_for_byte(tmp_path, sim) -> None:

@@ -252,6 +252,7 @@ class ServeCore:
                       shards_in=set(state.shards_in), opened_at=header.opened_at)
         self.steps[step] = st
         self._tell_training(st)
+        self.evolutions.warm()
         self.say(f"step {step}: open again with the {len(st.records)} rollout(s) judged before the restart")
         if self.options.rollouts_per_step and len(st.rollouts) >= self.options.rollouts_per_step:
             # The server stopped between the N-th rollout and the completion: no further rollout comes to start it.
@@ -315,6 +316,7 @@ class ServeCore:
             st = OpenStep(step=step, writer=writer, journal=journal, training=training, opened_at=opened_at)
             self.steps[step] = st
             self._tell_training(st)
+            self.evolutions.warm()  # a worker starts up while the step's rollouts come
             self.say(f"step {step}: open (rubric versions <= {writer.limit})")
             return st
 
@@ -416,6 +418,12 @@ class ServeCore:
         request said about training; the first request of a step fixes the step's."""
         if self.stopping.is_set():
             raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
+        # The server's own task: a client that goes away ends only its wait, also while the step is being
+        # opened (its rollout is judged and journaled all the same).
+        return await asyncio.shield(self._spawn(self._score(step, rollout, explicit_id, training)))
+
+    async def _score(self, step: int | None, rollout: Rollout, explicit_id: bool,
+                     training: TrainingMetadata | None) -> ScoreResponse:
         for _ in range(UNNAMED_TRIES):
             chosen = self._unnamed_step() if step is None else step
             st = await self._open(chosen, training)
