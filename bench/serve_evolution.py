@@ -1,16 +1,18 @@
 """Benchmark: what the evolution of a served step has left after /complete, and what /score pays for it.
 
-`amaris serve` (async mode) against the sim-judge at `--latency` seconds, driven as a trainer of the
-reference's API drives it: per step, `--rollouts` rollouts posted `--concurrency` at a time (the
-reference's body, TrainingMetadata included), then `POST /complete`, then the wait for the step's
-update. Side by side in one run, interleaved: the server with `--no-early-analysis` (analysis starts
-at /complete, as before issue 22) and with its default (each rollout analyzed as soon as it is judged).
-Printed per mode: the median /score latency (the judge's latency is the floor), the median time from
-/complete to the step's update being done (the evolution's critical path, which a trainer at lag 1
-must hide behind training), and how many analyses the evolution children found already answered in
-calls.jsonl (every rollout's, when the early analyses did all the work).
+`amaris serve` (async mode) against the sim-judge at `--latency` seconds, driven as a trainer drives it:
+per step, `--rollouts` rollouts posted `--concurrency` at a time, then `POST /complete`, then the wait for
+the step's update. Side by side in one run, interleaved: this checkout's server with
+`--no-early-analysis` (analysis starts at /complete) and with its default (each rollout analyzed as soon
+as it is judged), and with `--baseline PYTHON` a server from another checkout (e.g. main's venv: its
+evolutions as a process per step). Requests use amaris's own shapes, which every version takes. Printed
+per server: the median /score latency (the judge's latency is the floor), the median time from
+/complete to the step's update being done (the evolution's critical path, which a trainer at lag 1 must
+hide behind training), and how many analyses the evolutions found already answered in calls.jsonl
+(every rollout's when the early analyses did all the work).
 
     python bench/serve_evolution.py                      # 6 steps of 4 rollouts, 1 s latency, 3 rounds
+    python bench/serve_evolution.py --baseline ../main/.venv/bin/python
     python bench/serve_evolution.py --rollouts 16 --concurrency 16
 """
 
@@ -34,19 +36,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from amaris_cli.serve.client import RewardClient  # noqa: E402
-
-MODES = {"analysis at /complete": ["--no-early-analysis"], "analysis as rollouts arrive": []}
+from amaris_cli.serve.client import AmarisClient  # noqa: E402
 
 
-def amaris() -> list[str]:
-    return [sys.executable, "-m", "amaris_cli"]
+def amaris(python: str = sys.executable) -> list[str]:
+    return [python, "-m", "amaris_cli"]
 
 
 @contextmanager
-def process_url(args: list[str], pattern: str, env: dict[str, str]) -> Iterator[str]:
+def process_url(args: list[str], pattern: str, env: dict[str, str], cwd: Path | None = None) -> Iterator[str]:
+    """A process that prints its URL on stderr. `cwd`: outside any checkout, so that `python -m amaris_cli` of
+    another venv runs that venv's amaris, not the one in the current directory."""
     proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
     try:
         assert proc.stderr is not None
         url = None
@@ -65,8 +67,7 @@ def process_url(args: list[str], pattern: str, env: dict[str, str]) -> Iterator[
 
 def rows(step: int, n: int) -> list[dict]:
     lines = (ROOT / "examples" / "math" / f"step-{step % 6:03d}.jsonl").read_text().splitlines()
-    return [{k: row[k] for k in ("id", "input", "output", "supplemental_context")}
-            for row in map(json.loads, (lines * (n // len(lines) + 1))[:n])]
+    return list(map(json.loads, (lines * (n // len(lines) + 1))[:n]))
 
 
 def analyses_from_the_log(run: Path) -> int:
@@ -75,35 +76,37 @@ def analyses_from_the_log(run: Path) -> int:
     return sum(1 for c in calls if c["agent"] == "analyzer" and c["source"] == "cache")
 
 
-def one_round(mode: list[str], env: dict[str, str], steps: int, n: int, concurrency: int) -> tuple[list, list, int]:
+def one_round(server: list[str], env: dict[str, str], steps: int, n: int, concurrency: int,
+              llm_concurrency: int) -> tuple[list, list, int]:
     with tempfile.TemporaryDirectory(prefix="amaris-serve-evolution-") as tmp:
-        run = Path(tmp) / "run"
-        subprocess.run([*amaris(), "init", str(run), "--config", str(ROOT / "examples" / "amaris.toml")], env=env,
-                       check=True, capture_output=True, timeout=120)
+        run, config = Path(tmp) / "run", Path(tmp) / "amaris.toml"
+        example = (ROOT / "examples" / "amaris.toml").read_text()
+        config.write_text(example.replace("[llm]\nconcurrency = 32", f"[llm]\nconcurrency = {llm_concurrency}"))
+        subprocess.run([*server[:3], "init", str(run), "--config", str(config)], env=env,
+                       check=True, capture_output=True, timeout=120, cwd=tmp)  # the run as that version makes it
         latencies: list[float] = []
         evolutions: list[float] = []
-        with process_url([*amaris(), "serve", "--run", str(run), "--port", "0", *mode],
-                         r"amaris serve listening: (http://\S+)", env) as url:
+        with process_url([*server, "--run", str(run), "--port", "0"], r"amaris serve listening: (http://\S+)",
+                         env, cwd=Path(tmp)) as url:
+            client = AmarisClient(url, timeout=600)
 
             async def train() -> None:
-                async with RewardClient(url, timeout=600) as client:
-                    slots = asyncio.Semaphore(concurrency)
+                slots = asyncio.Semaphore(concurrency)
 
-                    async def one(step: int, rollout: dict) -> None:
-                        metadata = {"high_level_goal": "solve arithmetic word problems", "model_size": "1.5B",
-                                    "current_step": step, "total_steps": steps}
-                        async with slots:
-                            began = time.perf_counter()
-                            await client.score_async(rollout={**rollout, "id": f"s{step}-{rollout['id']}"},
-                                                     metadata=metadata)
-                            latencies.append(time.perf_counter() - began)
-
-                    for step in range(steps):
-                        await asyncio.gather(*(one(step, r) for r in rows(step, n)))
+                async def one(step: int, i: int, row: dict) -> None:
+                    async with slots:
                         began = time.perf_counter()
-                        await client.rollouts_complete_async()
-                        await client.rubric_updated_async()
-                        evolutions.append(time.perf_counter() - began)
+                        await client.score_async(row["input"], row["output"], reference=row["supplemental_context"],
+                                                 id=f"s{step}-r{i}", step=step)
+                        latencies.append(time.perf_counter() - began)
+
+                for step in range(steps):
+                    await asyncio.gather(*(one(step, i, r) for i, r in enumerate(rows(step, n))))
+                    began = time.perf_counter()
+                    await client.rollouts_complete_async(step)
+                    status = await client.rubric_updated_async(step, timeout=600)
+                    evolutions.append(time.perf_counter() - began)
+                    assert status.state == "done", status
 
             asyncio.run(train())
         reused = analyses_from_the_log(run)
@@ -116,20 +119,29 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=4, help="rollouts per step")
     parser.add_argument("--concurrency", type=int, default=4, help="rollouts in flight at once")
     parser.add_argument("--latency", type=float, default=1.0, help="the sim-judge's latency per call")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of both modes, interleaved")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every server, interleaved")
+    parser.add_argument("--baseline", help="the python of another checkout's venv, whose server runs beside")
+    parser.add_argument("--llm-concurrency", type=int, default=64,
+                        help="llm.concurrency of the run (examples/amaris.toml otherwise; the scorer's is 32: early "
+                        "analyses use what the scorer cannot)")
     args = parser.parse_args()
+    servers = {"analysis at /complete": [*amaris(), "serve", "--no-early-analysis"],
+               "analysis as rollouts arrive": [*amaris(), "serve"]}
+    if args.baseline:
+        servers = {"baseline": [*amaris(args.baseline), "serve"], **servers}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
     print(f"amaris serve, async mode, sim-judge latency {args.latency:g} s, {args.steps} steps of {args.rollouts} "
-          f"rollouts ({args.concurrency} in flight), {args.rounds} rounds interleaved", flush=True)
-    figures: dict[str, tuple[list[float], list[float], list[int]]] = {name: ([], [], []) for name in MODES}
+          f"rollouts ({args.concurrency} in flight), llm.concurrency {args.llm_concurrency}, {args.rounds} rounds "
+          "interleaved", flush=True)
+    figures: dict[str, tuple[list[float], list[float], list[int]]] = {name: ([], [], []) for name in servers}
     with process_url([*amaris(), "sim-judge", "--port", "0", "--latency", str(args.latency)],
                      r"OPENAI_BASE_URL=(\S+)", env) as judge:
         env.update(OPENAI_BASE_URL=judge, OPENAI_API_KEY="sim")
         for round_ in range(args.rounds):
-            order = list(MODES) if round_ % 2 == 0 else list(reversed(MODES))
+            order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
             for name in order:
-                latencies, evolutions, analyzer_calls = one_round(MODES[name], env, args.steps, args.rollouts,
-                                                                  args.concurrency)
+                latencies, evolutions, analyzer_calls = one_round(servers[name], env, args.steps, args.rollouts,
+                                                                  args.concurrency, args.llm_concurrency)
                 figures[name][0].extend(latencies)
                 figures[name][1].extend(evolutions)
                 figures[name][2].append(analyzer_calls)

@@ -9,9 +9,10 @@ its requests is already answered in the log (llm/cache.py answers a request the 
 so analyses.jsonl and its provenance are what `evolve` writes, byte for byte, without a model call.
 The server hands the step to its evolution only once the step's analyses have settled (`settle`).
 
-They never compete with /score for the endpoint beyond a bound: at most `limit` analyses are in flight
-(a quarter of the overall concurrency by default, within the analyzer's own), and a failure only means
-the evolution asks again.
+While rollouts arrive they never take a request slot the scorer could use: at most `llm.concurrency -
+the scorer's concurrency` analyses are in flight (at least one, within the analyzer's own limit). Once the
+step is complete (`settle`), nothing is scored for it any more and its remaining analyses go at the
+analyzer's full concurrency, as `analyze` would send them. A failure only means the evolution asks again.
 """
 
 from __future__ import annotations
@@ -25,17 +26,23 @@ from amaris_cli.session import Session
 from amaris_cli.stages.score import rubric_for
 
 
-def default_limit(session: Session) -> int:
-    """Analyses in flight at most: a quarter of the overall request limit, within the analyzer's."""
+def limits(session: Session) -> tuple[int, int]:
+    """(analyses in flight while rollouts arrive, once the step is complete): the request slots the scorer
+    cannot take (at least one), and the analyzer's own limit."""
     settings = session.settings
-    return max(1, min(settings.agent("analyzer").concurrency, settings.llm.concurrency // 4))
+    full = min(settings.agent("analyzer").concurrency, settings.llm.concurrency)
+    spare = settings.llm.concurrency - settings.agent("scorer").concurrency
+    return max(1, min(full, spare)), full
 
 
 class EarlyAnalyses:
-    def __init__(self, session: Session, limit: int, say: Callable[[str], None]) -> None:
+    def __init__(self, session: Session, say: Callable[[str], None]) -> None:
         self.session = session
         self.say = say
-        self._slots = asyncio.Semaphore(limit)
+        self.background, self.full = limits(session)
+        self._in_flight = 0
+        self._turn = asyncio.Condition()
+        self._urgent: set[int] = set()  # complete steps: their analyses go at full concurrency
         self._by_step: dict[int, set[asyncio.Task[None]]] = {}
         self._rubrics: dict[tuple[int, str | None], RubricSet] = {}
         self._failed_steps: set[int] = set()
@@ -47,14 +54,16 @@ class EarlyAnalyses:
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    def pending(self, step: int) -> int:
-        return len(self._by_step.get(step, ()))
-
     async def settle(self, step: int) -> None:
-        """Return once the step's analyses are done (their answers are then in calls.jsonl)."""
+        """Return once the step's analyses are done (their answers are then in calls.jsonl); those still
+        waiting go at full concurrency."""
+        self._urgent.add(step)
+        async with self._turn:
+            self._turn.notify_all()
         tasks = self._by_step.pop(step, set())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._urgent.discard(step)
         self._failed_steps.discard(step)
         if not any(self._by_step.values()):
             self._rubrics.clear()  # read again for the next steps: the cache does not grow with the run
@@ -70,8 +79,20 @@ class EarlyAnalyses:
         for step in list(self._by_step):
             await self.cancel(step)
 
+    async def _slot(self, step: int) -> None:
+        async with self._turn:
+            await self._turn.wait_for(
+                lambda: self._in_flight < (self.full if step in self._urgent else self.background))
+            self._in_flight += 1
+
+    async def _release(self) -> None:
+        async with self._turn:
+            self._in_flight -= 1
+            self._turn.notify_all()
+
     async def _analyze(self, step: int, rollout: Rollout, record: ScoreRecord) -> None:
-        async with self._slots:
+        await self._slot(step)
+        try:
             try:
                 key = (record.rubric_version, record.instance_id)
                 if key not in self._rubrics:
@@ -86,3 +107,5 @@ class EarlyAnalyses:
                     self._failed_steps.add(step)
                     self.say(f"step {step}: an early analysis failed ({type(exc).__name__}: {exc}); the step's "
                              "evolution analyzes it again")
+        finally:
+            await asyncio.shield(self._release())

@@ -41,7 +41,7 @@ from amaris_cli.options import ScoreOptions, ServeOptions
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import GRACE_S
-from amaris_cli.serve.analyses import EarlyAnalyses, default_limit
+from amaris_cli.serve.analyses import EarlyAnalyses
 from amaris_cli.serve.api import (
     CompleteNoop,
     CompleteResponse,
@@ -169,7 +169,7 @@ class ServeCore:
             raise ConfigError(f"{run.path}: pipeline.group_by = {settings.pipeline.group_by!r}: `amaris serve` judges "
                               "each rollout as it arrives, one request per rollout; score grouped runs with `amaris score`")
         if options.mode.value == "async" and options.early_analysis:
-            self.analyses = EarlyAnalyses(self.session, default_limit(self.session), self.say)
+            self.analyses = EarlyAnalyses(self.session, self.say)
         for step in journaled_steps(run):
             await self._resume_at_start(step)
 
