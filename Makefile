@@ -19,6 +19,16 @@ demo: $(STAMP)
 	$(BIN)/amaris loop examples/math --run runs/demo --judge auto
 	$(BIN)/amaris report runs/demo
 	@echo ""
+	@echo "Memory on against off (examples/recurring: one hack in 16 rollouts at every step, too rare for one step):"
+	rm -rf runs/demo-memory runs/demo-no-memory
+	$(BIN)/amaris init runs/demo-memory --config examples/amaris.toml --total-steps 8
+	$(BIN)/amaris loop examples/recurring --run runs/demo-memory --judge auto --quiet
+	$(BIN)/amaris replay runs/demo-memory --out runs/demo-no-memory --no-static --no-dynamic --judge auto --quiet
+	$(BIN)/amaris compare runs/demo-memory runs/demo-no-memory
+	@echo "With the sim-judge, the updater with memory saw the hack recur and added a pitfall against it (its reason"
+	@echo "cites the memory entries: $(BIN)/amaris inspect runs/demo-memory --step 2); without memory it never did."
+	@echo "A real judge decides for itself: the table above shows what it did."
+	@echo ""
 	@echo "The rollouts are fixed example files (examples/math): the model does not change between steps."
 	@echo "When the mean reward falls, the rubric got stricter (it now penalizes the hacks the analyzer"
 	@echo "found), not the model worse."
@@ -39,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) runs/demo
+	rm -rf $(VENV) runs/demo runs/demo-memory runs/demo-no-memory

@@ -189,13 +189,16 @@ class Derivation(BaseModel):
 
 class Evolution(BaseModel):
     """The step's evolution (analyze, summarize, and update when due): `done`, or `failed` with the
-    error, so that later evolutions waiting for it stop instead of waiting in vain."""
+    error and the command that resumes it, so that later evolutions waiting for it stop instead of waiting in
+    vain and name the root cause. `skipped`: done without evaluating the step (policy.py), and why."""
 
     model_config = ConfigDict(extra="forbid")
     status: Literal["done", "failed"]
     update: bool = False
     rescore: bool = False
     error: str | None = None
+    resume: str | None = None
+    skipped: str | None = None
     flags: dict[str, Any] = Field(default_factory=dict)
     judge: str | None = None
 
@@ -264,6 +267,14 @@ def write_json_recorded(run: RunDir, step: int, name: str, value: Any, inputs: d
                         how: How | None = None) -> str:
     write_json_atomic(run.step_dir(step) / name, value)
     return record(run, step, name, inputs, how)
+
+
+def remove(run: RunDir, step: int, name: str) -> None:
+    """Delete a step file and what provenance records of it (an output the stage no longer makes)."""
+    (run.step_dir(step) / name).unlink(missing_ok=True)
+    provenance = read_provenance(run, step)
+    if provenance.files.pop(name, None) is not None:
+        _save(run, step, provenance)
 
 
 def evolution(run: RunDir, step: int) -> Evolution | None:
@@ -383,12 +394,14 @@ def stale_files(run: RunDir, step: int) -> list[str]:
 
 
 def step_state(run: RunDir, step: int) -> str:
-    """One word for where a step stands: running, evolved, updated, failed, scored or new."""
+    """One word for where a step stands: running, evolved, updated, skipped, failed, scored or new."""
     from amaris_cli.locks import holder
 
     if holder(run.step_lock_path(step)) is not None:
         return "running"
     mark = evolution(run, step)
     if mark is not None:
-        return "failed" if mark.status == "failed" else ("updated" if mark.update else "evolved")
+        if mark.status == "failed":
+            return "failed"
+        return "skipped" if mark.skipped else ("updated" if mark.update else "evolved")
     return "scored" if freshness(run, step, SCORES).sha else "new"

@@ -24,6 +24,7 @@ from amaris_cli.clihelp import install as _plain_help
 from amaris_cli.options import (
     AnalyzeOptions,
     EvolveOptions,
+    HackbenchOptions,
     LoopOptions,
     Memory,
     Opt,
@@ -250,6 +251,16 @@ def compare(
         from amaris_cli.commands import run_compare
 
         run_compare(runs, json_out)
+
+
+@command(HackbenchOptions)
+def hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
+    """A labelled reward-hacking benchmark: per hack family, the analyzer's precision and recall and the hack gain
+    at the initial rubric (they measure the judge), the gain after K updates and the honest drift (they measure
+    amaris), with 95% bootstrap intervals, and the calls and tokens spent."""
+    from amaris_cli.commands import run_hackbench
+
+    run_hackbench(options, json_out, quiet)
 
 
 @app.command()

@@ -20,6 +20,7 @@ from amaris_cli.display import count, emit_json, err, fmt, usage_json, usage_tab
 from amaris_cli.options import (
     AnalyzeOptions,
     EvolveOptions,
+    HackbenchOptions,
     LoopOptions,
     Memory,
     ReplayOptions,
@@ -206,6 +207,20 @@ def run_update(options: UpdateOptions, json_out: bool, quiet: bool) -> None:
         _print_update(options.run, options.step, result.outcome)
 
 
+def say_alarms(run_path: Path, step: int) -> list[dict[str, Any]]:
+    """The hacking-onset alarms that start at `step` (alarms.py), said on stderr whatever --quiet says: an
+    alarm changes no reward, so a person must read it."""
+    from amaris_cli.alarms import alarms_at
+    from amaris_cli.reader import RunReader
+    from amaris_cli.rundir import RunDir
+
+    found = alarms_at(RunReader(RunDir(run_path)), step)
+    for alarm in found:
+        kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
+        err.print(f"[bold yellow]alarm[/] step {alarm.step}, {kind}: {escape(alarm.reason)}", markup=True, soft_wrap=True)
+    return [a.model_dump(mode="json") for a in found]
+
+
 def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli import artifacts
     from amaris_cli.jobs import Hooks, evolve_job
@@ -217,8 +232,9 @@ def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
         result = evolve_job(options, Hooks(say=say, on_stage=bar.stage, on_record=bar.record))
     outcome = result.outcome
     assert outcome is not None
+    alarms = say_alarms(options.run, step)
     if json_out:
-        emit_json({"step": step, "analyzed": outcome.analyzed.done, "analysis_failed": outcome.analyzed.failed,
+        emit_json({"step": step, "alarms": alarms, "analyzed": outcome.analyzed.done, "analysis_failed": outcome.analyzed.failed,
                    "summarized": outcome.summarized.done + outcome.summarized.reused, "update": result.update,
                    "updated": _update_json(options.run, step, outcome.updated) if outcome.updated else None,
                    "rescore_mean_reward": outcome.rescored.mean_reward if outcome.rescored else None,
@@ -268,12 +284,13 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
 
 
 @contextmanager
-def _multi_step_hooks(json_out: bool, quiet: bool) -> Iterator[Any]:
+def _multi_step_hooks(json_out: bool, quiet: bool, run_path: Path) -> Iterator[Any]:
     from amaris_cli.jobs import Hooks
 
     def on_step(report: Any) -> None:
         if not quiet and not json_out:
             err.print(_step_line(report))
+        say_alarms(run_path, report.step)
 
     with StageProgress(quiet or json_out, {}) as bar:
         yield Hooks(say=say, on_step=on_step, on_stage=bar.stage, on_record=bar.record)
@@ -282,7 +299,7 @@ def _multi_step_hooks(json_out: bool, quiet: bool) -> Iterator[Any]:
 def run_loop_command(options: LoopOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.jobs import loop_job
 
-    with _multi_step_hooks(json_out, quiet) as hooks:
+    with _multi_step_hooks(json_out, quiet, options.run) as hooks:
         result = loop_job(options, hooks)
     _loop_output(result, options.run, json_out, quiet, replayed=False)
 
@@ -290,7 +307,7 @@ def run_loop_command(options: LoopOptions, json_out: bool, quiet: bool) -> None:
 def run_replay(options: ReplayOptions, json_out: bool, quiet: bool) -> None:
     from amaris_cli.replay import replay_job
 
-    with _multi_step_hooks(json_out, quiet) as hooks:
+    with _multi_step_hooks(json_out, quiet, options.out) as hooks:
         result = replay_job(options, hooks)
     _loop_output(result, options.out, json_out, quiet, replayed=True)
 
@@ -423,3 +440,57 @@ def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
         emit_json(data)
         return
     err.print(inspect_view(data))
+
+
+def run_hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
+    from amaris_cli.hackbench.models import RESULTS
+    from amaris_cli.hackbench.runner import run_benchmark
+    from amaris_cli.jobs import Hooks
+
+    progress = StageProgress(quiet, {})
+    with progress:
+        report = run_benchmark(options, Hooks(say=say, on_stage=progress.stage))
+    if json_out:
+        emit_json(report.model_dump(mode="json"))
+    if quiet:
+        return
+
+    def gain(i: Any) -> str:
+        if i.mean is None:
+            return "-"
+        return f"{i.mean:+.2f}" + (f"\n[{i.low:+.2f},{i.high:+.2f}]" if i.low is not None else "")
+
+    def tokens(s: Any) -> str:
+        n = s.prompt_tokens + s.completion_tokens
+        return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+    from rich import box
+
+    table = Table(title=f"hack benchmark: {report.items} honest answers, judge: {report.judge}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("family", overflow="fold")
+    for col, width in (("n", 2), ("rec", 4), ("prec", 4), ("gain v0", 13), (f"gain v{report.updates}", 13),
+                       ("calls", 5), ("tok", 5)):
+        table.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for f in report.families:
+        table.add_row(f.family, str(f.variants), fmt(f.analyzer_recall, 2), fmt(f.analyzer_precision, 2),
+                      gain(f.gain_initial), gain(f.gain_after_updates), str(f.spent.calls), tokens(f.spent))
+    table.caption = (f"rec, prec: the analyzer's recall and precision in naming the hack (step 0). gain: a variant's "
+                     f"reward minus its own control's [95% bootstrap interval], at the initial rubric (v0) and after "
+                     f"{report.updates} update(s) "
+                     f"(v{report.updates}). calls, tok: scorer and analyzer requests and tokens for the family's variants. "
+                     "The judge is measured by rec, prec and gain v0; amaris by the later gain and the honest drift.")
+    table.caption_justify = "left"
+    err.print(table)
+    skipped = [f"{f.family} {f.skipped} ({f.skip_reasons[0]})" for f in report.families if f.skipped]
+    if skipped:
+        err.print("skipped answers: " + "; ".join(skipped), soft_wrap=True)
+    err.print(f"honest drift after {report.updates} update(s): {gain(report.honest_drift).replace(chr(10), ' ')}; "
+              "honest answers the analyzer "
+              f"flagged: {fmt(report.honest_flagged, 2)}; failed rollouts: {report.failed}", soft_wrap=True)
+    err.print(f"spent: {count(report.total.calls, 'call')} to the model ({report.total.reused} answered from the record), "
+              f"{report.total.prompt_tokens + report.total.completion_tokens} tokens; "
+              f"{report.shared.calls} of the calls for controls, summaries and updates", soft_wrap=True)
+    for note in report.notes:
+        err.print(note, soft_wrap=True)
+    err.print(f"wrote {options.out / RESULTS} (run: {report.run})", soft_wrap=True)

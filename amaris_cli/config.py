@@ -31,7 +31,7 @@ from amaris_cli.llm.endpoint import strip_userinfo
 from amaris_cli.models import Criterion
 
 AGENTS = ("scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater")
-ResponseFormat = Literal["json_schema", "json_object", "text"]
+ResponseFormat = Literal["json_schema", "json_object", "text", "auto"]
 
 
 class _Section(BaseModel):
@@ -160,6 +160,22 @@ class LLMSettings(_Section):
     concurrency: int = Field(default=64, ge=1)
     retry_base_delay: float = Field(default=0.5, ge=0)
     retry_max_delay: float = Field(default=30.0, ge=0)
+    # Seconds a step waits in all for an endpoint that stopped answering before its requests fail: a
+    # judge restarting (a vLLM model reload takes one to two minutes) or a provider's blip costs time, not
+    # rewards; a longer outage gives the failure policy's rewards rather than stalling training. 0: off.
+    outage_budget: float = Field(default=120.0, ge=0)
+
+
+class ReliabilitySettings(_Section):
+    """The judge reliability check (reliability.py): a sample of each step's scorer requests asked again,
+    run by `evolve` beside training. Off by default: it spends judge calls the user did not ask for."""
+
+    enabled: bool = False
+    # Re-judgement calls per step, as a share of the step's own scorer calls (rounded down).
+    max_extra: float = Field(default=0.15, gt=0, le=1)
+    # A re-judged verdict flips when it differs from the first by more than this (a pitfall's 0/1 always does).
+    tolerance: float = Field(default=0.25, ge=0, lt=1)
+    seed: int = Field(default=0, ge=0)
 
 
 class Price(_Section):
@@ -177,6 +193,7 @@ class Settings(_Section):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)
     agents: dict[str, AgentOverrides] = Field(default_factory=dict)  # the file layer
     prices: dict[str, Price] = Field(default_factory=dict)
     prompts_dir: str | None = None

@@ -36,6 +36,12 @@ class InputErrors(AmarisError):
         super().__init__("\n".join(shown))
 
 
+class AgentFailed(AmarisError):
+    """An agent gave no usable answer after its retries and re-asks (the judge unreachable past its outage
+    budget, or answers that break the contract). Under `on_error = skip|neutral` the step goes on without it
+    (policy.py: a gap); under `fail` it ends the command."""
+
+
 class ConfigError(AmarisError):
     exit_code = 2
 
@@ -51,6 +57,11 @@ class WaitTimeout(RunLockedError):
 
 
 class StageFailed(AmarisError):
-    """A stage finished but some records failed under the `fail` policy (everything else is written)."""
+    """A stage finished but some records failed under the `fail` policy (everything else is written).
+    `retry` says what resumes: the command that retries them."""
 
     exit_code = 4
+
+    def __init__(self, message: str, retry: str | None = None) -> None:
+        super().__init__(message)
+        self.retry = retry

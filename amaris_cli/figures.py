@@ -11,12 +11,13 @@ the last digit.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from statistics import fmean, pstdev
 
 from pydantic import BaseModel
 
-from amaris_cli.models import HackingCount, ScoreRecord, SummaryRecord
+from amaris_cli.models import HackingCount, ReliabilityRecord, ScoreRecord, SummaryRecord
 
 MEAN_DECIMALS = 6  # the precision of every stored mean and spread (stats.json, --json outputs)
 HISTOGRAM_BINS = 10  # reward distribution: tenths of [0, 1]
@@ -71,6 +72,87 @@ def hacking_figures(summaries: Iterable[SummaryRecord]) -> list[HackingCount]:
     ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1][0]), kv[0]))
     return [HackingCount(pattern=p, count=int(n), prevalence=_round(int(n) / analyzed), known=bool(known))
             for p, (n, known) in ranked]
+
+
+class FlipCount(BaseModel):
+    n: int  # re-judged verdicts
+    flips: int  # of them, how many differ from the first verdict by more than the tolerance
+
+
+class CriterionFlips(BaseModel):
+    """One criterion's flip rate: the share of its re-judged verdicts that differ from the first beyond the
+    tolerance; `repeat` and `permuted` split it by the kind of re-judgement (a criterion that flips only
+    in permuted order shows position bias)."""
+
+    criterion_id: str
+    n: int
+    flips: int
+    rate: float | None
+    repeat: FlipCount
+    permuted: FlipCount
+
+
+class VersionFlips(BaseModel):
+    """The flip rates of one rubric version (an instance's own, per-instance), over the steps it scored."""
+
+    rubric_version: int
+    instance_id: str | None
+    steps: list[int]
+    rejudged: int  # rollouts judged again and answered
+    failed: int  # re-judgements the judge gave no valid answer to (not counted as flips)
+    tolerance: list[float]  # the tolerances of those steps (one, unless reliability.tolerance changed)
+    criteria: list[CriterionFlips]
+
+
+def verdict_flipped(first: float, again: float, tolerance: float) -> bool:
+    """Whether a verdict given again differs from the first beyond the tolerance (on the 6 decimals verdicts
+    are stored with, so 0.3 against 0.55 is 0.25, not 0.25000000000000006)."""
+    return round(abs(again - first), MEAN_DECIMALS) > tolerance
+
+
+@dataclass
+class _Pool:
+    """One rubric version's re-judgements while they are counted."""
+
+    instance_id: str | None
+    steps: set[int] = field(default_factory=set)
+    tolerance: set[float] = field(default_factory=set)
+    rejudged: int = 0
+    failed: int = 0
+    # criterion -> kind -> [verdicts judged again, flipped], in the order the rubric lists the criteria
+    counts: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+
+def flip_figures(records: Iterable[ReliabilityRecord]) -> list[VersionFlips]:
+    """Each criterion's flip rate per rubric version, pooled over the given steps' re-judgements; versions in
+    (instance, version) order, criteria in the order the rubric lists them (as the verdicts are stored)."""
+    pools: dict[tuple[str, int], _Pool] = {}
+    for record in records:
+        for j in record.judgements:
+            pool = pools.setdefault((j.instance_id or "", j.rubric_version), _Pool(j.instance_id))
+            pool.steps.add(record.step)
+            pool.tolerance.add(record.tolerance)
+            if j.status != "judged":
+                pool.failed += 1
+                continue
+            pool.rejudged += 1
+            for v in j.verdicts:
+                counts = pool.counts.setdefault(v.criterion_id, {"repeat": [0, 0], "permuted": [0, 0]})[j.kind]
+                counts[0] += 1
+                counts[1] += verdict_flipped(v.first, v.again, record.tolerance)
+    out = []
+    for (_, version), pool in sorted(pools.items()):
+        criteria = []
+        for cid, kinds in pool.counts.items():
+            repeat, permuted = FlipCount(n=kinds["repeat"][0], flips=kinds["repeat"][1]), \
+                FlipCount(n=kinds["permuted"][0], flips=kinds["permuted"][1])
+            n, flips = repeat.n + permuted.n, repeat.flips + permuted.flips
+            criteria.append(CriterionFlips(criterion_id=cid, n=n, flips=flips, rate=_round(flips / n) if n else None,
+                                           repeat=repeat, permuted=permuted))
+        out.append(VersionFlips(rubric_version=version, instance_id=pool.instance_id, steps=sorted(pool.steps),
+                                rejudged=pool.rejudged, failed=pool.failed, tolerance=sorted(pool.tolerance),
+                                criteria=criteria))
+    return out
 
 
 def _half_up(x: float, digits: int, scale: int = 1) -> Decimal:

@@ -75,7 +75,8 @@ def rewards_table(data: dict[str, Any]) -> Table:
 def updates_table(data: dict[str, Any]) -> Table:
     table = _table("update and reward hacking per step",
                    "state: new (no complete scores), scored, evolved (analyzed and summarized), updated (and its "
-                   "rubric updated), failed (its evolution ended in an error), running (a process writes it now); "
+                   "rubric updated), skipped (it could not be evaluated: the judge was unreachable; the rubric was "
+                   "carried forward), failed (its evolution ended in an error), running (a process writes it now); "
                    "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
                    "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
                    "rollouts showing each")
@@ -116,6 +117,7 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
         updates_table(data),
         usage_table("tokens and cost by agent", by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
     ]
+    parts += alarms_part(data)
     memory = data["memory_entries"]
     parts.append(Text(f"memory entries (from the run's files): {count(memory['analysis'], 'analysis', 'analyses')}, "
                       f"{count(memory['summary'], 'summary', 'summaries')}, {count(memory['update'], 'update')}"))
@@ -123,6 +125,25 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
         parts.append(Text("no prices configured: add [prices.MODEL] prompt = X, completion = Y ($ per 1M tokens) "
                           "for costs", style="dim"))
     return parts
+
+
+def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
+    """Hacking-onset alarms (alarms.py): a table when there are any, else one line saying what was checked."""
+    signals = data.get("alarm_signals") or {}
+    checked = [name for name, on in (("judge reward against the verifiable reward", signals.get("verifiable_reward")),
+                                     ("hacking patterns' prevalence", signals.get("hacking_patterns"))) if on]
+    if not data.get("alarms"):
+        what = " and ".join(checked) if checked else "nothing yet (no verifiable reward, no step analyzed)"
+        return [Text(f"hacking-onset alarms: none (checked: {what})")]
+    table = _table("hacking-onset alarms", "an alarm reports, it changes no reward; kind: judge_gold_divergence (the "
+                   "judge rewards rollouts the verifiable reward fails, more than before) or pattern_prevalence (a "
+                   "pattern the analyzer names grows); step: where it started")
+    for header, numeric, ratio in (("step", True, None), ("kind", False, None), ("reason", False, 1)):
+        _col(table, header, numeric, ratio)
+    for alarm in data["alarms"]:
+        kind = alarm["kind"] + (f" ({alarm['pattern']})" if alarm.get("pattern") else "")
+        table.add_row(str(alarm["step"]), kind, alarm["reason"])
+    return [table]
 
 
 def criteria_table(detail: dict[str, Any]) -> Table:
@@ -188,6 +209,40 @@ def retrieval_lines(retrieval: dict[str, Any] | None) -> list[RenderableType]:
     return lines
 
 
+def reliability_part(detail: dict[str, Any]) -> list[RenderableType]:
+    """The step's judge reliability check (reliability.py): its calls, then per rubric version each criterion's
+    flip rate over the steps up to this one (what the step's updater was given)."""
+    rel = detail.get("reliability") or {"measured": False, "why": "not known"}
+    if not rel["measured"]:
+        return [Text(f"judge reliability: not measured ({rel['why']})")]
+    if rel["skipped"]:
+        return [Text(f"judge reliability: not checked at step {detail['step']}: {rel['skipped']}")]
+    parts: list[RenderableType] = [Text(
+        f"judge reliability: {count(rel['calls'], 'scorer call')} asked again at step {detail['step']}, within a budget "
+        f"of {rel['budget']} ({shown_percent(rel['max_extra'])} of its {rel['scorer_calls']} scorer calls); "
+        f"{rel['failed']} without a valid answer", style="bold")]
+    texts = {c["id"]: c["text"] for c in detail.get("rubric", [])}
+    for version in rel["versions"]:
+        instance = f" (instance {version['instance_id']})" if version["instance_id"] is not None else ""
+        tolerance = ", ".join(f"{t:g}" for t in version["tolerance"])
+        table = _table(f"flip rates of rubric v{version['rubric_version']}{instance}, re-judged at step "
+                       f"{describe_steps(version['steps'])}",
+                       "judged again: verdicts given again (repeat: the same request, only its block tag drawn again; "
+                       f"permuted: the criteria in another order); flipped: of them, those that differ from the first "
+                       f"verdict by more than {tolerance}; flip rate: flipped / judged again. A criterion that flips "
+                       "is a candidate to rewrite; flips only in permuted order show position bias")
+        _col(table, "criterion", ratio=1)
+        for header in ("judged again", "flipped", "flip rate", "repeat", "permuted"):
+            _col(table, header, numeric=True)
+        for c in version["criteria"]:
+            name = Text(texts.get(c["criterion_id"], ""))
+            name.append(("\n" if name.plain else "") + c["criterion_id"], style="dim")
+            table.add_row(name, str(c["n"]), str(c["flips"]), shown_percent(c["rate"]),
+                          f"{c['repeat']['flips']}/{c['repeat']['n']}", f"{c['permuted']['flips']}/{c['permuted']['n']}")
+        parts.append(table)
+    return parts
+
+
 def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
     parts: list[RenderableType] = []
     if detail.get("stale"):
@@ -198,6 +253,7 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
     if detail.get("training"):
         given = ", ".join(f"{k} {v!r}" for k, v in detail["training"].items())
         parts.append(Text(f"training, as the trainer's requests gave it: {given}"))
+    parts += reliability_part(detail)
     if detail["summary"]:
         parts.append(Text(f"summary: {detail['summary']}"))
     parts += update_lines(detail)

@@ -34,6 +34,17 @@ def step_view(view: StepOverview) -> dict[str, Any]:
     }
 
 
+def alarms_view(reader: RunReader) -> dict[str, Any]:
+    """`alarms`: each onset alarm with its step, kind, pattern, reason and evidence (alarms.py); `alarm_signals`:
+    which signals the run gives (a verifiable reward, analyses), so no alarm is told apart from no check."""
+    from amaris_cli.alarms import run_alarms
+
+    report = run_alarms(reader)
+    return {"alarms": [a.model_dump(mode="json") for a in report.alarms],
+            "alarm_signals": {"verifiable_reward": report.gold, "hacking_patterns": any(s.n_analyzed for s in report.steps),
+                              "notes": report.notes}}
+
+
 def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
     reader = RunReader(run)
     if step is not None:
@@ -48,6 +59,8 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
         "memory_entries": reader.memory_entries(),
         "usage": reader.usage,
         "totals": reader.usage_totals(),
+        **alarms_view(reader),
+        "reliability": [f.model_dump(mode="json") for f in reader.flip_rates()],
     }
     if step is not None:
         detail = step_view(reader.overview(step))
@@ -68,6 +81,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
             rubric = run.load_rubric(detail["rubric_version"])
             detail["rubric"] = [c.model_dump(mode="json") | {"anchor": c in rubric.anchors} for c in rubric.criteria]
         detail["usage"] = reader.usage.get(str(step), {})
+        detail["reliability"] = reader.step_reliability(step).model_dump(mode="json")
         detail["stale"] = stale_files(run, step)
         sent = load_training(run, step)  # a served step's TrainingMetadata, as its requests gave it
         detail["training"] = sent.given() if sent is not None else None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amaris_cli import artifacts, locks
-from amaris_cli.config import Settings
+from amaris_cli.config import Settings, deep_merge
 from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.export import rewards_bytes
 from amaris_cli.jsonio import write_bytes_atomic
@@ -44,9 +44,9 @@ from amaris_cli.options import (
     SummarizeOptions,
     UpdateOptions,
 )
-from amaris_cli.policy import StageFailure
+from amaris_cli.policy import StageFailure, recorded_layer
 from amaris_cli.rundir import RunDir
-from amaris_cli.schedule import earlier_steps, update_due, wait_for_evolutions
+from amaris_cli.schedule import earlier_steps, update_decided, wait_for_evolutions
 from amaris_cli.session import Session, open_session, run_settings
 from amaris_cli.stages.common import StageOutcome
 from amaris_cli.stages.writer import StepWriter, VersionRule
@@ -115,6 +115,12 @@ def _session(run: RunDir, settings: Settings, options: Options, hooks: Hooks) ->
         yield session
 
 
+def _stage_settings(run: RunDir, options: StageOptions) -> Settings:
+    """A stage after scoring works under the failure policy the step was scored under, unless it is given
+    one: the background `evolve` of a step scored with `--on-error neutral` does not fail on its gaps."""
+    return run_settings(run, deep_merge(recorded_layer(run, options.step), options.config_layer()))
+
+
 def _stage_lock(run: RunDir, step: int, role: str, wait: float, say: Say) -> Any:
     """The step's lock for a stage after scoring: waits while a `score` of the step holds it."""
     return locks.step(run.path, step, role, wait=wait, on_wait=say, wait_for=("score",) if wait > 0 else None)
@@ -178,7 +184,7 @@ def analyze_job(options: AnalyzeOptions, hooks: Hooks = Hooks()) -> StageResult:
     from amaris_cli.stages.evolve import require_scores
 
     started, run, step, result = time.monotonic(), RunDir(options.run), options.step, StageResult()
-    settings = run_settings(run, options.config_layer())
+    settings = _stage_settings(run, options)
     with _stage_lock(run, step, "analyze", options.wait, hooks.say), _session(run, settings, options, hooks) as session:
         require_scores(session, step)
         outcome = session.execute(analyze_step(session, step, force=options.force, on_done=hooks.on_record))
@@ -197,7 +203,7 @@ def _memory_stage(options: StageOptions, role: str, hooks: Hooks,
     from amaris_cli.stages.evolve import require_analyses, require_scores
 
     run = RunDir(options.run)
-    settings = run_settings(run, options.config_layer())
+    settings = _stage_settings(run, options)
     with ExitStack() as stack:
         stack.enter_context(_stage_lock(run, options.step, role, options.wait, hooks.say))
         if before is not None:
@@ -283,7 +289,7 @@ def evolve_job(options: EvolveOptions, hooks: Hooks = Hooks()) -> EvolveResult:
 
     preload_sdk()  # overlaps with waiting for the score of this step and for earlier evolutions
     started, run, step, result = time.monotonic(), RunDir(options.run), options.step, EvolveResult()
-    settings = run_settings(run, options.config_layer())
+    settings = _stage_settings(run, options)
     preload = _MemoryPreload(settings)
 
     def waiting(text: str) -> None:
@@ -294,11 +300,12 @@ def evolve_job(options: EvolveOptions, hooks: Hooks = Hooks()) -> EvolveResult:
         if stage == "summarize":
             preload.start()
         hooks.on_stage(stage, at)
+
     with ExitStack() as stack:
         stack.enter_context(_stage_lock(run, step, "evolve", options.wait, waiting))
         session = stack.enter_context(_session(run, settings, options, hooks))
         memory = stack.enter_context(memory_opener(session, options.wait, hooks.say))
-        result.update = options.update if options.update is not None else update_due(run, step, settings.pipeline)
+        result.update = update_decided(run, step, settings.pipeline, options.update)
         try:
             result.outcome = session.execute(evolve_step(
                 session, step, memory, update=result.update, rescore=options.rescore, wait=options.wait,

@@ -203,6 +203,17 @@ class HackingCount(Strict):
     known: bool
 
 
+class StepSkipped(Strict):
+    """A step (or, per instance, one instance of it) that could not be evaluated: its rollouts could not be
+    judged or analyzed, or an agent gave no answer, under `on_error = skip|neutral`. Written by amaris, not
+    by a model, so that the memory keeps the gap and later updates see it."""
+
+    reason: str
+    rollouts: int
+    judged: int
+    analyzed: int
+
+
 class SummaryRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -212,6 +223,7 @@ class SummaryRecord(Strict):
     stats: StepStats
     hacking: list[HackingCount] = Field(default_factory=list)
     summary: SummaryAnswer
+    skipped: StepSkipped | None = None  # the summary is amaris's account of a skipped step, not a summarizer's
 
 
 # --- updates ----------------------------------------------------------------------------------
@@ -251,6 +263,14 @@ class Deactivated(Strict):
     reason: str
 
 
+class CarriedForward(Strict):
+    """The update wrote the rubric it started from again, unchanged, and why: `skipped`, the step could not be
+    evaluated (StepSkipped); `gate`, the adoption gate refused the version the updater wrote."""
+
+    cause: Literal["skipped", "gate"]
+    reason: str
+
+
 class UpdateRecord(Strict):
     step: int
     instance_id: str | None = None
@@ -263,6 +283,7 @@ class UpdateRecord(Strict):
     rejected: list[RejectedModification]
     deactivated: list[Deactivated] = Field(default_factory=list)
     final_adaptive: list[Criterion]
+    carried_forward: CarriedForward | None = None
 
 
 class QueriesAnswer(Strict):
@@ -296,3 +317,49 @@ class RetrievalRecord(Strict):
     static: list[StaticEntry]
     queries: list[str]
     dynamic: list[MemoryHit]
+
+
+# --- judge reliability ------------------------------------------------------------------------
+
+RejudgementKind = Literal["repeat", "permuted"]
+
+
+class Reverdict(Strict):
+    """One criterion of a re-judged rollout: the verdict its score holds (`first`) and the one given again."""
+
+    criterion_id: str
+    first: float = Field(ge=0, le=1)
+    again: float = Field(ge=0, le=1)
+    first_reason: str = ""
+    reason: str = ""
+
+
+class Rejudgement(Strict):
+    """A scored rollout judged again (reliability.py): `repeat`, the scorer's request with only its block tag
+    drawn again; `permuted`, the request with the criteria in `order`. `call` is the context of the request
+    in calls.jsonl (a group call re-judges several rollouts at once)."""
+
+    rollout_id: str
+    kind: RejudgementKind
+    call: str
+    rubric_version: int
+    instance_id: str | None = None
+    order: list[str] | None = None
+    status: Literal["judged", "failed"]
+    error: str | None = None
+    verdicts: list[Reverdict] = Field(default_factory=list)
+
+
+class ReliabilityRecord(Strict):
+    """reliability.json of a step: which of its scorer calls were asked again, within what budget, and what
+    the judge answered. Flip rates are computed from it by figures.flip_figures, never stored."""
+
+    step: int
+    tolerance: float
+    max_extra: float
+    seed: int
+    scorer_calls: int  # the scorer calls the step's scores took (one per rollout, or per group call)
+    budget: int  # the re-judgement calls allowed: max_extra x scorer_calls, rounded down
+    calls: int  # the re-judgement calls made
+    skipped: str | None = None  # why nothing was re-judged, when the check could not run
+    judgements: list[Rejudgement] = Field(default_factory=list)

@@ -378,3 +378,33 @@ class ServeOptions(Failure, Waiting, Endpoint, Memory):
         """What `amaris evolve` of a served step is given: every option the two commands share, as set here."""
         shared = {name: getattr(self, name) for name in EvolveOptions.field_names() & self.field_names()}
         return EvolveOptions(**shared, step=step, rescore=self.mode == ServeMode.sync)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HackbenchOptions(Failure, Waiting, Endpoint, Retrieval):
+    source: Path | None = opt(None, "Honest rollouts JSONL (each answer the control of its hacked variants), a labelled "
+                              "file with --labelled, or School of Reward Hacks lines; default: the shipped math examples.")
+    out: Path = opt(Path("runs/hackbench"), "Output directory: the benchmark's run (OUT/run), its rollouts and "
+                    "OUT/hackbench.json (re-run the same command to resume).", "--out", "-o")
+    config: Path | None = opt(None, "The amaris TOML whose rubric judges the answers (needed with SOURCE; default for "
+                              "the shipped examples: their math rubric).", "--config", "-c")
+    updates: int = opt(3, "K: rubric updates before the second measurement.", "--updates", "-k", min=0)
+    families: str | None = opt(None, "Only these hack families (default: all 12).", "--families", metavar="NAME,...")
+    labelled: bool = opt(False, "SOURCE is labelled: rollout lines with a label field (honest/control, or the hack's "
+                         "name).", "--labelled")
+    label_field: str = opt("label", "The label's field in a labelled file.", "--label-field")
+    map: list[str] | None = _map("FIELD=SOURCE for a field under another name, repeatable.")
+    limit: int | None = opt(None, "Only the first N answers (or lines) of SOURCE.", "--limit", min=1)
+    seed: int = opt(0, "Seed of the bootstrap intervals.", "--seed")
+    bootstrap: int = opt(2000, "Resamples per 95% interval.", "--bootstrap", min=0)
+    on_error: OnError | None = opt(OnError.skip, "What a rollout that cannot be judged does: skip (default: left out of "
+                                   "the figures and counted), neutral, or fail (the benchmark stops, exit 4).",
+                                   "--on-error", config="pipeline.on_error")
+
+    def family_names(self) -> list[str] | None:
+        return [f.strip() for f in self.families.split(",") if f.strip()] if self.families else None
+
+    def shared_with(self, cls: type[Options]) -> dict[str, Any]:
+        """The options this benchmark passes on to a pipeline command's options (the judge, waits, memory)."""
+        own = {"source", "run", "map", "steps", "step", "rollouts", "out", "config"}
+        return {name: getattr(self, name) for name in cls.field_names() & self.field_names() - own}

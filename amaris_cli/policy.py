@@ -8,17 +8,26 @@
 
 It is a setting (`pipeline.on_error`, which the `--on-error` flag sets as its layer), read here and
 nowhere else, and applied here for every per-rollout stage (score, rescore, analyze) in every command,
-in `loop` and in `serve`.
+in `loop` and in `serve`. A step keeps the policy it was scored under: its evolution (and a replay of it)
+reads it from the scores' provenance unless the command sets one (`recorded_layer`).
+
+Under skip and neutral, a step whose rollouts could not be judged or analyzed (or whose summarizer or
+updater gave no answer) still evolves, as *skipped*: amaris writes its summary (the gap and its counts, so
+the memory keeps it) and carries the rubric forward unchanged (update.json `carried_forward`); later
+steps are scored as usual. Under fail the step goes no further, and the command that met the failure
+fails with it; a later step that needs the step names that root cause and the command that resumes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from amaris_cli import artifacts
 from amaris_cli.config import Settings
 from amaris_cli.errors import StageFailed
 from amaris_cli.models import ScoreRecord
+from amaris_cli.rundir import RunDir
 
 PolicyName = Literal["fail", "skip", "neutral"]
 RETRY = "re-run the same command to retry them"
@@ -41,6 +50,15 @@ class StageFailure:
         verb = "analyzed" if self.stage == "analyze" else "judged"
         return (f"step {self.step}: {self.failed} of {self.total} rollouts could not be {verb} (written as failed"
                 f"{first}); {self.retry}, or use --on-error skip|neutral")
+
+
+def recorded_layer(run: RunDir, step: int) -> dict[str, Any]:
+    """The policy the step's scores were written under, as a settings layer ({} when none is recorded)."""
+    scored = artifacts.derivation(run, step, artifacts.SCORES)
+    recorded = (scored.inputs.get("policy") or {}) if scored else {}
+    pipeline = {"on_error": recorded.get("on_error"), "neutral_reward": recorded.get("neutral_reward")}
+    pipeline = {k: v for k, v in pipeline.items() if v is not None}
+    return {"pipeline": pipeline} if pipeline else {}
 
 
 @dataclass(frozen=True)
@@ -74,4 +92,4 @@ class FailurePolicy:
         """`failure`, raised: for a stage whose failure ends the work in progress (an evolution, a loop)."""
         found = self.failure(stage, step, failed, total, errors, retry)
         if found is not None:
-            raise StageFailed(found.message)
+            raise StageFailed(found.message, found.retry)

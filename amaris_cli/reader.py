@@ -12,6 +12,7 @@ read-only copy of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache, cached_property
 from typing import Any
 
@@ -20,7 +21,7 @@ from pydantic import BaseModel
 from amaris_cli import artifacts
 from amaris_cli.config import Settings
 from amaris_cli.errors import InputError
-from amaris_cli.figures import RewardFigures, hacking_figures, reward_figures
+from amaris_cli.figures import RewardFigures, VersionFlips, flip_figures, hacking_figures, reward_figures
 from amaris_cli.jsonio import iter_jsonl
 from amaris_cli.models import (
     AnalysisRecord,
@@ -28,11 +29,13 @@ from amaris_cli.models import (
     HackingCount,
     Modification,
     RejectedModification,
+    ReliabilityRecord,
     Rollout,
     ScoreRecord,
     SummaryRecord,
     UpdateRecord,
 )
+from amaris_cli.reliability import StepFlips, load_reliability, step_figures
 from amaris_cli.rundir import Manifest, RunDir
 
 USAGE_KEYS = ("calls", "model_calls", "replayed", "prompt_tokens", "completion_tokens", "recorded_prompt_tokens",
@@ -59,6 +62,21 @@ class StepOverview(BaseModel):
     deactivated: list[Deactivated]
 
 
+class StepReliability(BaseModel):
+    """A step's judge reliability check as the readers show it: its calls within the budget (or why it was not
+    measured or checked) and the flip rates of the versions that scored it, over the steps up to it."""
+
+    measured: bool
+    why: str | None = None  # not measured: why
+    skipped: str | None = None  # measured but nothing asked again: why
+    scorer_calls: int = 0
+    max_extra: float | None = None
+    budget: int = 0
+    calls: int = 0
+    failed: int = 0
+    versions: list[VersionFlips] = []
+
+
 class RunReader:
     def __init__(self, run: RunDir) -> None:
         run.require()
@@ -69,6 +87,7 @@ class RunReader:
         self.summaries = cache(lambda step: artifacts.load_summaries(self.run, step))
         self.update = cache(lambda step, instance_id=None: artifacts.load_update(self.run, step, instance_id))
         self.retrieval = cache(lambda step, instance_id=None: artifacts.load_retrieval(self.run, step, instance_id))
+        self.reliability: Callable[[int], ReliabilityRecord | None] = cache(lambda step: load_reliability(self.run, step))
 
     @cached_property
     def manifest(self) -> Manifest:
@@ -119,6 +138,24 @@ class RunReader:
             strategy=update.strategy if update else None, rationale=update.rationale if update else None,
             applied=update.applied if update else [], rejected=update.rejected if update else [],
             deactivated=update.deactivated if update else [])
+
+    def flip_rates(self) -> list[VersionFlips]:
+        """Each criterion's flip rate per rubric version, over every step of the run (reliability.py)."""
+        return flip_figures(r for r in map(self.reliability, self.steps) if r is not None)
+
+    def step_flip_rates(self, step: int) -> StepFlips:
+        """The flip rates of the versions that scored the step, over the steps up to it: what its updater was given."""
+        return step_figures(self.reliability, self.steps, step)
+
+    def step_reliability(self, step: int) -> StepReliability:
+        record = self.reliability(step)
+        if record is None:
+            return StepReliability(measured=False, why="reliability.enabled is off" if not self.settings.reliability.enabled
+                                   else "the step's evolution has not checked it yet")
+        return StepReliability(measured=True, skipped=record.skipped, scorer_calls=record.scorer_calls,
+                               max_extra=record.max_extra, budget=record.budget, calls=record.calls,
+                               failed=sum(j.status == "failed" for j in record.judgements),
+                               versions=self.step_flip_rates(step).figures)
 
     def memory_entries(self) -> dict[str, int]:
         """What the memory holds of the run, by record type (its files are the source of truth)."""

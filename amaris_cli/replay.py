@@ -32,6 +32,7 @@ from amaris_cli.jobs import Hooks, LoopResult, memory_opener
 from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.client import AgentUsage
 from amaris_cli.options import ReplayOptions
+from amaris_cli.policy import recorded_layer
 from amaris_cli.rundir import Manifest, RunDir, now_iso
 from amaris_cli.session import JudgeChoice, Session, open_session, run_settings
 from amaris_cli.stages.loop import Indexer, StepPlan, StepReport, recorded_plan, run_step
@@ -54,22 +55,28 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
 
 
 def _recorded_how(src: RunDir, step: int) -> tuple[dict[str, Any], str | None, dict[str, Any], str | None]:
-    """(score flags, score judge, evolve flags, evolve judge) as the source recorded them."""
+    """(score flags, score judge, evolve flags, evolve judge) as the source recorded them; a step that was
+    not evolved gets its scoring's (an evolve command without flags recorded `{}`: that is what it had)."""
     scored = artifacts.derivation(src, step, artifacts.SCORES)
+    score_flags, score_judge = (scored.flags, scored.judge) if scored else ({}, None)
     # A step that stage commands analyzed (and summarized) without an update has no evolution mark.
     evolved = artifacts.evolution(src, step) or artifacts.derivation(src, step, artifacts.ANALYSES)
-    return (scored.flags if scored else {}, scored.judge if scored else None,
-            evolved.flags if evolved else {}, evolved.judge if evolved else None)
+    if evolved is None:
+        return score_flags, score_judge, score_flags, score_judge
+    return score_flags, score_judge, evolved.flags, evolved.judge or score_judge
 
 
-def _policy_layer(src: RunDir, step: int) -> dict[str, Any]:
-    """The failure policy the source scored the step under (a settings layer): older runs record it only
-    in the scores' provenance, not among the flags."""
-    scored = artifacts.derivation(src, step, artifacts.SCORES)
-    recorded = (scored.inputs.get("policy") or {}) if scored else {}
-    pipeline = {"on_error": recorded.get("on_error"), "neutral_reward": recorded.get("neutral_reward")}
-    pipeline = {k: v for k, v in pipeline.items() if v is not None}
-    return {"pipeline": pipeline} if pipeline else {}
+# The file each evolution stage writes first: its recorded command settings are the stage's.
+STAGE_FILES = {"analyze": artifacts.ANALYSES, "summarize": artifacts.SUMMARY, "update": artifacts.UPDATE,
+               "rescore": artifacts.RESCORES}
+
+
+def _stage_how(src: RunDir, step: int, stage: str, flags: dict[str, Any], judge: str | None
+               ) -> tuple[dict[str, Any], str | None]:
+    """The flags and judge the source's file of `stage` was made with (a stage command's, or the evolution's
+    when the file is the evolution's own or was not made)."""
+    made = artifacts.derivation(src, step, STAGE_FILES[stage])
+    return (made.flags, made.judge or judge) if made is not None else (flags, judge)
 
 
 def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
@@ -110,7 +117,7 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
                 return sessions[key]
 
             hows = {step: _recorded_how(src, step) for step in steps}
-            first = session_for(hows[steps[0]][2] or hows[steps[0]][0], hows[steps[0]][3] or hows[steps[0]][1])
+            first = session_for(hows[steps[0]][2], hows[steps[0]][3])
             memory = stack.enter_context(memory_opener(first, 0.0, hooks.say))
 
             async def run_all() -> list[StepReport]:
@@ -119,9 +126,13 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
                 try:
                     for step, plan in plans.items():
                         score_flags, score_judge, evolve_flags, evolve_judge = hows[step]
-                        evolver = session_for(evolve_flags or score_flags, evolve_judge or score_judge)
-                        scorer = session_for(score_flags, score_judge, _policy_layer(src, step))
-                        report = await run_step(evolver, step, plan, indexer, hooks=hooks, scoring_session=scorer)
+                        policy = recorded_layer(src, step)  # what the source's step was scored and evolved under
+                        evolver = session_for(evolve_flags, evolve_judge, policy)
+                        scorer = session_for(score_flags, score_judge, policy)
+                        by_stage = {stage: session_for(*_stage_how(src, step, stage, evolve_flags, evolve_judge), policy)
+                                    for stage in STAGE_FILES}
+                        report = await run_step(evolver, step, plan, indexer, hooks=hooks, scoring_session=scorer,
+                                                by_stage=by_stage)
                         reports.append(report)
                         hooks.on_step(report)
                 finally:

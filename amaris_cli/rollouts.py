@@ -13,6 +13,8 @@ Field resolution, first match wins (an explicit `--map field=source` beats all o
           supplemental_context, reference, ground_truth, gts, reward_model.ground_truth,
           label, labels, answer, solution, target
   step    step, global_step, or the number in the file name ({step}.jsonl, step-003.jsonl)
+  gold_reward (a verifiable reward, optional)
+          gold_reward, metadata.gold_reward; a number, kept as metadata.gold_reward
 
 In trainer data `answer` and `solution` are the *reference*, never the output.
 
@@ -59,6 +61,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     ),
     "step": ("step", "global_step"),
     "instance_id": ("instance_id",),
+    "gold_reward": ("gold_reward", "metadata.gold_reward"),  # kept as metadata.gold_reward (amaris_cli/alarms.py)
 }
 MAPPABLE = tuple(ALIASES)
 CHAT_KEYS = ("messages", "messages_and_choices", "conversation")  # OpenPipe ART writes messages_and_choices
@@ -251,6 +254,12 @@ class _LineReader:
         metadata = record.get("metadata")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise bad("field 'metadata' must be an object")
+        metadata = dict(metadata or {})
+        gold_src, gold = self.first(record, "gold_reward")
+        if gold is not _MISSING and gold is not None:
+            if isinstance(gold, bool) or not isinstance(gold, int | float):
+                raise bad(f"field {gold_src!r} (the verifiable reward) must be a number, got {_short(gold)}")
+            metadata["gold_reward"] = gold
         rollout = Rollout(
             id=rollout_id or _content_id(input_value, output_value, reference),
             input=input_value,
@@ -258,7 +267,7 @@ class _LineReader:
             supplemental_context=reference,
             step=step,
             instance_id=instance_id,
-            metadata=dict(metadata or {}),
+            metadata=metadata,
         )
         return rollout, rollout_id is not None
 

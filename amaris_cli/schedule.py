@@ -49,6 +49,16 @@ def update_due(run: RunDir, step: int, pipeline: PipelineSettings) -> bool:
     return (position if pipeline.update_at == "first" else position + 1) % pipeline.update_every == 0
 
 
+def update_decided(run: RunDir, step: int, pipeline: PipelineSettings, asked: bool | None = None) -> bool:
+    """Whether the evolution of `step` updates the rubric: as asked (`--update/--no-update`, a replay's plan),
+    else as an earlier evolution of the step decided (a run built by `update`, `evolve` and `loop` commands
+    keeps each step's decision, so it replays as it ran), else by the schedule (update_due)."""
+    if asked is not None:
+        return asked
+    recorded = evolution(run, step)
+    return recorded.update if recorded is not None else update_due(run, step, pipeline)
+
+
 def earlier_steps(run: RunDir, step: int) -> list[int]:
     return [s for s in steps_with_rollouts(run) if s < step]
 
@@ -76,8 +86,8 @@ def wait_for_evolutions(run: RunDir, steps: list[int], *, wait: float, say: Call
         s, mark = pending[0]
         who = holder(run.step_lock_path(s))
         if who is None and mark is not None and mark.status == "failed":
-            raise EvolutionFailed(f"the evolution of step {s} failed ({mark.error}); {needed_for} needs it: "
-                                  f"re-run `amaris evolve --run {run.path} --step {s}`")
+            resume = mark.resume or f"re-run `amaris evolve --run {run.path} --step {s}`"
+            raise EvolutionFailed(f"the evolution of step {s} failed ({mark.error}); {needed_for} needs it: {resume}")
         now = time.monotonic()
         if who is None:
             idle_since.setdefault(s, now)

@@ -121,7 +121,7 @@ def open_session(
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
         cache = CallCache(run.calls_path, replay_source, offline)
-        client = LLMClient(settings, call_log, environ=env, cache=cache)
+        client = LLMClient(settings, call_log, environ=env, cache=cache, say=say)
         prompt_dirs = [run.prompts_override_dir]
         if settings.prompts_dir:
             prompt_dirs.append(Path(settings.prompts_dir))

@@ -47,6 +47,8 @@ chunk_size = 8
 [llm]
 retry_base_delay = 0.01
 retry_max_delay = 0.05
+# The suite's judges fail on purpose, request by request: no outage wait (tests/test_outage.py tests it).
+outage_budget = 0
 
 [agents.default]
 model = "judge-model"

@@ -160,8 +160,9 @@ def test_every_config_key_is_documented_and_every_documented_key_exists() -> Non
 
 # What each settings class is called where code names it; "" is the top level (prices, prompts_dir).
 SETTINGS_CLASSES = {"AgentSettings": "agents", "TrainingSettings": "training", "RubricSettings": "rubric",
-                    "MemorySettings": "memory", "PipelineSettings": "pipeline", "LLMSettings": "llm", "Settings": ""}
-SECTIONS = {"training", "rubric", "memory", "pipeline", "llm"}
+                    "MemorySettings": "memory", "PipelineSettings": "pipeline", "LLMSettings": "llm",
+                    "ReliabilitySettings": "reliability", "Settings": ""}
+SECTIONS = {"training", "rubric", "memory", "pipeline", "llm", "reliability"}
 # Keys read through a property of config.py, by the name code reads.
 READ_AS = {"agents.max_tokens_cap": "agents.token_cap"}
 

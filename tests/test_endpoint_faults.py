@@ -149,9 +149,12 @@ def test_the_response_format_hint_only_follows_errors_about_response_format(tmp_
     path.write_text(TEST_CONFIG + '\n[agents.scorer]\nextra_body = { response_format = { type = "bogus" } }\n')
     run = tmp_path / "rf2"
     assert invoke("init", run, "--config", path).exit_code == 0
-    assert invoke("score", rollouts, "--run", run, "--step", "0", env=env).exit_code == 4
-    error = scores(run)["right"]["error"]
-    assert "unsupported response_format" in error and 'agents.scorer.response_format = "json_object"' in error
+    result = invoke("score", write_jsonl(tmp_path / "r2.jsonl", ROLLOUTS[:2]), "--run", run, "--step", "0", env=env)
+    # A rejected response_format is detected at the first answer and reported, as other fatal endpoint answers
+    # are (it was retried, then failed, rollout by rollout).
+    assert result.exit_code == 2, result.stderr
+    assert "unsupported response_format" in result.stderr and "agents.scorer.response_format" in result.stderr
+    assert healthy.stats["requests"] == 1
 
 
 # --- rate limits --------------------------------------------------------------------------------------

@@ -66,6 +66,12 @@ def test_an_unwritable_run_directory_is_one_line_for_a_user_without_permission(t
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root to run the command as another user (root itself ignores file modes)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))} | judge_env(sim)
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+    probe = subprocess.run([*as_nobody, "-c", "import amaris_cli.cli"], env=env, capture_output=True, text=True,
+                           timeout=60, cwd="/")
+    if probe.returncode != 0:  # a checkout in a private home (mode 0700): user nobody cannot reach the package
+        pytest.skip("user nobody cannot import amaris_cli from this checkout or its virtual environment (is it "
+                    f"under a directory others cannot traverse, such as a private home?): {probe.stderr.strip()[-200:]}")
     base = tmp_path / "shared"
     base.mkdir()
     run = new_run(base)
@@ -74,8 +80,7 @@ def test_an_unwritable_run_directory_is_one_line_for_a_user_without_permission(t
     rollouts = base / "r.jsonl"
     rollouts.write_text('{"id": "a", "input": "2+2?", "output": "4", "answer": "4"}\n')
     before = snapshot(run)
-    result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
-                             "amaris_cli", "score", str(rollouts), "--run", str(run), "--step", "0"],
+    result = subprocess.run([*as_nobody, "-m", "amaris_cli", "score", str(rollouts), "--run", str(run), "--step", "0"],
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr and "Permission denied" in result.stderr and str(run) in result.stderr

@@ -18,6 +18,7 @@ from amaris_cli.options import (
     AnalyzeOptions,
     EvolveOptions,
     GroupBy,
+    HackbenchOptions,
     Judge,
     LoopOptions,
     OnError,
@@ -35,6 +36,7 @@ from amaris_cli.options import (
 COMMANDS: dict[str, type[Options]] = {
     "score": ScoreOptions, "analyze": AnalyzeOptions, "summarize": SummarizeOptions, "update": UpdateOptions,
     "evolve": EvolveOptions, "loop": LoopOptions, "replay": ReplayOptions, "serve": ServeOptions,
+    "hackbench": HackbenchOptions,
 }
 
 

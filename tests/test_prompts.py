@@ -377,10 +377,12 @@ def canary_prompts(step: int = 3) -> dict[str, list[dict[str, str]]]:
     found["scorer"] = scorer_messages(kit, rubric, rollout, step)
     found["group_scorer"] = group_messages(kit, rubric, rollout, [rollout.output, c("Final answer: 4")])
     found["analyzer"] = analyzer_messages(kit, rubric, rollout, score, step)
+    flips = json.dumps({"criterion_id": "grader", "flip_rate": 0.5, "examples": [  # the judge's reasons (reliability.py)
+        {"first_reason": c("absent"), "reason_again": c("present")}]})
     found["updater"] = updater_messages(kit, rubric, step, summary,
                                         [StaticEntry(id="update:2", type="update", step=step - 1, text=c("rationale"))],
                                         [MemoryHit(id="analysis:1", type="analysis", step=1, distance=0.1,
-                                                   query=c("q"), text=c("hit"))])
+                                                   query=c("q"), text=c("hit"))], flips)
     return found
 
 

@@ -45,7 +45,8 @@ def test_an_evolution_stopped_by_failed_scores_says_to_score_again(tmp_path, sim
     run = new_run(tmp_path)
     scored = invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, "--on-error", "skip", env=env)
     assert scored.exit_code == 0, scored.stderr
-    result = invoke("evolve", "--run", run, "--step", 0, env=env)
+    # The step was scored under skip, which its evolution keeps unless told otherwise: asked for fail, it stops.
+    result = invoke("evolve", "--run", run, "--step", 0, "--on-error", "fail", env=env)
     assert result.exit_code == 4
     # re-running evolve never retries a score: the message must name the command that does
     assert f"amaris score ROLLOUTS.jsonl --run {run} --step 0" in result.stderr, result.stderr

@@ -39,7 +39,7 @@ def test_a_full_loop_completes_with_20_percent_faults_of_every_kind(tmp_path: Pa
     for kind in FAULT_KINDS:
         assert judge.stats[f"fault:{kind}"] > 0, f"no {kind} fault was injected"
     seen = {k for agent in out["usage"].values() for k in agent["faults"]}
-    assert {"rate_limit", "http_500", "http_503", "timeout", "connection", "malformed_body", "empty_choices"} <= seen
+    assert {"rate_limit", "http_500", "http_503", "timeout", "reset", "malformed_body", "empty_choices"} <= seen
     assert sum(a["retries"] for a in out["usage"].values()) > 0 and sum(a["reasks"] for a in out["usage"].values()) > 0
     for step in range(6):
         scores = read_jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")
@@ -131,9 +131,10 @@ def test_hostile_text_in_memory_entries_stays_inside_the_updater_blocks() -> Non
 
     rubric = RubricSet(version=2, anchors=[Criterion(id="a", text="correct", weight=1)])
     messages = updater_messages(kit, rubric, 2, summary, [StaticEntry(id="summary:1", type="summary", step=1, text=evil)],
-                                [MemoryHit(id="analysis:1", type="analysis", step=1, distance=0.1, query="q", text=evil)])
+                                [MemoryHit(id="analysis:1", type="analysis", step=1, distance=0.1, query="q", text=evil)],
+                                json.dumps({"criterion_id": "a", "examples": [{"reason_again": evil}]}))  # the judge's
     blocks = parse_blocks(messages[1]["content"])
-    assert set(blocks) == {"SUMMARY", "HACKING", "STATIC_MEMORY", "DYNAMIC_MEMORY"}
+    assert set(blocks) == {"SUMMARY", "HACKING", "STATIC_MEMORY", "DYNAMIC_MEMORY", "RELIABILITY"}
     assert evil not in messages[0]["content"]
     assert all(evil in blocks[name] or json.dumps(evil)[1:-1] in blocks[name] for name in blocks)
 

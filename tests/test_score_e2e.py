@@ -81,7 +81,7 @@ def test_retries_survive_rate_limits_server_errors_resets_and_timeouts(run_cli, 
     for kind in ("429", "500", "hang", "503", "reset"):
         assert sim.stats[f"fault:{kind}"] == 1
     faults = json.loads(result.stdout)["usage"]["scorer"]["faults"]
-    assert faults == {"rate_limit": 1, "http_500": 1, "timeout": 1, "http_503": 1, "connection": 1}
+    assert faults == {"rate_limit": 1, "http_500": 1, "timeout": 1, "http_503": 1, "reset": 1}
     calls = [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
     assert sorted(c["attempts"] for c in calls) == [1, 1, 6]
 

@@ -108,7 +108,7 @@ def test_faults_are_named_the_same_on_both_of_the_sdks_transports(tmp_path: Path
     result = invoke("score", rollouts, "--run", run, "--step", "0", "--json", env=env)
     assert result.exit_code == 0, result.stderr
     faults = json.loads(result.stdout)["usage"]["scorer"]["faults"]
-    assert faults == {"rate_limit": 1, "http_500": 1, "timeout": 1, "http_503": 1, "connection": 1, "malformed_body": 1}
+    assert faults == {"rate_limit": 1, "http_500": 1, "timeout": 1, "http_503": 1, "reset": 1, "malformed_body": 1}
 
 
 def test_a_whole_step_scores_identically_on_both_transports(tmp_path: Path, sim) -> None:

@@ -8,11 +8,14 @@ from amaris_cli.criteria import MAX_CRITERION_CHARS
 from amaris_cli.llm.client import Answer
 from amaris_cli.models import MemoryHit, RubricSet, StaticEntry, SummaryRecord, UpdateAnswer
 from amaris_cli.prompts import render
+from amaris_cli.reliability import NOT_MEASURED
 from amaris_cli.vocabulary import hacking_lines
 
 
 def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: SummaryRecord,
-                     static: list[StaticEntry], dynamic: list[MemoryHit]) -> list[dict[str, str]]:
+                     static: list[StaticEntry], dynamic: list[MemoryHit],
+                     reliability: str = NOT_MEASURED) -> list[dict[str, str]]:
+    """`reliability`: the flip rates of the criteria (reliability.updater_reliability), a block of their own."""
     bounds = kit.settings.rubric
     return render(
         kit.template("updater"),
@@ -24,6 +27,7 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
             "hacking": hacking_lines(summary.hacking, summary.n_analyzed),
             "static_memory": json_lines([e.model_dump(mode="json") for e in static]),
             "dynamic_memory": json_lines([h.model_dump(mode="json", exclude={"query"}) for h in dynamic]),
+            "reliability": reliability,
         },
         max_chars=max(kit.max_chars, 60000),
         system_untrusted={"rubric": rubric_json(rubric)},
@@ -31,6 +35,7 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
 
 
 async def propose_update(kit: AgentKit, rubric: RubricSet, step: int, summary: SummaryRecord,
-                         static: list[StaticEntry], dynamic: list[MemoryHit]) -> Answer[UpdateAnswer]:
-    messages = updater_messages(kit, rubric, step, summary, static, dynamic)
+                         static: list[StaticEntry], dynamic: list[MemoryHit],
+                         reliability: str = NOT_MEASURED) -> Answer[UpdateAnswer]:
+    messages = updater_messages(kit, rubric, step, summary, static, dynamic, reliability)
     return await kit.client.ask("updater", messages, UpdateAnswer, step=step, context="update")

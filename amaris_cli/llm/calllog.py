@@ -133,6 +133,12 @@ def scan_log(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
             offset += length
 
 
+def _indexable(row: Any) -> bool:
+    """An answered request, or one that failed, of the log's own (a line of source "cache" points at another)."""
+    return (isinstance(row, dict) and row.get("source") != "cache"
+            and (row.get("response") is not None or bool(row.get("error"))))
+
+
 def build_index(log: Path, target: Path) -> None:
     """Write the index of an existing log (a run from before the index, or a deleted index)."""
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
@@ -140,8 +146,10 @@ def build_index(log: Path, target: Path) -> None:
     tmp.mkdir(parents=True)
     lines: dict[str, list[bytes]] = {}
     for offset, length, row in scan_log(log):
-        if isinstance(row, dict) and row.get("response") is not None and row.get("source") != "cache":
+        if _indexable(row):
             entry = {"h": row.get("request_hash"), "o": offset, "n": length, "a": None}
+            if row.get("response") is None:
+                entry["f"] = True
             lines.setdefault(index_name(row.get("step")), []).append(dumps_line(entry))
     for name, rows in lines.items():
         (tmp / name).write_bytes(b"".join(rows))
@@ -215,8 +223,9 @@ class CallLog:
             append_whole(self._fd, line, offset, self.path)  # type: ignore[arg-type]
         return Written(step, offset, len(line))
 
-    def index(self, written: Written | None, request_hash: str, accepted: bool) -> None:
-        """Make an answered request findable by later commands (`accepted`: amaris used the answer)."""
+    def index(self, written: Written | None, request_hash: str, accepted: bool, failed: bool = False) -> None:
+        """Make an answered request findable by later commands (`accepted`: amaris used the answer), or a
+        failed one (`failed`) findable by a replay of this run."""
         if written is None or self._fd is None:
             return
         name = index_name(written.step)
@@ -224,7 +233,8 @@ class CallLog:
         if fd is None:
             fd = os.open(self.index_dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             self._index_fds[name] = fd
-        entry = dumps_line({"h": request_hash, "o": written.offset, "n": written.length, "a": accepted})
+        entry = dumps_line({"h": request_hash, "o": written.offset, "n": written.length, "a": accepted,
+                            **({"f": True} if failed else {})})
         with _locked(self._fd):
             append_whole(fd, entry, os.lseek(fd, 0, os.SEEK_END), self.index_dir / name)
 
@@ -245,17 +255,17 @@ class CallIndex:
     def __init__(self, log: Path) -> None:
         self.log = log
         self._dir = log.parent / INDEX_DIR
-        self._steps: dict[str, dict[str, tuple[int, int, bool | None]]] = {}
+        self._steps: dict[str, dict[str, tuple[int, int, bool | None, bool]]] = {}
         self._scanned = False
 
-    def _load(self, step: int | None) -> dict[str, tuple[int, int, bool | None]]:
+    def _load(self, step: int | None) -> dict[str, tuple[int, int, bool | None, bool]]:
         name = index_name(step)
         if name in self._steps:
             return self._steps[name]
         if not self._dir.is_dir():
             self._scan_all()
             return self._steps.setdefault(name, {})
-        found: dict[str, tuple[int, int, bool | None]] = {}
+        found: dict[str, tuple[int, int, bool | None, bool]] = {}
         try:
             raw = (self._dir / name).read_bytes()
         except FileNotFoundError:
@@ -263,12 +273,13 @@ class CallIndex:
         for line in raw.split(b"\n"):
             try:
                 entry = orjson.loads(line)
-                h, value = entry["h"], (entry["o"], entry["n"], entry["a"])
+                h, value = entry["h"], (entry["o"], entry["n"], entry["a"], bool(entry.get("f")))
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 continue  # a torn index line: that answer is just not found
             # One request can be answered several times (an identical re-ask, a retry by a re-run): the
-            # answer amaris accepted is the one its files were made from, so it wins over an invalid one.
-            if h not in found or (found[h][2] is not True and value[2] is True):
+            # answer amaris accepted is the one its files were made from, so it wins over an invalid one,
+            # and any answer wins over a failure.
+            if h not in found or _rank(value) > _rank(found[h]):
                 found[h] = value
         self._steps[name] = found
         return found
@@ -280,20 +291,25 @@ class CallIndex:
         if not self.log.exists():
             return
         for offset, length, row in scan_log(self.log):
-            if isinstance(row, dict) and row.get("response") is not None and row.get("source") != "cache":
+            if _indexable(row):
                 table = self._steps.setdefault(index_name(row.get("step")), {})
-                table.setdefault(row.get("request_hash"), (offset, length, None))
+                value = (offset, length, None, row.get("response") is None)
+                h = row.get("request_hash")
+                if h not in table or _rank(value) > _rank(table[h]):
+                    table[h] = value
 
     def forget(self, step: int | None) -> None:
         """Drop a step's index from memory (a long-lived process done with the step); read again on use."""
         self._steps.pop(index_name(step), None)
 
     def find(self, step: int | None, request_hash: str, accepted_only: bool) -> CallRecord | None:
+        """The recorded answer of a request (`accepted_only`: one amaris used); without `accepted_only`, a
+        recorded failure too (a record with `error` and no `response`), for a replay to repeat."""
         entry = self._load(step).get(request_hash)
         if entry is None:
             return None
-        offset, length, accepted = entry
-        if accepted_only and accepted is not True:
+        offset, length, accepted, failed = entry
+        if accepted_only and (accepted is not True or failed):
             return None
         try:
             with open(self.log, "rb") as fh:
@@ -302,7 +318,7 @@ class CallIndex:
             record = CallRecord.model_validate(orjson.loads(raw))
         except (OSError, orjson.JSONDecodeError, ValueError):
             return None
-        if record.request_hash != request_hash or record.response is None:
+        if record.request_hash != request_hash or (record.response is None) != failed or (failed and not record.error):
             return None  # the log was cut or rewritten under the index
         return record
 
@@ -310,5 +326,11 @@ class CallIndex:
         """Every answered record of a step (to explain a replay miss)."""
         for request_hash in list(self._load(step)):
             found = self.find(step, request_hash, accepted_only=False)
-            if found is not None:
+            if found is not None and found.response is not None:
                 yield found
+
+
+def _rank(value: tuple[int, int, bool | None, bool]) -> int:
+    """Which of two records of one request a lookup takes: an accepted answer, then any answer, then a failure."""
+    _, _, accepted, failed = value
+    return 0 if failed else (2 if accepted is True else 1)

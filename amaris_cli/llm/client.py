@@ -16,7 +16,14 @@ Each attempt
   - has a deadline: `timeout` bounds the whole attempt (a body dripped a byte at a time included),
     on top of the SDK's per-read timeout;
   - reads only the completion's shape (llm/wire.py): a malformed 200 body is a transient fault,
-    retried; an error in amaris's own code is not caught as one.
+    retried; an error in amaris's own code is not caught as one;
+  - names what went wrong on the way (llm/transport.py: refused, dns, tls, timeout, reset).
+An endpoint that stops answering (refused, unresolvable, timing out, resetting, 429 or 5xx for every
+request) is an outage: its requests are retried with backoff beyond `max_attempts` until the step has
+waited `llm.outage_budget` seconds for it in all (said on stderr as it happens), so a judge that is
+down for a minute costs time, not rewards. A failure of one request while others get answers is not an
+outage: `max_attempts` bounds it. An endpoint that rejects the requested `response_format` is told once
+(or, with `response_format = "auto"`, asked again with the next format: json_schema, json_object, text).
 Secrets (the keys, credentials inside a base URL) are redacted from replies, reasons and errors
 before anything is stored or returned.
 """
@@ -42,16 +49,17 @@ from amaris_cli.llm.endpoint import (
     EndpointFatal,
     fatal_content_type,
     fatal_status,
+    public_url,
     strip_userinfo,
     url_secrets,
 )
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
 from amaris_cli.llm.ratelimit import RateLimiter, estimate_tokens
+from amaris_cli.llm.transport import classify, is_outage
 from amaris_cli.llm.wire import (
     ChatPoster,
     WireError,
-    dropped_connection,
     http_client,
     read_completion,
     unparsable_answer,
@@ -63,6 +71,8 @@ T = TypeVar("T", bound=BaseModel)
 
 # How long an answer recorded in the run's calls.jsonl vouches for its endpoint in later commands.
 CONFIRMED_FOR_S = 3600.0
+OUTAGE_REPORT_S = 30.0  # how often a continuing outage is said again
+OUTAGE_MAX_DELAY_S = 5.0  # during an outage each request tries again at least this often, to notice the end
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524}
 
 
@@ -102,6 +112,12 @@ class _Fatal(Exception):
     """This question cannot be answered (e.g. HTTP 400, or every attempt failed)."""
 
 
+class _FormatRejected(Exception):
+    """The endpoint refused the requested response_format: every request in that format would fail."""
+
+    PREFIX = "the endpoint rejected response_format"
+
+
 class _Stopped(Exception):
     """Not sent: an earlier request to the same endpoint got a fatal answer."""
 
@@ -127,6 +143,30 @@ class _Endpoint:
     confirmed: bool = False  # it has answered over HTTP with something other than a fatal error
     fatal: EndpointFatal | None = None
     first_contact: asyncio.Lock = field(default_factory=asyncio.Lock)
+    formats: list[str] = field(default_factory=list)  # response formats still to try ("auto")
+    last_answer: float = float("-inf")  # when it last answered (monotonic)
+    down_since: float | None = None  # when requests began to fail with no answer since
+    down_reason: str = ""
+    told_at: float = float("-inf")  # when the outage was last said
+    budget_left: dict[int | None, float] = field(default_factory=dict)  # per step, seconds of outage still to wait
+    waiting_since: dict[int | None, float] = field(default_factory=dict)  # per step, while its requests wait
+
+    def answered(self, now: float) -> float | None:
+        """An answer came: the outage (if any) is over; returns how long it lasted when it was said."""
+        self.last_answer = now
+        lasted = None if self.down_since is None or self.told_at == float("-inf") else now - self.down_since
+        for step, since in self.waiting_since.items():
+            self.budget_left[step] = max(0.0, self.budget_left[step] - (now - since))
+        self.waiting_since.clear()
+        self.down_since = None
+        return lasted
+
+    def outage_left(self, step: int | None, now: float, budget: float) -> float:
+        """Seconds the step may still wait for the endpoint to come back (its budget counts every second in
+        which one of its requests waited, over all outages)."""
+        left = self.budget_left.setdefault(step, budget)
+        since = self.waiting_since.setdefault(step, now)
+        return left - (now - since)
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -160,6 +200,7 @@ class LLMClient:
         call_log: CallLog | None = None,
         environ: Mapping[str, str] | None = None,
         cache: CallCache | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.call_log = call_log or CallLog(None)
@@ -177,6 +218,7 @@ class LLMClient:
         for s in self._agents.values():
             self._secrets |= url_secrets(s.base_url)
         self.usage: dict[str, AgentUsage] = {}
+        self.say = say or (lambda _text: None)
 
     # --- plumbing -----------------------------------------------------------------------
     def _client(self, agent: AgentSettings) -> ChatPoster:
@@ -222,11 +264,14 @@ class LLMClient:
             self._limiters[key] = RateLimiter(agent.requests_per_minute, agent.tokens_per_minute)
         return self._limiters[key]
 
-    def params_for(self, agent: AgentSettings, name: str, schema: type[BaseModel]) -> dict[str, Any]:
+    def params_for(self, agent: AgentSettings, name: str, schema: type[BaseModel],
+                   response_format: str | None = None) -> dict[str, Any]:
+        """The request's parameters; `response_format` overrides the agent's (what "auto" tries now)."""
+        fmt = response_format or agent.response_format
         params: dict[str, Any] = {"temperature": agent.temperature, agent.token_limit_param: agent.max_tokens}
-        if agent.response_format == "json_object":
+        if fmt == "json_object":
             params["response_format"] = {"type": "json_object"}
-        elif agent.response_format == "json_schema":
+        elif fmt == "json_schema":
             params["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": schema.model_json_schema(), "strict": False},
@@ -245,13 +290,11 @@ class LLMClient:
         try:
             # The SDK's timeout bounds each read; wait_for bounds the attempt as a whole.
             response = await asyncio.wait_for(poster.post(body, payload, agent.timeout), timeout=agent.timeout)
-        except (TimeoutError, openai.APITimeoutError) as exc:
-            if dropped := dropped_connection(exc):
-                raise _Transient(f"connection failed: {one_line(dropped, 300)}", "connection") from None
-            raise _Transient(f"timed out after {agent.timeout:g}s for the whole attempt "
-                             f"(raise agents.{name}.timeout if the judge is slow)", "timeout") from None
-        except openai.APIConnectionError as exc:
-            raise _Transient(f"connection failed: {one_line(str(exc.__cause__ or exc), 300)}", "connection") from None
+        except (TimeoutError, openai.APIConnectionError) as exc:  # APITimeoutError is an APIConnectionError
+            fault = classify(exc, agent.base_url, agent.timeout, name)
+            if fault.kind == "tls":  # a configuration error: no request to it can succeed as it is
+                raise EndpointFatal(f"the {name} endpoint {public_url(agent.base_url)}: {fault.reason}") from None
+            raise _Transient(self.redact(fault.reason), fault.kind) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
             detail = self.redact(_status_detail(exc))
@@ -260,8 +303,11 @@ class LLMClient:
             if fatal is not None:
                 raise fatal from None
             detail = one_line(detail, 300)
+            if status in (400, 415, 422, 500, 501) and "response_format" in payload and _names_format(detail):
+                raise _FormatRejected(f"{_FormatRejected.PREFIX} {payload['response_format'].get('type')!r} "
+                                      f"(HTTP {status}: {detail})") from None
             if status in RETRYABLE_STATUS:
-                kind = "rate_limit" if status == 429 else f"http_{status}"
+                kind = "rate_limit" if status == 429 else f"http_{status}"  # 5xx: an outage kind (transport.py)
                 hint = " (rate limited: lower requests_per_minute / --concurrency, or wait)" if status == 429 else ""
                 raise _Transient(f"HTTP {status}{hint}: {detail}", kind, _retry_after(exc.response.headers),
                                  answered=True) from None
@@ -321,14 +367,67 @@ class LLMClient:
         return await send()
 
     # --- one request, with transport retries --------------------------------------------
+    def _format(self, name: str, agent: AgentSettings) -> str:
+        """The response format to ask for now: the agent's, or under "auto" the first the endpoint takes."""
+        if agent.response_format != "auto":
+            return agent.response_format
+        endpoint = self._endpoint(agent)
+        if not endpoint.formats:
+            endpoint.formats = ["json_schema", "json_object", "text"]
+        return endpoint.formats[0]
+
+    def _format_rejected(self, name: str, agent: AgentSettings, fmt: str, error: str) -> bool:
+        """After a rejection of `fmt`: True when "auto" has another format to try (then it is the current one)."""
+        endpoint = self._endpoint(agent)
+        if agent.response_format == "auto" and endpoint.formats[:1] == [fmt] and len(endpoint.formats) > 1:
+            endpoint.formats.pop(0)
+            self.say(f"the {name} endpoint {public_url(agent.base_url)} does not take response_format {fmt!r}: "
+                     f"asking with {endpoint.formats[0]!r} from now on")
+            return True
+        return agent.response_format == "auto" and endpoint.formats[:1] != [fmt]  # another request switched it
+
+    def _outage_wait(self, name: str, agent: AgentSettings, step: int | None, reason: str, failing_since: float,
+                     delay: float) -> float | None:
+        """How long to wait before trying again during an outage, or None when this failure is not one (the
+        endpoint answers other requests) or the step's outage budget is spent."""
+        endpoint = self._endpoint(agent)
+        now = time.monotonic()
+        budget = self.settings.llm.outage_budget
+        if budget <= 0 or endpoint.last_answer > failing_since:
+            return None  # the endpoint answers others: this request's own failure, bounded by max_attempts
+        where = f"the {name} endpoint {public_url(agent.base_url)}"
+        if endpoint.down_since is None:
+            endpoint.down_since, endpoint.told_at = now, float("-inf")
+        endpoint.down_reason = reason
+        left = endpoint.outage_left(step, now, budget)
+        step_text = "" if step is None else f" (step {step})"
+        if left <= 0:
+            if endpoint.told_at != float("inf"):
+                self.say(f"{where} has been unreachable for {budget:g}s of this step{step_text}, llm.outage_budget: "
+                         f"its requests fail from now on ({reason})")
+                endpoint.told_at = float("inf")
+            return None
+        if now - endpoint.told_at >= OUTAGE_REPORT_S:
+            since = time.strftime("%H:%M:%S", time.localtime(time.time() - (now - endpoint.down_since)))
+            self.say(f"waiting for {where}{step_text}: unreachable since {since} ({reason}); retrying for up to "
+                     f"{left:.0f}s more (llm.outage_budget {budget:g}s per step)")
+            endpoint.told_at = now
+        return min(delay, left)
+
+    def _answered(self, agent: AgentSettings, name: str) -> None:
+        lasted = self._endpoint(agent).answered(time.monotonic())
+        if lasted is not None:
+            self.say(f"the {name} endpoint {public_url(agent.base_url)} answers again, after {lasted:.1f}s")
+
     async def _request(
         self, name: str, step: int | None, context: str, messages: list[dict[str, Any]], schema: type[BaseModel],
         budget: int | None = None,
     ) -> _Reply:
         agent = self._agents[name]
-        if (name, schema) not in self._params:
-            self._params[name, schema] = self.params_for(agent, name, schema)
-        params = self._params[name, schema]
+        fmt = self._format(name, agent)
+        if (name, schema, fmt) not in self._params:
+            self._params[name, schema, fmt] = self.params_for(agent, name, schema, fmt)
+        params = self._params[name, schema, fmt]
         if budget is not None and budget != params[agent.token_limit_param]:
             params = {**params, agent.token_limit_param: budget}
         rhash = request_hash(name, agent.model, messages, params)
@@ -338,7 +437,7 @@ class LLMClient:
                    pointer: bool = False) -> Written | None:
             if self.call_log.path is None:
                 return None
-            return self.call_log.write_line(step, call_line(
+            written = self.call_log.write_line(step, call_line(
                 ts=now_iso(), agent=name, step=step, context=context, request_hash=rhash,
                 model=agent.model, base_url=strip_userinfo(agent.base_url), messages=None if pointer else messages,
                 params=params, response=reply.text if reply and not pointer else None,
@@ -346,9 +445,19 @@ class LLMClient:
                 latency_s=round(time.monotonic() - started, 4), attempts=attempts,
                 error=self.redact(error) if error else None, source=source,  # type: ignore[arg-type]
             ))
+            if reply is None and error:  # a failure: a replay of this run fails it the same way
+                self.call_log.index(written, rhash, accepted=False, failed=True)
+            return written
 
         if self.cache is not None:
             cached = self.cache.lookup(rhash, name, step, context, agent.model, messages, params)
+            if cached is not None and cached.record.response is None:
+                # A replay of a request that failed in the source: it fails here the same way, unsent.
+                error = cached.record.error or "failed in the recorded run"
+                record(None, error, 0, time.monotonic(), cached.origin)
+                if error.startswith(_FormatRejected.PREFIX) and self._format_rejected(name, agent, fmt, error):
+                    return await self._request(name, step, context, messages, schema, budget)
+                raise _Fatal(error)
             if cached is not None:
                 reply = _Reply(text=cached.record.response or "", usage=cached.record.usage,
                                finish_reason=cached.record.finish_reason, request_hash=rhash)
@@ -369,7 +478,10 @@ class LLMClient:
         estimate = estimate_tokens(messages, int(params[agent.token_limit_param]))
         started = time.monotonic()
         last_error = "no attempt made"
-        for attempt in range(1, agent.max_attempts + 1):
+        attempt = counted = 0
+        while counted < agent.max_attempts:
+            attempt += 1
+            counted += 1
             try:
                 if limiter is not None:
                     usage.rate_limited_s += await limiter.acquire(estimate)
@@ -377,10 +489,16 @@ class LLMClient:
             except _Transient as exc:
                 usage.fault(exc.kind)
                 last_error = str(exc)
-                if attempt == agent.max_attempts:
+                delay = self._backoff(counted, exc.retry_after)
+                wait = (self._outage_wait(name, agent, step, last_error, started,
+                                          min(self._backoff(attempt, exc.retry_after), OUTAGE_MAX_DELAY_S))
+                        if is_outage(exc.kind) else None)
+                if wait is not None:  # an outage within the step's budget: it does not use up the attempts
+                    counted -= 1
+                elif counted == agent.max_attempts:
                     break
                 usage.retries += 1
-                await asyncio.sleep(self._backoff(attempt, exc.retry_after))
+                await asyncio.sleep(wait if wait is not None else delay)
                 continue
             except _Stopped as exc:
                 raise exc.fatal from None  # nothing was sent: no call to record
@@ -388,9 +506,19 @@ class LLMClient:
                 usage.failures += 1
                 record(None, str(exc), attempt, started)
                 raise
+            except _FormatRejected as exc:
+                record(None, str(exc), attempt, started)
+                if self._format_rejected(name, agent, fmt, str(exc)):
+                    return await self._request(name, step, context, messages, schema, budget)
+                fatal = EndpointFatal(f"the {name} endpoint {public_url(agent.base_url)} (model {agent.model!r}): {exc}; "
+                                      f"set agents.{name}.response_format to one it takes (\"json_object\", \"text\"), "
+                                      "or \"auto\" to fall back by itself")
+                self._endpoint(agent).fatal = fatal
+                raise fatal from None
             except _Fatal as exc:
                 record(None, str(exc), attempt, started)
                 raise
+            self._answered(agent, name)
             if limiter is not None:
                 limiter.settle(estimate, reply.usage.prompt_tokens + reply.usage.completion_tokens)
             usage.prompt_tokens += reply.usage.prompt_tokens
@@ -398,8 +526,8 @@ class LLMClient:
             reply.request_hash = rhash
             reply.written = record(reply, None, attempt, started)
             return reply
-        error = f"gave up after {agent.max_attempts} attempts: {last_error}"
-        record(None, error, agent.max_attempts, started)
+        error = f"gave up after {attempt} attempts: {last_error}"
+        record(None, error, attempt, started)
         raise _Fatal(error)
 
     def _remember(self, reply: _Reply, accepted: bool) -> None:
@@ -495,6 +623,13 @@ class LLMClient:
                     ]
         usage.failures += 1
         return answer
+
+
+def _names_format(detail: str) -> bool:
+    """Whether an error answer is about the requested response format (llama.cpp's server answers a json_schema
+    response_format with HTTP 500 "Input should be 'text' or 'json_object'")."""
+    text = detail.lower()
+    return "response_format" in text or "json_schema" in text or ("json_object" in text and "'text'" in text)
 
 
 def _status_detail(exc: Any) -> str:

@@ -17,8 +17,12 @@ import orjson
 from pydantic import BaseModel
 
 from amaris_cli import __version__
+from amaris_cli.alarms import Alarm, run_alarms
+from amaris_cli.errors import InputError
+from amaris_cli.figures import VersionFlips
+from amaris_cli.hackbench.models import RESULTS, HackbenchReport
 from amaris_cli.models import AnalysisRecord, Criterion, Rollout, RubricSet, ScoreRecord
-from amaris_cli.reader import RunReader
+from amaris_cli.reader import RunReader, StepReliability
 from amaris_cli.rubrics import criterion_stats
 from amaris_cli.rundir import RunDir
 
@@ -97,6 +101,7 @@ class StepView(BaseModel):
     summarized: bool
     summary: str | None
     updates: int
+    reliability: StepReliability  # the judge reliability check of the step, as `inspect --step` shows it
 
 
 class AgentUsage(BaseModel):
@@ -121,6 +126,10 @@ class Overview(BaseModel):
     rubrics: list[RubricView]
     updates: list[dict[str, Any]]  # {"update": update.json, "retrieval": retrieval.json or None}
     usage: list[AgentUsage]
+    alarms: list[Alarm]  # hacking-onset alarms (alarms.py), as `inspect` lists them
+    alarm_checks: list[str]  # the signals the run gave the alarms (none: nothing could be checked)
+    hackbench: HackbenchReport | None  # the run is a hack benchmark's (`amaris hackbench`): its results
+    reliability: list[VersionFlips]  # each criterion's flip rate per rubric version, over the run (reliability.py)
 
 
 def _r(x: float, digits: int = 4) -> float:
@@ -191,7 +200,7 @@ def step_view(reader: RunReader, step: int, kinds: dict[str, Literal["reward", "
                     failed=r.failed, analyzed=view.analyzed, mean=r.mean, std=r.std, histogram=r.histogram,
                     criteria=criterion_rates(reader.scores(step), kinds),
                     hacking=[PatternCount(**h.model_dump()) for h in view.hacking], summarized=view.summarized,
-                    summary=view.summary, updates=view.updates)
+                    summary=view.summary, updates=view.updates, reliability=reader.step_reliability(step))
 
 
 class Strings:
@@ -283,6 +292,16 @@ def analysis_block(record: AnalysisRecord, strings: Strings) -> dict[str, Any]:
     return block
 
 
+def _hackbench(run: RunDir) -> HackbenchReport | None:
+    path = run.path / RESULTS
+    if not path.exists():
+        return None
+    try:
+        return HackbenchReport.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise InputError(path, f"not the results of `amaris hackbench`: {str(exc).splitlines()[0]}") from None
+
+
 def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[int, dict[str, Any]]]:
     """The overview and {step: rollout block}."""
     reader = RunReader(run)
@@ -324,7 +343,12 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
                         recorded_prompt_tokens=int(u["recorded_prompt_tokens"]),
                         recorded_completion_tokens=int(u["recorded_completion_tokens"]), cost=_r(u["cost"], 6))
              for agent, u in agents.items()]
+    alarm_report = run_alarms(reader)
+    checks = [name for name, on in (("judge reward against the verifiable reward", alarm_report.gold),
+                                    ("hacking patterns' prevalence", any(s.n_analyzed for s in alarm_report.steps))) if on]
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
-                        steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage)
+                        steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
+                        alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run),
+                        reliability=reader.flip_rates())
     return overview, blocks

@@ -41,6 +41,7 @@ def render_page(overview: Overview, blocks: dict[int, dict[str, Any]]) -> bytes:
     title = html.escape(f"amaris report: {overview.run}")
     steps = "\n".join(f'<script type="{DATA_TYPE}" class="amaris-step" data-step="{step}">{packed(block)}</script>'
                       for step, block in sorted(blocks.items()))
+    hackbench_link = '<a href="#/hackbench">Hack benchmark</a>' if overview.hackbench is not None else ""
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{csp}">
@@ -50,7 +51,7 @@ def render_page(overview: Overview, blocks: dict[int, dict[str, Any]]) -> bytes:
 <body>
 <header><h1>amaris report: <span class="mono">{html.escape(overview.run)}</span></h1>
 <div class="facts" id="facts"></div>
-<nav><a href="#/">Overview</a><a href="#/rubrics">Rubrics</a><a href="#/updates">Updates</a></nav></header>
+<nav><a href="#/">Overview</a><a href="#/rubrics">Rubrics</a><a href="#/updates">Updates</a>{hackbench_link}</nav></header>
 <main id="main"><noscript>This report draws its pages with JavaScript; the data is in the run directory.</noscript>
 <p class="note">Decoding the report…</p></main>
 <script type="{DATA_TYPE}" id="amaris-overview">{packed(overview.model_dump(mode="json"))}</script>

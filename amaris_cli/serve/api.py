@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from amaris_cli.alarms import Alarm
 from amaris_cli.stepfiles import step_number
 from amaris_cli.training import TrainingMetadata
 
@@ -162,6 +163,8 @@ class RubricStatus(BaseModel):
     latest_version: int | None = None
     error: str | None = None
     timed_out: bool = False
+    skipped: str | None = None  # done without evaluating the step (the judge was unreachable), and why
+    alarms: list[Alarm] = Field(default_factory=list)  # hacking-onset alarms of the run up to the step
 
 
 class ReferenceRubricStatus(RubricStatus):

@@ -34,10 +34,12 @@ import orjson
 
 from amaris_cli import __version__, artifacts, locks
 from amaris_cli.agents.scorer import score_rollout
+from amaris_cli.alarms import alarms_at, run_alarms
 from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
 from amaris_cli.figures import reward_figures
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
 from amaris_cli.options import ScoreOptions, ServeOptions
+from amaris_cli.reader import RunReader
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import GRACE_S
@@ -420,7 +422,9 @@ class ServeCore:
             raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
         # The server's own task: a client that goes away ends only its wait, also while the step is being
         # opened (its rollout is judged and journaled all the same).
-        return await asyncio.shield(self._spawn(self._score(step, rollout, explicit_id, training)))
+        work = self._spawn(self._score(step, rollout, explicit_id, training))
+        work.add_done_callback(_settled)  # its error goes to the client that waits, if one still does
+        return await asyncio.shield(work)
 
     async def _score(self, step: int | None, rollout: Rollout, explicit_id: bool,
                      training: TrainingMetadata | None) -> ScoreResponse:
@@ -480,7 +484,7 @@ class ServeCore:
         if task is None:  # new, or judged again after a failure
             task = asyncio.create_task(self._judge(st, rollout))
             st.inflight[rid] = task
-            task.add_done_callback(lambda _t, st=st, rid=rid: st.inflight.pop(rid, None))
+            task.add_done_callback(lambda t, st=st, rid=rid: _settled(t, st.inflight.pop(rid, None)))
         record = await asyncio.shield(task)
         return await self._respond(step, record)
 
@@ -726,6 +730,9 @@ class ServeCore:
                 updated = artifacts.evolution(self.run, step)
                 note = f"; rubric version {step + 1} written" if updated and updated.update else ""
                 self.say(f"step {step}: evolution done{note}")
+                for alarm in alarms_at(RunReader(self.run), step):
+                    kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
+                    self.say(f"alarm: step {alarm.step}, {kind}: {alarm.reason}")
                 Journal(journal_path(self.run, step)).remove()
                 log_path(self.run, step).unlink(missing_ok=True)  # kept only when it failed
             elif evolution.state == "failed":
@@ -764,6 +771,8 @@ class ServeCore:
                 status.updated = mark.update and mark.status == "done"
                 status.rubric_version = step + 1 if status.updated else None
                 status.error = mark.error
+                status.skipped = mark.skipped
+            status.alarms = [a for a in run_alarms(self.run).alarms if a.step <= step]
             if state == "failed" and status.error is None and step in self.evolutions.by_step:
                 status.error = self.evolutions.by_step[step].error
         return status
@@ -810,6 +819,13 @@ class ServeCore:
                       rollouts_per_step=self.options.rollouts_per_step,
                       open_steps=sorted(self.steps), open=[self.steps[s].status() for s in sorted(self.steps)],
                       version=__version__)
+
+
+def _settled(task: asyncio.Task[Any], _: object = None) -> None:
+    """Take a finished judgement's exception: every client that waited for it may have gone (it is reported
+    to those that did), and asyncio would otherwise log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _differences(recorded: Any, current: Any, where: str = "") -> list[str]:

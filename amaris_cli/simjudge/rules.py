@@ -5,7 +5,9 @@ data blocks in the user message (RESPONSE, RESPONSE_1.., VERDICTS, ANALYSES, CHU
 without the memory blocks), else the answer shape the system message asks for. No template carries
 text for the sim-judge. Data is read from the tagged blocks and the JSON the templates embed. The scorer is deliberately naive in one documented way, like real judges: a response that
 tells the grader it is correct gets credit on correctness criteria (the "master key" effect), so
-the memory-augmented loop has a real hack to discover and correct.
+the memory-augmented loop has a real hack to discover and correct. The updater uses the memory blocks
+of its prompt as a careful model would (see `update`): a hack too rare for one step gets a pitfall when
+the retrieved history shows it recurring, so retrieval changes decisions and an ablation can show it.
 """
 
 from __future__ import annotations
@@ -301,8 +303,50 @@ def generate_queries(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --- updater ----------------------------------------------------------------------------------
 
+# A pattern in at least this share of the step's rollouts gets a pitfall from the step alone.
+PER_STEP_THRESHOLD = 0.1
+# A pattern below it gets one when it recurs: shown in this step and in the retrieved history of at least
+# this many earlier steps (the memory is what makes a rare but persistent hack visible).
+RECURRENCE_STEPS = 2
+_HISTORY_TYPES = ("analysis", "summary")  # observations; an update entry records a decision, not a rollout
+
+
+def _history(blocks: dict[str, str]) -> list[dict[str, Any]]:
+    """The retrieved entries the prompt holds, static first, each once."""
+    seen: set[str] = set()
+    entries = []
+    for entry in _lines(blocks.get("STATIC_MEMORY")) + _lines(blocks.get("DYNAMIC_MEMORY")):
+        key = str(entry.get("id", ""))
+        if key not in seen:
+            seen.add(key)
+            entries.append(entry)
+    return entries
+
+
+def _shown_in(pattern: str, history: list[dict[str, Any]]) -> dict[int, list[str]]:
+    """{earlier step: ids of the retrieved analyses and summaries that name the pattern}, as a reader of
+    the memory finds it: the pattern's name in the entry's text (amaris writes the names the analyses
+    gave, e.g. "Hacking (counted): sycophancy 1/16" in a summary, "Reward hacking: sycophancy (medium)"
+    in an analysis). An entry's text is all that is read; nothing of the run directory."""
+    name = re.compile(rf"(?<![a-z0-9_]){re.escape(pattern)}(?![a-z0-9_])")
+    steps: dict[int, list[str]] = {}
+    for entry in history:
+        step, text = entry.get("step"), str(entry.get("text", ""))
+        if entry.get("type") in _HISTORY_TYPES and isinstance(step, int) and name.search(text):
+            steps.setdefault(step, []).append(str(entry.get("id", "?")))
+    return dict(sorted(steps.items()))
+
+
+def _cited(shown: dict[int, list[str]]) -> str:
+    return ", ".join(f"step {s} ({ids[0]})" for s, ids in shown.items())
+
 
 def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Edits as a careful updater makes them from what its prompt holds: a pattern in at least
+    PER_STEP_THRESHOLD of this step's rollouts gets a pitfall; a rarer one gets a pitfall when the
+    retrieved history (static entries and dynamic hits) shows it in RECURRENCE_STEPS earlier steps, and the
+    reason and memory_consultation cite those entries. Without history (retrieval off, or hits that do not
+    name the pattern) a rare pattern stays below the threshold, as in a step seen alone."""
     system, user = _text(messages, "system"), _text(messages, "user")
     rubric = _json_after(system, "The current rubric (JSON)") or []
     bounds = re.search(r"within \[([0-9.]+), ([0-9.]+)\]", system)
@@ -311,7 +355,7 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
     cap = int(cap_match.group(1)) if cap_match else 8
     blocks = parse_blocks(user)
     counted = _counted(blocks.get("HACKING"))
-    history = _lines(blocks.get("STATIC_MEMORY")) + _lines(blocks.get("DYNAMIC_MEMORY"))
+    history = _history(blocks)
     existing = " ".join(c.get("text", "").lower() for c in rubric)
     n_adaptive = sum(1 for c in rubric if not c.get("anchor"))
 
@@ -319,19 +363,25 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
     consultation: list[dict[str, str]] = []
     prevalence = {p: c / max(n, 1) for p, (c, n) in counted.items()}
     for name, share in sorted(prevalence.items(), key=lambda kv: (-kv[1], kv[0])):
-        p = {"pattern": name, "prevalence": share}
-        if name not in PITFALLS or share < 0.1:
+        if name not in PITFALLS or share <= 0:
+            continue
+        words = name.replace("_", " ")
+        shown = _shown_in(name, history)
+        if shown:
+            latest = shown[max(shown)][0]
+            consultation.append({"source": latest, "insight": f"{words} was seen in {len(shown)} earlier "
+                                 f"step(s): {_cited(shown)}"})
+        recurring = share < PER_STEP_THRESHOLD and len(shown) >= RECURRENCE_STEPS
+        if share < PER_STEP_THRESHOLD and not recurring:
             continue
         text, key = PITFALLS[name]
-        words = name.replace("_", " ")
-        for entry in history:
-            if words in str(entry.get("text", "")).lower() or name in str(entry.get("text", "")):
-                consultation.append({"source": entry.get("id", "?"), "insight": f"{words} was seen at step {entry.get('step')}"})
-                break
         if key in existing or n_adaptive >= cap:
             continue
+        reason = f"{words} in {share:.0%} of rollouts"
+        if recurring:
+            reason += f", below {PER_STEP_THRESHOLD:.0%} but recurring in the memory: {_cited(shown)}"
         modifications.append({"op": "add", "text": text, "weight": min(hi, max(lo, 2.0)), "kind": "pitfall",
-                              "reason": f"{words} in {p['prevalence']:.0%} of rollouts"})
+                              "reason": reason})
         n_adaptive += 1
     if modifications:
         strategy, rationale = "CORRECTIVE", "reward hacking the rubric does not yet penalize: " + "; ".join(m["reason"] for m in modifications)
@@ -342,10 +392,10 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
             found = re.match(r"(\d+) of (\d+)", p.get("description", ""))
             if p.get("pattern") == "wrong_final_answer" and found:
                 wrong = int(found.group(1)) / max(1, int(found.group(2)))
-        hacked = _counted(blocks.get("HACKING"))
-        hacking = max((c / max(n, 1) for c, n in hacked.values()), default=0.0)
-        if wrong < 0.2 and hacking < 0.1 and "verifies its result" not in existing and n_adaptive < cap:
-            strategy, rationale = "ADVANCEMENT", "accuracy is high and hacking is rare: ask for verification"
+        hacking = max(prevalence.values(), default=0.0)
+        # The bar is raised only when no rollout games the rubric: a stricter rubric is no answer to a hack.
+        if wrong < 0.2 and hacking == 0 and "verifies its result" not in existing and n_adaptive < cap:
+            strategy, rationale = "ADVANCEMENT", "accuracy is high and no hacking is seen: ask for verification"
             modifications.append({"op": "add", "text": ADVANCEMENT_CRITERION, "weight": min(hi, max(lo, 1.0)),
                                   "kind": "reward", "reason": "raise the bar"})
         else:

@@ -66,6 +66,16 @@ class SimJudgeConfig:
     drip_interval: float = 0.2  # seconds between the bytes of a `drip` body
     enforce_max_tokens: bool = False  # cut replies longer than the request's token limit, as servers do
     error_detail: str = ""  # appended to injected error messages (a hostile endpoint's text)
+    # response_format types answered as llama.cpp's server answers json_schema: HTTP 500, "Input should be ..."
+    rejected_formats: tuple[str, ...] = ()
+    # An unreliable judge, for tests of amaris's reliability check. `inconsistent`: criterion id ("*": every
+    # criterion) -> the probability that the scorer answers the other way on it (a score of 0.5 or more becomes 0,
+    # a lower one 1; a pitfall present becomes absent and back), drawn from a hash of `seed`, the criterion, the response's number and the
+    # request's messages: the same request always gets the same answer (replays hold), a distinct request (a
+    # re-judgement) draws again. `first_listed_met`: position bias, the criterion the rubric lists first is
+    # always judged met (or, a pitfall, absent), whatever the response.
+    inconsistent: dict[str, float] = field(default_factory=dict)
+    first_listed_met: bool = False
 
 
 class SimJudge:
@@ -233,6 +243,12 @@ class SimJudge:
             self._write(writer, 400, self._error("invalid_request_error", f"unsupported response_format {rf.get('type')!r}"))
             await writer.drain()
             return True
+        if rf and rf.get("type") in self.config.rejected_formats:
+            self.stats["rejected_format"] += 1
+            self._write(writer, 500, self._error("server_error", "1 validation error for CreateChatCompletionRequest\n"
+                                                 "response_format.type\n  Input should be 'text' or 'json_object'"))
+            await writer.drain()
+            return True
         try:
             agent, answer = rules.answer(messages)
         except Exception as exc:  # noqa: BLE001 - a rule bug must answer 500, not drop the connection
@@ -241,6 +257,8 @@ class SimJudge:
             await writer.drain()
             return True
         self.stats[f"agent:{agent}"] += 1
+        if agent in ("scorer", "group_scorer") and answer is not None:
+            answer = self._unreliable(answer, messages)
         if self.config.latency:
             await asyncio.sleep(self.config.latency)
         fault = self._next_fault(agent, messages)
@@ -319,6 +337,35 @@ class SimJudge:
         self._write(writer, 200, orjson.dumps(payload))
         await writer.drain()
         return True
+
+    def _unreliable(self, answer: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The scorer's answer as the configured unreliable judge gives it (`inconsistent`, `first_listed_met`)."""
+        if not self.config.inconsistent and not self.config.first_listed_met:
+            return answer
+        rubric = rules._json_after(rules._text(messages, "system"), "The rubric (JSON)") or [{}]
+        first_id = rubric[0].get("id")
+        request = orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)
+
+        def verdicts(rows: list[dict[str, Any]], number: int) -> list[dict[str, Any]]:
+            out = []
+            for row in rows:
+                row = dict(row)
+                key = "present" if "present" in row else "score"
+                cid = row["criterion_id"]
+                if self.config.first_listed_met and cid == first_id:
+                    row[key] = False if key == "present" else 1.0
+                    row["reason"] = "listed first"
+                rate = self.config.inconsistent.get(cid, self.config.inconsistent.get("*", 0.0))
+                digest = hashlib.sha256(f"{self.config.seed}:{cid}:{number}:".encode() + request).digest()
+                if rate and int.from_bytes(digest[:8], "big") / 2**64 < rate:
+                    row[key] = (not row[key]) if key == "present" else (0.0 if row[key] >= 0.5 else 1.0)
+                    row["reason"] = f"{row['reason']} (answered the other way)"
+                out.append(row)
+            return out
+
+        if "responses" in answer:
+            return {"responses": [{**e, "verdicts": verdicts(e["verdicts"], e["response"])} for e in answer["responses"]]}
+        return {"verdicts": verdicts(answer["verdicts"], 0)}
 
     @staticmethod
     def _reply(fault: str | None, answer: Any, headers: dict[str, str]) -> str:

@@ -11,17 +11,19 @@ later evolutions waiting for it stop too).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from amaris_cli import artifacts
-from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.errors import AmarisError, InputError, StageFailed
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import ScoreRecord
+from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import earlier_steps, wait_for_evolutions
 from amaris_cli.session import Session
 from amaris_cli.stages.analyze import analyze_step
 from amaris_cli.stages.common import StageOutcome
+from amaris_cli.stages.reliability import beside as reliability_beside
 from amaris_cli.stages.score import score_step
 from amaris_cli.stages.summarize import summarize_step
 from amaris_cli.stages.update import UpdateOutcome, update_step
@@ -76,9 +78,13 @@ async def evolve_step(
     index_now: bool = True,
     on_stage: Callable[[str, int], None] | None = None,
     on_record: Callable[[object], None] | None = None,
+    by_stage: Mapping[str, Session] | None = None,
 ) -> EvolveOutcome:
     """`memory` opens the memory for writing (waiting for its lock) when first called, after the earlier
-    evolutions are complete. `index_now=False` leaves indexing an updated step to the caller."""
+    evolutions are complete. `index_now=False` leaves indexing an updated step to the caller. `by_stage` gives
+    a stage (analyze, summarize, update, rescore) a session of its own: a replay repeats each stage with the
+    command settings its files record (a run built by stage commands and `loop` mixes them)."""
+    stages = by_stage or {}
     run = session.run
     stage = on_stage or (lambda _stage, _step: None)
     # While it runs, the step's evolution is not done: a `score` that needs it waits instead of taking a
@@ -87,35 +93,51 @@ async def evolve_step(
     try:
         require_scores(session, step)
         stage("analyze", step)
-        analyzed = await analyze_step(session, step, force=force, on_done=on_record)
+        async with reliability_beside(session, step, force=force):  # the judge reliability check, when on
+            analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record)
         session.policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
         wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
                             needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)
         store = await memory()
         stage("summarize", step)
         # A step that is updated is indexed after its update, whose retrieval must not see it.
-        summarized = await summarize_step(session, step, None if update else store, force=force)
+        summarized = await summarize_step(stages.get("summarize", session), step, None if update else store, force=force)
         outcome = EvolveOutcome(step=step, analyzed=analyzed, summarized=summarized)
         if update:
             stage("update", step)
-            outcome.updated = await update_step(session, step, store, force=force, index=index_now)
+            outcome.updated = await update_step(stages.get("update", session), step, store, force=force, index=index_now)
             if rescore:
                 stage("rescore", step)
                 rollouts = artifacts.load_rollouts(run, step)
-                outcome.rescored, _ = await score_step(session, step, rollouts, limit=step + 1, explicit_version=step + 1,
+                outcome.rescored, _ = await score_step(stages.get("rescore", session), step, rollouts, limit=step + 1,
+                                                       explicit_version=step + 1,
                                                        output=artifacts.RESCORES, force=force,
                                                        on_done=on_record)
     except AmarisError as exc:
+        resume = exc.retry if isinstance(exc, StageFailed) and exc.retry else \
+            f"re-run `amaris evolve --run {run.path} --step {step}`"
         try:
             artifacts.mark_evolved(run, step, artifacts.Evolution(status="failed", update=update, rescore=rescore,
-                                                                  error=str(exc), **_how(session)))
+                                                                  error=str(exc), resume=resume, **_how(session)))
         except OSError:
             pass  # e.g. the disk is full: the step's own error is the one to report (later evolutions see no mark
             # and no running evolution, and stop with "evolve step N first")
         raise
+    skipped = _skipped(run, step)
+    if skipped is not None:
+        session.say(f"warning: step {step} was not evaluated ({skipped}); it evolved as skipped"
+                    + (f", rubric version {step + 1} carries the one before it forward unchanged" if update else ""))
     artifacts.mark_evolved(run, step, artifacts.Evolution(status="done", update=update, rescore=rescore,
-                                                          **_how(session)))
+                                                          skipped=skipped, **_how(session)))
     return outcome
+
+
+def _skipped(run: RunDir, step: int) -> str | None:
+    """Why the step (or an instance of it) was skipped, with the counts, or None when it was evaluated."""
+    reasons = [f"{s.skipped.judged} of {s.skipped.rollouts} rollouts judged, {s.skipped.analyzed} analyzed: "
+               f"{s.skipped.reason}" + (f" (instance {s.instance_id})" if s.instance_id is not None else "")
+               for s in artifacts.load_summaries(run, step) if s.skipped is not None]
+    return "; ".join(reasons) if reasons else None
 
 
 def _how(session: Session) -> dict[str, object]:

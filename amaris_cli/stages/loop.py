@@ -24,7 +24,7 @@ from amaris_cli import artifacts
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import Rollout
-from amaris_cli.schedule import update_due
+from amaris_cli.schedule import update_decided
 from amaris_cli.session import Session
 from amaris_cli.stages.analyze import analyze_step
 from amaris_cli.stages.evolve import evolve_step
@@ -102,9 +102,11 @@ class Indexer:
 
 
 async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer, *, hooks: Any,
-                   scoring_session: Session | None = None, wait: float = 0.0) -> StepReport:
+                   scoring_session: Session | None = None, wait: float = 0.0,
+                   by_stage: dict[str, Session] | None = None) -> StepReport:
     """Score one step, then evolve it (when planned), holding the step's lock throughout; `wait`: how long
-    to wait for an evolution of an earlier step that another process is running."""
+    to wait for an evolution of an earlier step that another process is running; `by_stage`: a session per
+    evolution stage (evolve_step)."""
     run = session.run
     scorer = scoring_session or session
     started = time.monotonic()
@@ -117,11 +119,11 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
                             mean_reward=scored.mean_reward, failed=scored.failed)
         scorer.policy.check("score", step, scored.failed, scored.total, scored.errors)
         if plan.evolve:
-            update = plan.update if plan.update is not None else update_due(run, step, session.settings.pipeline)
+            update = update_decided(run, step, session.settings.pipeline, plan.update)
 
             evolved = await evolve_step(session, step, indexer.memory, update=update, rescore=plan.rescore and update,
                                         wait=wait, fail_if_idle=True, index_now=False,
-                                        on_stage=hooks.on_stage, on_record=hooks.on_record)
+                                        on_stage=hooks.on_stage, on_record=hooks.on_record, by_stage=by_stage)
             if evolved.updated is not None:
                 indexer.start(session, step)
                 outcome = evolved.updated
@@ -131,20 +133,23 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
             if evolved.rescored is not None:
                 report.rescore_mean = evolved.rescored.mean_reward
         elif plan.stages:
-            await _run_stages(session, step, plan.stages, indexer, hooks)
+            stages = by_stage or {}
+            await _run_stages(stages.get("analyze", session), stages.get("summarize", session), step, plan.stages,
+                              indexer, hooks)
     report.tokens = _tokens(session) + (_tokens(scorer) if scorer is not session else 0) - tokens_before
     report.wall_s = round(time.monotonic() - started, 3)
     return report
 
 
-async def _run_stages(session: Session, step: int, stages: tuple[str, ...], indexer: Indexer, hooks: Any) -> None:
+async def _run_stages(analyzer: Session, summarizer: Session, step: int, stages: tuple[str, ...], indexer: Indexer,
+                      hooks: Any) -> None:
     """What `amaris analyze` and `amaris summarize` of the step did, without an update (as a replay repeats)."""
     hooks.on_stage("analyze", step)
-    analyzed = await analyze_step(session, step, on_done=hooks.on_record)
-    session.policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
+    analyzed = await analyze_step(analyzer, step, on_done=hooks.on_record)
+    analyzer.policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
     if "summarize" in stages:
         hooks.on_stage("summarize", step)
-        await summarize_step(session, step, await indexer.memory())
+        await summarize_step(summarizer, step, await indexer.memory())
 
 
 async def run_loop(session: Session, steps: dict[int, StepPlan], store: Memory, *, hooks: Any,

@@ -10,7 +10,7 @@ from typing import Any
 
 from amaris_cli import artifacts
 from amaris_cli.agents.summarizer import merge_chunks, summarize_chunk
-from amaris_cli.errors import AmarisError
+from amaris_cli.errors import AgentFailed, AmarisError
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import (
@@ -18,6 +18,7 @@ from amaris_cli.models import (
     Rollout,
     RubricSet,
     ScoreRecord,
+    StepSkipped,
     StepStats,
     SummaryAnswer,
     SummaryRecord,
@@ -81,7 +82,7 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
                            scores: dict[str, ScoreRecord], analyses: dict[str, AnalysisRecord],
                            force: bool) -> bool:
     """Write the group's stats and summary; True when the summary was (re)computed."""
-    run, kit = session.run, session.kit
+    run = session.run
     ids = [r.id for r in rollouts]
     group_scores = [scores[i] for i in ids if i in scores]
     if not group_scores:
@@ -93,17 +94,38 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
     if not force and artifacts.freshness(run, step, name).made_from(inputs):
         return False
     analyzed = [analyses[i] for i in ids if i in analyses and analyses[i].status == "analyzed"]
-    if not analyzed:
-        raise AmarisError(f"{artifacts.analyses_path(run, step)}: no analyzed rollouts to summarize at step {step}")
+    for stale in run.step_dir(step).glob(artifacts.rel("summary.chunk-*.json", instance_id)):
+        stale.unlink()
+    scope = f"step {step}" + (f", instance {instance_id}" if instance_id is not None else "")
+    try:
+        if not analyzed:
+            failed = [analyses[i] for i in ids if i in analyses and analyses[i].status != "analyzed"]
+            first = f"; first: {failed[0].error}" if failed and failed[0].error else ""
+            raise AgentFailed(f"no rollout of {scope} could be analyzed{first}")
+        summary, chunks = await _summary_of(session, step, instance_id, rubric, stats, analyzed, inputs)
+        record = SummaryRecord(step=step, instance_id=instance_id, n_rollouts=len(rollouts),
+                               n_analyzed=len(analyzed), chunks=chunks, stats=stats, hacking=count_hacking(analyzed),
+                               summary=summary)
+    except AgentFailed as exc:
+        if session.policy.name == "fail":
+            raise
+        record = skipped_summary(step, instance_id, len(rollouts), stats, analyzed, str(exc))
+    artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
+    return True
+
+
+async def _summary_of(session: Session, step: int, instance_id: str | None, rubric: RubricSet, stats: StepStats,
+                      analyzed: list[AnalysisRecord], inputs: dict[str, Any]) -> tuple[SummaryAnswer, int]:
+    """The summarizer's answer for a group's analyses (in chunks merged by the meta-summarizer when large),
+    and the number of chunks; AgentFailed when an agent gives no answer."""
+    run, kit = session.run, session.kit
     hacking = count_hacking(analyzed)
     size = session.settings.pipeline.chunk_size
     chunks = [analyzed[i : i + size] for i in range(0, len(analyzed), size)]
-    for stale in run.step_dir(step).glob(artifacts.rel("summary.chunk-*.json", instance_id)):
-        stale.unlink()
     if len(chunks) == 1:
         answer = await summarize_chunk(kit, rubric, step, chunks[0], stats, hacking, "all rollouts")
         if answer.value is None:
-            raise AmarisError(f"step {step}: the summarizer failed: {answer.error}; re-run to retry")
+            raise AgentFailed(f"step {step}: the summarizer failed: {answer.error}; re-run to retry")
         summary: SummaryAnswer = answer.value
     else:
         async def chunk_summary(index: int) -> tuple[int, SummaryAnswer]:
@@ -111,7 +133,7 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
             answer = await summarize_chunk(kit, rubric, step, chunk, stats, count_hacking(chunk),
                                            f"chunk {index + 1} of {len(chunks)}")
             if answer.value is None:
-                raise AmarisError(f"step {step}: the summarizer failed on chunk {index + 1}: {answer.error}; "
+                raise AgentFailed(f"step {step}: the summarizer failed on chunk {index + 1}: {answer.error}; "
                                   "re-run to retry")
             artifacts.write_json_recorded(
                 run, step, artifacts.rel(artifacts.chunk_name(index), instance_id),
@@ -131,15 +153,27 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
                     return group[0]
                 merged = await merge_chunks(kit, rubric, step, group, stats, hacking, len(analyzed))
                 if merged.value is None:
-                    raise AmarisError(f"step {step}: the meta-summarizer failed: {merged.error}; re-run to retry")
+                    raise AgentFailed(f"step {step}: the meta-summarizer failed: {merged.error}; re-run to retry")
                 return sum(n for n, _ in group), merged.value
 
             parts = await bounded_map(levels, merge, kit.settings.agent("meta_summarizer").concurrency)
         summary = parts[0][1]
-    record = SummaryRecord(step=step, instance_id=instance_id, n_rollouts=len(rollouts), n_analyzed=len(analyzed),
-                           chunks=len(chunks), stats=stats, hacking=hacking, summary=summary)
-    artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
-    return True
+    return summary, len(chunks)
+
+
+def skipped_summary(step: int, instance_id: str | None, n_rollouts: int, stats: StepStats,
+                analyzed: list[AnalysisRecord], reason: str) -> SummaryRecord:
+    """amaris's own summary of a group that could not be evaluated (policy.py: a skipped step): what memory
+    keeps of it, so a later update knows the step happened and why it taught nothing."""
+    skipped = StepSkipped(reason=reason, rollouts=n_rollouts, judged=stats.n_scored, analyzed=len(analyzed))
+    scope = f"Step {step}" + (f" (instance {instance_id})" if instance_id is not None else "")
+    text = (f"{scope} was not evaluated: {skipped.judged} of {skipped.rollouts} rollouts were judged and {skipped.analyzed} "
+            f"analyzed ({reason}). Its rewards are the failure policy's for the rollouts not judged, and the "
+            "rubric was carried forward unchanged.")
+    answer = SummaryAnswer(executive_summary=text, reward_hacking="not evaluated", rubric_meta_evaluation="not evaluated",
+                           performance_advancement="not evaluated", memory_entry=text)
+    return SummaryRecord(step=step, instance_id=instance_id, n_rollouts=n_rollouts, n_analyzed=len(analyzed), chunks=0,
+                         stats=stats, hacking=count_hacking(analyzed), summary=answer, skipped=skipped)
 
 
 async def summarize_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False) -> StageOutcome:

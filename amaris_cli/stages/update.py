@@ -13,10 +13,11 @@ from typing import Any
 from amaris_cli import artifacts
 from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
-from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.errors import AgentFailed, AmarisError, InputError
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
-from amaris_cli.models import RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
+from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
+from amaris_cli.reliability import updater_reliability
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
@@ -79,7 +80,8 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     run, kit, mem = session.run, session.kit, session.settings.memory
     iid = summary.instance_id
     base = rubric_for(run, step, iid)
-    inputs = update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base)
+    reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
+    inputs = {**update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base), **reliability.inputs}
     name = artifacts.rel(artifacts.UPDATE, iid)
     if not force and artifacts.freshness(run, step, name).made_from(inputs):
         existing = artifacts.load_update(run, step, iid)
@@ -89,23 +91,34 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
         if not path.exists() or run.load_rubric(rubric.version, iid) != rubric:
             run.save_rubric(rubric)  # the update is whole but its rubric file was lost or edited: rewrite it
         return existing, artifacts.load_retrieval(run, step, iid), False
+    if summary.skipped is not None:
+        why = CarriedForward(cause="skipped", reason=summary.skipped.reason)
+        return _carry_forward(session, step, base, inputs, why), None, True
     static = static_retrieval(run, step, mem.static_steps, iid) if mem.static else []
     queries: list[str] = []
     dynamic = []
-    if mem.dynamic:
-        if memory is None:
-            raise AmarisError("dynamic retrieval needs the memory index")
-        answer = await generate_queries(kit, step, summary, mem.max_queries)
+    try:
+        if mem.dynamic:
+            if memory is None:
+                raise AmarisError("dynamic retrieval needs the memory index")
+            answer = await generate_queries(kit, step, summary, mem.max_queries)
+            if answer.value is None:
+                raise AgentFailed(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
+            queries = answer.value.queries
+            dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static},
+                                        iid)
+        retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static,
+                                    static_steps=mem.static_steps, dynamic_enabled=mem.dynamic,
+                                    results_per_query=mem.results_per_query, max_queries=mem.max_queries,
+                                    static=static, queries=queries, dynamic=dynamic)
+        answer = await propose_update(kit, base, step, summary, static, dynamic, reliability.block)
         if answer.value is None:
-            raise AmarisError(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
-        queries = answer.value.queries
-        dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static}, iid)
-    retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static, static_steps=mem.static_steps,
-                                dynamic_enabled=mem.dynamic, results_per_query=mem.results_per_query,
-                                max_queries=mem.max_queries, static=static, queries=queries, dynamic=dynamic)
-    answer = await propose_update(kit, base, step, summary, static, dynamic)
-    if answer.value is None:
-        raise AmarisError(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run to retry")
+            raise AgentFailed(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run "
+                              "to retry")
+    except AgentFailed as exc:
+        if session.policy.name == "fail":
+            raise
+        return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), None, True
     proposal = answer.value
     new_rubric, applied, rejected = apply_modifications(base, proposal.modifications, session.settings.rubric, step + 1, step)
     new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive)
@@ -118,6 +131,27 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
                                   inputs, session.how)
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
     return record, retrieval, True
+
+
+def carried_forward_record(step: int, base: RubricSet, why: CarriedForward) -> UpdateRecord:
+    """An update that writes the rubric it started from again, unchanged (a skipped step, or a version the
+    adoption gate refused): version step + 1 exists, so the schedule and every reader see the step as updated."""
+    return UpdateRecord(step=step, instance_id=base.instance_id, from_version=base.version, to_version=step + 1,
+                        strategy="MAINTENANCE", rationale=f"carried forward unchanged ({why.cause}): {why.reason}",
+                        memory_consultation=[], applied=[], rejected=[], final_adaptive=base.adaptive,
+                        carried_forward=why)
+
+
+def _carry_forward(session: Session, step: int, base: RubricSet, inputs: dict[str, Any],
+                   why: CarriedForward) -> UpdateRecord:
+    run = session.run
+    record = carried_forward_record(step, base, why)
+    run.save_rubric(_rubric_of(base, record))
+    # No retrieval was made: a retrieval.json of an earlier attempt describes nothing this update used.
+    artifacts.remove(run, step, artifacts.rel(artifacts.RETRIEVAL, base.instance_id))
+    artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.UPDATE, base.instance_id),
+                                  record.model_dump(mode="json"), inputs, session.how)
+    return record
 
 
 async def update_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False,

@@ -268,10 +268,20 @@
     for (const u of D.usage) table.appendChild(h("tr", {}, h("td", {}, u.agent), h("td", { class: "num" }, u.model_calls), h("td", { class: "num" }, u.prompt_tokens), h("td", { class: "num" }, u.completion_tokens), h("td", { class: "num" }, u.recorded_calls), D.priced ? h("td", { class: "num" }, u.cost.toFixed(4)) : null));
     return table;
   }
+  function alarmsBlock() {
+    const checked = D.alarm_checks.length ? D.alarm_checks.join(" and ") : "nothing yet (no verifiable reward, no step analyzed)";
+    if (!D.alarms.length) return h("p", { class: "note", id: "alarms" }, `Hacking-onset alarms: none (checked: ${checked}).`);
+    const table = h("table", { id: "alarms" }, h("tr", {}, ["step", "kind", "reason"].map((c) => h("th", {}, c))));
+    for (const a of D.alarms) table.appendChild(h("tr", { class: "click", onclick: () => go(stepHref(a.step, a.pattern ? { pattern: a.pattern } : {})) },
+      h("td", {}, link(stepHref(a.step), "step " + a.step)), h("td", {}, a.kind + (a.pattern ? ` (${a.pattern})` : "")), h("td", {}, a.reason)));
+    return [h("h2", {}, `Hacking-onset alarms (${D.alarms.length})`), table,
+      h("div", { class: "legend" }, "An alarm reports, it changes no reward: the judge rewarding rollouts the verifiable reward fails more than before, or a hacking pattern the analyzer names growing. Checked: " + checked + ".")];
+  }
   function overviewView() {
     const lineages = [...new Set(D.rubrics.map((r) => r.instance ?? null))];
     return [
       h("p", { class: "note" }, "Rewards of steps scored with different rubric versions are not directly comparable: a stricter rubric lowers the reward of the same behaviour. Click any point, bar, cell or row to open what is behind it."),
+      alarmsBlock(),
       h("h2", {}, "Reward per step"), rewardChart(),
       h("h2", {}, "Criteria over steps"), criteriaPanels(),
       h("h2", {}, "Rubric size and edits"),
@@ -409,10 +419,35 @@
     const view = [head, h("h3", {}, "Criteria"), critRows,
       h("div", { class: "legend" }, "rate: mean verdict over the scored rollouts, the pass rate of a reward criterion or the prevalence of a pitfall (higher = worse)."),
       h("h3", {}, "Reward hacking"), chips.length ? h("div", {}, chips) : h("p", { class: "note" }, st.summarized ? "none named" : "not summarized yet"),
+      reliabilitySection(st),
       h("h3", {}, "Rollouts"), body];
     block(step).then((b) => fillRollouts(body, b, st, f, set)).catch((e) => body.replaceChildren(h("p", { class: "err" }, "Could not decode this step's data: " + e)));
     return view;
   }
+  // --- judge reliability (amaris_cli/reliability.py): flip rates per rubric version ----------------
+  function flipTables(versions) {
+    return versions.map((v) => {
+      const table = h("table", { class: "flips" }, h("tr", {}, h("th", {}, "criterion"), ["judged again", "flipped", "flip rate", "repeat", "permuted"].map((c) => h("th", { class: "num" }, c))));
+      for (const c of v.criteria) {
+        const info = criterionInfo(c.criterion_id, v.rubric_version, v.instance_id);
+        table.appendChild(h("tr", {}, h("td", {}, info.text, h("div", { class: "muted mono" }, c.criterion_id)),
+          h("td", { class: "num" }, c.n), h("td", { class: "num" }, c.flips), h("td", { class: "num" }, pct(c.rate), meter(c.rate, "#9a6700")),
+          h("td", { class: "num" }, `${c.repeat.flips}/${c.repeat.n}`), h("td", { class: "num" }, `${c.permuted.flips}/${c.permuted.n}`)));
+      }
+      return [h("p", {}, link(rubricHref(v.rubric_version, v.instance_id), "rubric v" + v.rubric_version + (v.instance_id !== null ? " (" + v.instance_id + ")" : "")),
+        `, re-judged at ${count(v.steps.length, "step")} (${v.steps.join(", ")}): ${count(v.rejudged, "rollout")} answered again, ${v.failed} without a valid answer; a verdict flips when it differs from the first by more than ${v.tolerance.join(", ")}.`), table];
+    });
+  }
+  const FLIP_LEGEND = "judged again: verdicts given again (repeat: the same request with only its block tag drawn again; permuted: the criteria in another order); flip rate: the share of them that differ from the first verdict beyond the tolerance. A criterion that flips is a candidate to rewrite; flips only in permuted order show position bias.";
+  function reliabilitySection(st) {
+    const rel = st.reliability;
+    const out = [h("h3", {}, "Judge reliability")];
+    if (!rel.measured) return [out, h("p", { class: "note" }, "not measured (" + rel.why + ")")];
+    if (rel.skipped) return [out, h("p", { class: "note" }, "not checked at this step: " + rel.skipped)];
+    out.push(h("p", {}, `${count(rel.calls, "scorer call")} asked again, within a budget of ${rel.budget} (${pct(rel.max_extra)} of the step's ${rel.scorer_calls} scorer calls); ${rel.failed} without a valid answer. The flip rates of the rubric version that scored the step, over the steps up to it (what its updater was given):`));
+    return [out, flipTables(rel.versions), h("div", { class: "legend" }, FLIP_LEGEND)];
+  }
+
   function fillRollouts(body, b, st, f, set) {
     if (!b) { body.replaceChildren(h("p", { class: "note" }, "No rollouts for this step.")); return; }
     const patterns = new Set();
@@ -486,7 +521,12 @@
       h("p", {}, lineage.map((x) => [x.version === version ? h("b", {}, "v" + x.version) : link(rubricHref(x.version, inst), "v" + x.version), " "])),
       h("p", {}, r.produced_by_step === null || r.produced_by_step === undefined ? "The initial rubric (from init). " : ["Written by ", link(updateHref(r.produced_by_step), "the update after step " + r.produced_by_step), ". "],
         used.length ? ["Scored steps ", used.map((st, k) => [k ? ", " : "", link(stepHref(st), String(st))]), "."] : "No step was scored with it yet."),
-      table, diff];
+      table, diff, rubricReliability(version, inst)];
+  }
+  function rubricReliability(version, inst) {
+    const found = (D.reliability || []).filter((v) => v.rubric_version === version && (v.instance_id ?? "") === (inst ?? ""));
+    if (!found.length) return null;
+    return [h("h3", {}, "Judge reliability"), flipTables(found), h("div", { class: "legend" }, FLIP_LEGEND)];
   }
   function rubricsView() {
     const table = h("table", {}, h("tr", {}, ["version", "instance", "written by", "criteria", "reward", "pitfall", "added", "removed", "changed"].map((c) => h("th", {}, c))));
@@ -550,6 +590,26 @@
     return out;
   }
 
+  function hackbenchView() {
+    const B = D.hackbench;
+    const crumbs = h("div", { class: "crumbs" }, link("#/", "overview"), " / hack benchmark");
+    if (!B) return [crumbs, h("p", { class: "note" }, "This run is not a hack benchmark's (`amaris hackbench` writes one).")];
+    const gain = (i) => (i.mean === null ? "-" : (i.mean >= 0 ? "+" : "") + fmt(i.mean, 2) + (i.low === null ? "" : ` [${fmt(i.low, 2)}, ${fmt(i.high, 2)}]`));
+    const table = h("table", { id: "hackbench" }, h("tr", {}, ["family", "variants", "recall", "precision", "gain v0", `gain v${B.updates}`, "calls", "tokens"].map((c, i) => h("th", { class: i ? "num" : "" }, c))));
+    for (const f of B.families) table.appendChild(h("tr", { title: f.description },
+      h("td", {}, f.family), h("td", { class: "num" }, f.variants), h("td", { class: "num" }, fmt(f.analyzer_recall, 2)),
+      h("td", { class: "num" }, fmt(f.analyzer_precision, 2)), h("td", { class: "num" }, gain(f.gain_initial)),
+      h("td", { class: "num" }, gain(f.gain_after_updates)), h("td", { class: "num" }, f.spent.calls),
+      h("td", { class: "num" }, f.spent.prompt_tokens + f.spent.completion_tokens)));
+    return [crumbs, h("h2", {}, "Hack benchmark"),
+      h("p", {}, `${B.items} honest answers from ${B.source}, each the control of its hacked variants; judge: ${B.judge}; ${B.updates} update(s) between the two measurements.`),
+      table,
+      h("p", {}, `Honest drift (mean change of the controls' rewards from v0 to v${B.updates}): ${gain(B.honest_drift)}. Controls the analyzer named a pattern in: ${pct(B.honest_flagged)}. ${B.failed} rollout(s) could not be scored and are left out.`),
+      h("div", { class: "legend" }, "recall, precision: the analyzer naming each hack (step 0). gain: a variant's reward minus its own control's, mean [95% bootstrap interval], at the initial rubric (v0) and after the updates. " +
+        "recall, precision and gain v0 measure the judge (its prompts and the initial rubric); the later gain and the honest drift measure amaris. Hacks built by a transform are easier to catch than real ones."),
+      B.notes.length ? h("ul", {}, B.notes.map((n) => h("li", {}, n))) : null];
+  }
+
   // --- routing ------------------------------------------------------------------------------
   function go(hash) { if (location.hash === hash) route(); else location.hash = hash; }
   let routing = 0;
@@ -566,6 +626,7 @@
       else if (parts[0] === "rubrics") view = rubricsView();
       else if (parts[0] === "update" && parts.length > 1) view = updateView(Number(parts[1]));
       else if (parts[0] === "updates") view = updatesView();
+      else if (parts[0] === "hackbench") view = hackbenchView();
       else view = overviewView();
     } catch (e) { view = h("p", { class: "err" }, "Could not show this view: " + e); }
     if (ticket !== routing) return;

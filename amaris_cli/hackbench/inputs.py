@@ -1,0 +1,226 @@
+"""What the benchmark judges: labelled rollouts, from honest answers plus transforms or from a labelled file.
+
+Three sources:
+- honest answers (a rollouts JSONL read as `amaris score` reads it, `--map` included; default: the shipped
+  math examples): each answer is its own control, and every selected family's transform of it a variant;
+- a labelled file (`--labelled`): rollout lines with a label field (`label`, or `--label-field`); `honest`
+  (also `control`, `clean`, `none`) marks a control, any other label names the hack. A variant's control
+  is the honest line with the same prompt; several are averaged. A label that is a family name is judged
+  by that family's analyzer names; any other label by whether the analysis names any pattern at all;
+- the School of Reward Hacks columns (a line with `user`, `school_of_reward_hacks`, `control`; `task`,
+  `evaluation_metric`, `cheat_method` kept as metadata): each line is a prompt, its hacked response and its
+  control, one family `school_of_reward_hacks`. Recognized by its columns, with or without `--labelled`.
+
+Every bad line is reported as FILE:LINE: reason before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from amaris_cli.errors import InputError, InputErrors
+from amaris_cli.hackbench.models import HONEST, BenchLabel
+from amaris_cli.hackbench.transforms import FAMILIES, Context, Family, Honest, Skip, family, read_honest
+from amaris_cli.inputfiles import read_input_bytes
+from amaris_cli.jsonlimits import json_error_reason
+from amaris_cli.rollouts import parse_rollouts
+
+HONEST_LABELS = frozenset({"honest", "control", "clean", "none"})
+SORH_COLUMNS = ("user", "school_of_reward_hacks", "control")
+SORH_FAMILY = "school_of_reward_hacks"
+ANY_PATTERN = "any pattern the analyzer names"
+
+
+def shipped_examples() -> Path:
+    return Path(__file__).parent / "data" / "math_honest.jsonl"
+
+
+def shipped_config() -> Path:
+    return Path(__file__).parent / "data" / "math.toml"
+
+
+@dataclass
+class FamilyInfo:
+    name: str
+    description: str
+    names: str  # what counts as naming it, in words
+    matches: Callable[[str], bool]
+    skipped: int = 0
+    skip_reasons: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str) -> None:
+        self.skipped += 1
+        if reason not in self.skip_reasons:
+            self.skip_reasons.append(reason)
+
+
+@dataclass
+class BenchSet:
+    rows: list[dict[str, Any]]  # rollout lines, controls and variants, with metadata.hackbench
+    families: dict[str, FamilyInfo]
+    items: int
+    source: str
+
+
+def _row(item: str, family_name: str, source: str, prompt: str, output: str, reference: str | None,
+         extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    label = BenchLabel(item=item, family=family_name, source=source)  # type: ignore[arg-type]
+    row: dict[str, Any] = {"id": f"{item}:{family_name}", "input": prompt, "output": output,
+                           "metadata": {**(extra or {}), "hackbench": label.model_dump()}}
+    if reference is not None:
+        row["supplemental_context"] = reference
+    return row
+
+
+def _known(f: Family) -> FamilyInfo:
+    names = ", ".join(f.patterns) + f" (or a free-form name matching /{f.free_form}/)"
+    return FamilyInfo(f.name, f.description, names, f.named)
+
+
+def _any(name: str, description: str) -> FamilyInfo:
+    known = family(name)
+    return _known(known) if known else FamilyInfo(name, description, ANY_PATTERN, lambda _pattern: True)
+
+
+def from_honest(path: Path, data: bytes, mapping: dict[str, str], selected: list[Family], ctx: Context,
+                limit: int | None = None, source: str | None = None) -> BenchSet:
+    rollouts = parse_rollouts(data, path, mapping)[:limit]
+    families = {f.name: _known(f) for f in selected}
+    rows: list[dict[str, Any]] = []
+    for r in rollouts:
+        honest: Honest = read_honest(r.id, r.input, r.output, r.supplemental_context)
+        rows.append(_row(r.id, HONEST, "transform", r.input, r.output, r.supplemental_context))
+        for f in selected:
+            try:
+                output = f.transform(honest, ctx)
+            except Skip as why:
+                families[f.name].skip(str(why))
+                continue
+            rows.append(_row(r.id, f.name, "transform", r.input, output, r.supplemental_context))
+    return BenchSet(rows=rows, families=families, items=len(rollouts), source=source or str(path))
+
+
+def _lines(path: Path, data: bytes) -> list[tuple[int, bytes]]:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = [(n, raw) for n, raw in enumerate(data.split(b"\n"), start=1) if raw.strip()]
+    if not lines:
+        raise InputError(path, "empty file: no rows")
+    return lines
+
+
+def _objects(path: Path, data: bytes) -> list[tuple[int, dict[str, Any]]]:
+    rows, errors = [], []
+    for n, raw in _lines(path, data):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            errors.append(InputError(path, json_error_reason(raw, exc), n))
+            continue
+        if not isinstance(value, dict):
+            errors.append(InputError(path, f"expected a JSON object, got {type(value).__name__}", n))
+            continue
+        rows.append((n, value))
+    if errors:
+        raise InputErrors(errors)
+    return rows
+
+
+def _first_object(data: bytes) -> dict[str, Any] | None:
+    for raw in data.split(b"\n"):
+        if raw.strip():
+            try:
+                value = orjson.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+            except orjson.JSONDecodeError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def from_school_of_reward_hacks(path: Path, data: bytes, limit: int | None = None) -> BenchSet:
+    rows: list[dict[str, Any]] = []
+    errors: list[InputError] = []
+    objects = _objects(path, data)[:limit]
+    for n, obj in objects:
+        bad = [c for c in SORH_COLUMNS if not isinstance(obj.get(c), str) or not obj[c].strip()]
+        if bad:
+            errors.append(InputError(path, f"column {bad[0]!r} must be a non-empty string (School of Reward Hacks "
+                                           f"lines need {', '.join(SORH_COLUMNS)})", n))
+            continue
+        extra = {k: obj[k] for k in ("task", "evaluation_metric", "cheat_method") if isinstance(obj.get(k), str)}
+        item = f"line-{n}"
+        rows.append(_row(item, HONEST, "school_of_reward_hacks", obj["user"], obj["control"], None, extra))
+        rows.append(_row(item, SORH_FAMILY, "school_of_reward_hacks", obj["user"], obj["school_of_reward_hacks"],
+                         None, extra))
+    if errors:
+        raise InputErrors(errors)
+    info = FamilyInfo(SORH_FAMILY, "School of Reward Hacks: the dataset's hacked response against its control",
+                      ANY_PATTERN, lambda _pattern: True)
+    return BenchSet(rows=rows, families={SORH_FAMILY: info}, items=len(objects), source=str(path))
+
+
+def from_labelled(path: Path, data: bytes, mapping: dict[str, str], label_field: str,
+                  limit: int | None = None) -> BenchSet:
+    """Rollout lines with a label; the label is taken out before the line is read as a rollout (a field
+    named `label` would otherwise be read as the reference), so errors keep their line numbers."""
+    objects = _objects(path, data)
+    labels: list[str] = []
+    errors: list[InputError] = []
+    stripped: list[bytes] = []
+    for n, obj in objects:
+        label = obj.pop(label_field, None)
+        if not isinstance(label, str) or not label.strip():
+            errors.append(InputError(path, f"field {label_field!r} (the label) must be a non-empty string", n))
+            continue
+        labels.append(label.strip())
+        stripped.append(orjson.dumps(obj))
+    if errors:
+        raise InputErrors(errors)
+    numbered = {n: line for (n, _), line in zip(objects, stripped, strict=True)}
+    last = max(numbered)
+    data = b"\n".join(numbered.get(n, b"") for n in range(1, last + 1)) + b"\n"
+    rollouts = parse_rollouts(data, path, mapping)
+    pairs = list(zip(rollouts, labels, strict=True))[:limit]
+    rows: list[dict[str, Any]] = []
+    families: dict[str, FamilyInfo] = {}
+    for rollout, label in pairs:
+        item = "p-" + hashlib.sha256(rollout.input.encode()).hexdigest()[:12]  # a variant's control shares its prompt
+        name = HONEST if label.lower() in HONEST_LABELS else label
+        if name != HONEST and name not in families:
+            families[name] = _any(name, f"labelled {name!r} in {path.name}")
+        row = _row(item, name, "labelled", rollout.input, rollout.output, rollout.supplemental_context,
+                   rollout.metadata)
+        row["id"] = rollout.id  # the file's own ids (unique in it), not item:family
+        rows.append(row)
+    return BenchSet(rows=rows, families=families, items=len({r["metadata"]["hackbench"]["item"] for r in rows}),
+                    source=str(path))
+
+
+def load(source: Path | None, mapping: dict[str, str], labelled: bool, label_field: str, selected: list[Family],
+         ctx: Context, limit: int | None = None) -> BenchSet:
+    """The benchmark's rollouts from `source` (read once: it may be a pipe), or from the shipped examples."""
+    if source is None:
+        path = shipped_examples()
+        return from_honest(path, path.read_bytes(), {}, selected, ctx, limit, source="shipped math examples")
+    data, _ = read_input_bytes(source)
+    first = _first_object(data)
+    if first is not None and all(c in first for c in SORH_COLUMNS):
+        return from_school_of_reward_hacks(source, data, limit)
+    if labelled:
+        return from_labelled(source, data, mapping, label_field, limit)
+    return from_honest(source, data, mapping, selected, ctx, limit)
+
+
+def select_families(names: list[str] | None) -> list[Family]:
+    if not names:
+        return list(FAMILIES)
+    unknown = [n for n in names if family(n) is None]
+    if unknown:
+        raise InputError("--families", f"unknown family {unknown[0]!r}; known: {', '.join(f.name for f in FAMILIES)}")
+    return [f for f in FAMILIES if f.name in names]

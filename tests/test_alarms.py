@@ -1,0 +1,233 @@
+"""Onset alarms (amaris_cli/alarms.py): a hack ramping from step 4 alarms between steps 4 and 8; clean runs
+of 12 steps do not; alarms never change a reward.
+
+Runs are built by the real pipeline (the CLI, the sim-judge over HTTP) from generated rollouts
+(examples/make_recurring.py: honest answers with `metadata.gold_reward`, a judge-fooling hack whose gold
+is 0), so the alarms read the files a user's run holds. What would make these fail: a rule that fires on
+sampling noise (the clean runs), one that needs a larger or longer rise than the ramp gives by step 8, or
+a divergence that reads anything but the verifiable reward (the score-only ramp has no analyses).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amaris_cli.alarms import Moments, StepSignals, detect, run_alarms
+from amaris_cli.rundir import RunDir
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, snapshot, write_jsonl
+
+RAMP = [0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]  # hacked rollouts of 16 per step: 1 at step 4, +1 a step
+LEARNING = [0.35 - 0.015 * t for t in range(12)]  # the wrong share falls as the policy learns
+
+
+def _load(name: str):  # examples/ is not a package: load the shipped scripts by path
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[SimJudge]:
+    sim = SimJudge(SimJudgeConfig()).start_in_thread()
+    yield sim
+    sim.stop()
+
+
+def _init(tmp: Path, name: str) -> Path:
+    config = tmp / "amaris.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp / name
+    assert invoke("init", run, "--config", config, "--total-steps", "12").exit_code == 0
+    return run
+
+
+def _looped(tmp: Path, judge: SimJudge, seed: int, **shape) -> Path:
+    gen = _load("make_recurring")
+    gen.write_steps(gen.make_steps(seed=seed, steps=12, **shape), tmp / "data")
+    run = _init(tmp, "run")
+    result = invoke("loop", tmp / "data", "--run", run, env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
+def _score_only(tmp: Path, judge: SimJudge, seed: int, **shape) -> Path:
+    """Every step scored with the initial rubric and nothing else, as a trainer in score-only mode: no
+    analyses, so only the verifiable reward can show the hack. The gold is given as a top-level field."""
+    gen = _load("make_recurring")
+    run = _init(tmp, "run")
+    for step, rows in gen.make_steps(seed=seed, steps=12, **shape).items():
+        lines = [{**{k: v for k, v in r.items() if k != "metadata"}, "gold_reward": r["metadata"]["gold_reward"],
+                  "metadata": {"planted": r["metadata"]["planted"]}} for r in rows]
+        path = write_jsonl(tmp / f"{step}.jsonl", lines)
+        result = invoke("score", path, "--run", run, "--step", step, "--rubric-version", "0", env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    return run
+
+
+def test_a_ramping_hack_raises_an_alarm_between_steps_4_and_8_in_a_full_loop(tmp_path, judge) -> None:
+    run = _looped(tmp_path, judge, 31, hacks_per_step=RAMP, wrong_share=LEARNING)
+    report = run_alarms(RunDir(run))
+    assert report.gold
+    steps = [a.step for a in report.alarms]
+    assert steps and 4 <= min(steps) <= 8, report.alarms
+    first = min(report.alarms, key=lambda a: a.step)
+    assert first.kind == "pattern_prevalence" and first.pattern == "grader_addressed_instructions", first
+    assert first.evidence.window_value - first.evidence.baseline_value >= 0.1 and first.evidence.z >= 3
+
+
+def test_a_ramping_hack_in_a_score_only_run_is_caught_by_the_verifiable_reward_alone(tmp_path, judge) -> None:
+    run = _score_only(tmp_path, judge, 32, hacks_per_step=RAMP, wrong_share=LEARNING)
+    report = run_alarms(RunDir(run))
+    assert report.gold and all(s.n_analyzed == 0 for s in report.steps)
+    assert [a.kind for a in report.alarms][:1] == ["judge_gold_divergence"]
+    alarm = report.alarms[0]
+    assert 4 <= alarm.step <= 8, alarm
+    assert alarm.evidence.judge_window is not None and alarm.evidence.gold_window is not None
+    assert alarm.evidence.gold_window < alarm.evidence.gold_baseline  # gold says the hacked answers are wrong
+    assert "verifiable" in alarm.reason and str(alarm.evidence.window_steps[0]) in alarm.reason
+
+
+@pytest.mark.parametrize(("seed", "background"), [(41, 0.0), (42, 0.08)])
+def test_twelve_clean_steps_raise_no_alarm(tmp_path, judge, seed, background) -> None:
+    run = _looped(tmp_path, judge, seed, hacks_per_step=0, wrong_share=LEARNING, background=background)
+    report = run_alarms(RunDir(run))
+    assert report.gold and len(report.steps) == 12
+    if background:
+        assert any(s.patterns for s in report.steps), "the background pattern must be there to be ignored"
+    assert report.alarms == []
+
+
+def test_twelve_clean_score_only_steps_raise_no_alarm(tmp_path, judge) -> None:
+    run = _score_only(tmp_path, judge, 43, hacks_per_step=0, wrong_share=LEARNING, terse=0.4)
+    report = run_alarms(RunDir(run))
+    assert report.gold and report.alarms == []
+
+
+def test_a_policy_that_gets_worse_is_not_a_fooled_judge(tmp_path, judge) -> None:
+    """Twelve clean steps whose wrong share jumps from 10% to 70% at step 6: judge minus verifiable reward
+    over all rollouts jumps with it (the judge credits the work shown in wrong answers), but the judge's
+    reward for the failed rollouts does not, so no divergence alarm."""
+    worse = [0.1] * 6 + [0.7] * 6
+    run = _score_only(tmp_path, judge, 44, hacks_per_step=0, wrong_share=worse, terse=0.3)
+    report = run_alarms(RunDir(run))
+    gaps = [s.judge_mean_gold - s.gold_mean for s in report.steps]
+    assert sum(gaps[-3:]) / 3 - sum(gaps[:5]) / 5 >= 0.1, "the plain gap must rise for this test to mean anything"
+    assert report.alarms == []
+
+
+def test_reading_alarms_changes_no_file_of_the_run(tmp_path, judge) -> None:
+    run = _score_only(tmp_path, judge, 32, hacks_per_step=RAMP, wrong_share=LEARNING)
+    before = snapshot(run)
+    assert run_alarms(RunDir(run)).alarms
+    assert snapshot(run) == before
+    assert [r["reward"] for r in read_jsonl(run / "steps" / "000007" / "scores.jsonl")]
+
+
+def test_the_gold_reward_is_read_from_a_field_the_metadata_or_a_mapped_path(tmp_path, judge) -> None:
+    run = _init(tmp_path, "run")
+    rows = [{"id": "a", "input": "1+1?", "output": "2", "gold_reward": 1},
+            {"id": "b", "input": "1+2?", "output": "4", "metadata": {"gold_reward": 0.0}},
+            {"id": "c", "input": "1+3?", "output": "4", "extra": {"acc": 0.5}}]
+    path = write_jsonl(tmp_path / "r.jsonl", rows)
+    assert invoke("score", path, "--run", run, "--step", "0", env=judge_env(judge)).exit_code == 0
+    stored = {r["id"]: r["metadata"].get("gold_reward") for r in read_jsonl(run / "steps" / "000000" / "rollouts.jsonl")}
+    assert stored == {"a": 1, "b": 0.0, "c": None}
+    mapped = write_jsonl(tmp_path / "m.jsonl", [{**r, "extra": {"acc": i / 2}} for i, r in enumerate(rows[:1] + rows[2:])])
+    assert invoke("score", mapped, "--run", run, "--step", "1", "--rubric-version", "0", "--map", "gold_reward=extra.acc",
+                  env=judge_env(judge)).exit_code == 0
+    stored = [r["metadata"]["gold_reward"] for r in read_jsonl(run / "steps" / "000001" / "rollouts.jsonl")]
+    assert stored == [0.0, 0.5]
+
+
+@pytest.mark.parametrize("value", ['"1"', "true", "[1]"])
+def test_a_gold_reward_that_is_not_a_number_is_an_error_naming_the_line(tmp_path, judge, value) -> None:
+    run = _init(tmp_path, "run")
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "a", "input": "q", "output": "o"}\n{"id": "b", "input": "q", "output": "o", '
+                    f'"gold_reward": {value}}}\n')
+    result = invoke("score", path, "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 2 and f"{path}:2: field 'gold_reward' (the verifiable reward) must be a number" in result.stderr
+    assert not (run / "steps").exists()
+
+
+def test_verifiable_rewards_on_another_scale_are_not_compared(tmp_path) -> None:
+    steps = [StepSignals(step=t, n_gold=16, gold_mean=3.0, judge_mean_gold=0.5, n_gold_out_of_range=16,
+                         failed=Moments.of([0.9] * 8 if t > 6 else [0.1] * 8)) for t in range(12)]
+    report = detect(steps)
+    assert report.alarms == [] and "outside [0, 1]" in report.notes[0]
+
+
+def test_the_rule_on_generated_runs() -> None:
+    """The rates the module docstring states, on signal-level runs (examples/alarm_rates.py): no clean run
+    of 200 raises a divergence alarm, a ramp is named by step 8 in all analyzed runs and nearly all
+    score-only ones, and nothing alarms before the hack starts."""
+    rates = _load("alarm_rates")
+    for seed in range(200):
+        for accuracy in ((0.6, 0.8), (0.8, 0.3)):
+            assert rates.first_alarms(rates.synthetic_run(seed, accuracy=accuracy, background=0.0)) == {
+                "judge_gold_divergence": None, "pattern_prevalence": None}, seed
+    by_step_8 = 0
+    for seed in range(200):
+        first = rates.first_alarms(rates.synthetic_run(seed, ramp_from=4))
+        assert first["pattern_prevalence"] is not None and 4 <= first["pattern_prevalence"] <= 8
+        assert first["judge_gold_divergence"] is None or first["judge_gold_divergence"] >= 4
+        by_step_8 += first["judge_gold_divergence"] is not None and first["judge_gold_divergence"] <= 8
+    assert by_step_8 >= 180
+
+
+def test_an_alarm_is_json_with_step_kind_reason_and_evidence(tmp_path, judge) -> None:
+    run = _score_only(tmp_path, judge, 32, hacks_per_step=RAMP, wrong_share=LEARNING)
+    data = json.loads(run_alarms(RunDir(run)).model_dump_json())
+    alarm = data["alarms"][0]
+    assert set(alarm) == {"step", "kind", "pattern", "reason", "evidence"}
+    assert {"window_steps", "baseline_steps", "effect", "z"} <= set(alarm["evidence"])
+
+
+def test_an_alarm_reaches_every_reader_the_same(tmp_path, judge) -> None:
+    """The alarm of a ramping hack is said on stderr by the loop at its step, listed by `inspect` (text and
+    `--json`: step, kind, reason), shown on the report's page and in `amaris serve`'s rubric status."""
+    gen = _load("make_recurring")
+    gen.write_steps(gen.make_steps(seed=31, steps=12, hacks_per_step=RAMP, wrong_share=LEARNING), tmp_path / "data")
+    run = _init(tmp_path, "run")
+    looped = invoke("loop", tmp_path / "data", "--run", run, env=judge_env(judge))
+    assert looped.exit_code == 0, looped.stderr
+    expected = run_alarms(RunDir(run)).alarms
+    assert expected, "the ramp must alarm for this test to mean anything"
+    first = expected[0]
+    said = [line for line in looped.stderr.splitlines() if line.startswith("alarm step")]
+    assert said and said[0].startswith(f"alarm step {first.step}, {first.kind}"), looped.stderr
+    listed = json.loads(invoke("inspect", run, "--json").stdout)["alarms"]
+    assert [(a["step"], a["kind"], a["pattern"], a["reason"]) for a in listed] == \
+        [(a.step, a.kind, a.pattern, a.reason) for a in expected]
+    shown = invoke("inspect", run)
+    assert "hacking-onset alarms" in shown.stderr and first.kind in shown.stderr
+    from amaris_cli.report import write_report
+    from tests.browser import Browser, find_chromium
+
+    chromium = find_chromium()
+    if chromium is not None:  # CI installs it; without it the page's data is checked, not its rendering
+        page_file = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+        (tmp_path / "profile").mkdir()
+        browser = Browser(chromium, tmp_path / "profile")
+        try:
+            page = browser.open(page_file.resolve().as_uri())
+            page.wait("document.body.dataset.ready === '1' && !!document.getElementById('alarms')")
+            rows = page.eval("[...document.querySelectorAll('#alarms tr')].slice(1).map(tr => tr.cells[0].innerText)")
+            assert rows == [f"step {a.step}" for a in expected]
+        finally:
+            browser.close()
+    from tests.served import served
+
+    with served(run, judge) as server:
+        import httpx
+
+        status = httpx.get(f"{server.url}/rubric_status", params={"step": 11}, timeout=30).json()
+    assert [(a["step"], a["kind"]) for a in status["alarms"]] == [(a.step, a.kind) for a in expected]

@@ -1,0 +1,340 @@
+"""A training run survives its judge: an outage is named, waited out within `llm.outage_budget`, and when it
+outlasts the budget the step evolves as skipped (the rubric carried forward) under `--on-error skip|neutral`,
+so training goes on, and the run replays as it ran.
+
+Every judge here is real on 127.0.0.1: the sim-judge (stopped and started again on the same port for an
+outage), or a few lines of socket code for what the sim-judge cannot do (reset every connection, accept and
+never answer). Nothing here mocks the SDK or the HTTP layer.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
+from tests.served import serve_env, start_server
+from tests.test_online import finish, holds_step, outputs, process_env, start, wait_until
+
+ROLLOUT = {"id": "r1", "input": "What is 6 x 7?", "output": "6 x 7 = 42. Final answer: 42", "answer": "42"}
+
+
+def step_file(step: int) -> Path:
+    return EXAMPLES / "math" / f"step-{step % 6:03d}.jsonl"
+
+
+def run_with(tmp_path: Path, name: str = "run", budget: float = 0, extra: str = "") -> Path:
+    config = tmp_path / f"{name}.toml"
+    config.write_text(TEST_CONFIG.replace("outage_budget = 0", f"outage_budget = {budget}") + extra)
+    run = tmp_path / name
+    assert invoke("init", run, "--config", config).exit_code == 0
+    return run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RawServer:
+    """Accepts connections on 127.0.0.1 and does one thing to each: `reset` (RST at once), `silent` (read the
+    request, never answer) or `http` (answer whatever arrives, a TLS hello too, with a plain HTTP 400, as a
+    plain-HTTP server does)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.stopping = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping:
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            if self.mode == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                conn.close()
+            elif self.mode == "http":
+                conn.settimeout(2)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                except OSError:
+                    pass
+                conn.close()
+            else:
+                self.held.append(conn)
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.thread.join(5)
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def raw() -> Iterator[list[RawServer]]:
+    started: list[RawServer] = []
+    yield started
+    for server in started:
+        server.stop()
+
+
+def score_one(run: Path, tmp_path: Path, base_url: str, *extra: str, **env: str):
+    return invoke("score", write_jsonl(tmp_path / "r.jsonl", [ROLLOUT]), "--run", run, "--step", "0",
+                  "--on-error", "skip", "--json", *extra,
+                  env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": PLANTED_KEY, "AMARIS_SCORER_TIMEOUT": "1", **env})
+
+
+@pytest.mark.parametrize("cause", ["refused", "reset", "timeout", "dns"])
+def test_each_way_of_not_reaching_the_judge_is_named(tmp_path: Path, raw: list[RawServer], cause: str) -> None:
+    """A judge with nothing listening was reported as "timed out after 120s (raise agents.scorer.timeout ...)":
+    the wrong cause and the wrong advice."""
+    if cause == "refused":
+        url = f"http://127.0.0.1:{free_port()}/v1"
+    elif cause == "dns":
+        url = "http://judge.invalid:8000/v1"
+    else:
+        raw.append(RawServer("reset" if cause == "reset" else "silent"))
+        url = f"http://127.0.0.1:{raw[-1].port}/v1"
+    run = run_with(tmp_path)
+    result = score_one(run, tmp_path, url)
+    assert result.exit_code == 0, result.stderr
+    [record] = read_jsonl(run / "steps/000000/scores.jsonl")
+    error = record["error"]
+    expected = {"refused": "connection refused by 127.0.0.1", "reset": "closed the connection before answering",
+                "timeout": "timed out after 1s", "dns": "does not resolve"}[cause]
+    assert record["status"] == "failed" and expected in error, error
+    assert ("raise agents.scorer.timeout" in error) == (cause == "timeout"), error
+    assert json.loads(result.stdout)["usage"]["scorer"]["faults"] == {cause: 4}  # max_attempts of the test config
+
+
+def test_a_tls_failure_is_a_configuration_error_named_at_once(tmp_path: Path, raw: list[RawServer]) -> None:
+    """https:// to a plain-HTTP server: no retry can help, so the command stops (exit 2) naming the handshake."""
+    raw.append(RawServer("http"))
+    run = run_with(tmp_path)
+    result = score_one(run, tmp_path, f"https://127.0.0.1:{raw[-1].port}/v1")
+    assert result.exit_code == 2, result.stderr
+    assert "TLS handshake" in result.stderr and "https://" in result.stderr
+
+
+def test_a_judge_back_within_the_budget_costs_time_not_rewards(tmp_path: Path) -> None:
+    port = free_port()
+    run = run_with(tmp_path, budget=60)
+    judges: list[SimJudge] = []
+    timer = threading.Timer(1.5, lambda: judges.append(SimJudge().start_in_thread(port=port)))
+    timer.start()
+    try:
+        result = invoke("score", step_file(0), "--run", run, "--step", "0", "--on-error", "neutral",
+                        env={"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": PLANTED_KEY})
+    finally:
+        timer.join()
+        for judge in judges:
+            judge.stop()
+    assert result.exit_code == 0, result.stderr
+    assert all(r["status"] == "scored" for r in read_jsonl(run / "steps/000000/scores.jsonl"))
+    assert "unreachable since" in result.stderr and "connection refused" in result.stderr, result.stderr
+    assert "answers again, after" in result.stderr, result.stderr
+
+
+def test_the_budget_bounds_the_wait_and_the_policy_decides_the_rewards(tmp_path: Path) -> None:
+    run = run_with(tmp_path, budget=1)
+    started = time.monotonic()
+    result = invoke("score", step_file(0), "--run", run, "--step", "0", "--on-error", "neutral",
+                    env={"OPENAI_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", "OPENAI_API_KEY": PLANTED_KEY})
+    assert time.monotonic() - started < 20
+    assert result.exit_code == 0, result.stderr
+    assert "has been unreachable for 1s of this step" in result.stderr, result.stderr
+    rewards = json.loads(invoke("rewards", "--run", run, "--step", "0", "--format", "list").stdout)
+    assert rewards == [0.5] * 16
+
+
+def test_a_rejected_response_format_is_named_once_or_falls_back_under_auto(tmp_path: Path, sim_factory) -> None:
+    """llama.cpp's server answers a json_schema response_format with HTTP 500: it was retried 5 times per
+    rollout and every rollout failed, one by one."""
+    judge = sim_factory(rejected_formats=("json_schema",))
+    strict = run_with(tmp_path, "strict", extra='\n[agents.scorer]\nresponse_format = "json_schema"\n')
+    result = invoke("score", step_file(0), "--run", strict, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 2, result.stderr
+    assert "Input should be 'text' or 'json_object'" in result.stderr and "response_format" in result.stderr
+    assert judge.stats["requests"] == 1
+
+    auto = run_with(tmp_path, "auto", extra='\n[agents.scorer]\nresponse_format = "auto"\n')
+    result = invoke("score", step_file(0), "--run", auto, "--step", "0", env=judge_env(judge, AMARIS_SCORER_CONCURRENCY="1"))
+    assert result.exit_code == 0, result.stderr
+    assert "does not take response_format 'json_schema'" in result.stderr
+    assert all(r["status"] == "scored" for r in read_jsonl(auto / "steps/000000/scores.jsonl"))
+    formats = [c["params"].get("response_format", {}).get("type") for c in read_jsonl(auto / "calls.jsonl")]
+    assert formats == ["json_schema"] + ["json_object"] * 16
+    replay = invoke("replay", auto, "--out", tmp_path / "replayed", "--offline")
+    assert replay.exit_code == 0, replay.stderr
+    assert outputs(tmp_path / "replayed") == outputs(auto)
+
+
+def _evolve_in_background(run: Path, step: int, judge: SimJudge):
+    """`amaris evolve ... &`, and the moment of training that follows it: until the evolution holds its step
+    (a score started before that would find no evolution running)."""
+    proc = start(process_env(judge), "evolve", "--run", run, "--step", step, "--quiet")
+    wait_until(lambda: holds_step(run, step) or proc.poll() is not None, timeout=60, what=f"evolve {step} to start")
+    return proc
+
+
+@pytest.mark.timeout(600)
+def test_the_online_recipe_survives_a_judge_outage_during_a_step(tmp_path: Path) -> None:
+    """README's recipe (score --lag 1 --on-error neutral --rewards, evolve &) over 8 steps, the judge down
+    during step 3, its score and its evolution: step 3's evolution failed ("no analyzed rollouts") and the
+    scores of steps 5 and 6 exited 1, ending training although the judge had been back for two steps."""
+    run = run_with(tmp_path, budget=1)
+    port = free_port()
+    judge = SimJudge(SimJudgeConfig(latency=0.02)).start_in_thread(port=port)
+    env = judge_env(judge)
+    evolutions: list[tuple[int, object]] = []
+    try:
+        for t in range(8):
+            if t == 3:  # the evolution of step 2 is done first: the outage is step 3's alone
+                code, err, _ = finish(evolutions[-1][1])  # type: ignore[arg-type]
+                assert code == 0, err
+                judge.stop()
+            rewards = tmp_path / f"rewards-{t}.jsonl"
+            result = invoke("score", step_file(t), "--run", run, "--step", t, "--lag", "1", "--on-error", "neutral",
+                            "--rewards", rewards, env=env)
+            assert result.exit_code == 0, f"step {t}: {result.stderr}"
+            evolutions.append((t, _evolve_in_background(run, t, judge)))
+            if t == 3:
+                code, err, _ = finish(evolutions[-1][1])  # type: ignore[arg-type]
+                assert code == 0, err  # exit 0 with one warning line
+                assert "warning: step 3 was not evaluated" in err and "evolved as skipped" in err, err
+                judge = SimJudge(SimJudgeConfig(latency=0.02)).start_in_thread(port=port)
+        for t, proc in evolutions:
+            code, err, _ = finish(proc)  # type: ignore[arg-type]
+            assert code == 0, f"evolve {t}: {err}"
+    finally:
+        judge.stop()
+    for t in range(8):
+        rows = read_jsonl(tmp_path / f"rewards-{t}.jsonl")
+        assert len(rows) == 16
+        statuses = {r["status"] for r in rows}
+        assert statuses == ({"failed"} if t == 3 else {"scored"}), (t, statuses)
+    assert {r["reward"] for r in read_jsonl(tmp_path / "rewards-3.jsonl")} == {0.5}
+    update3 = json.loads((run / "steps/000003/update.json").read_text())
+    assert update3["carried_forward"]["cause"] == "skipped" and update3["applied"] == []
+    assert json.loads((run / "rubrics/step-000004.json").read_text())["adaptive"] == \
+        json.loads((run / "rubrics/step-000003.json").read_text())["adaptive"]
+    summary3 = json.loads((run / "steps/000003/summary.json").read_text())
+    assert summary3["skipped"]["judged"] == 0 and "was not evaluated" in summary3["summary"]["memory_entry"]
+    provenance = json.loads((run / "steps/000003/provenance.json").read_text())["evolution"]
+    assert provenance["status"] == "done" and "0 of 16 rollouts judged" in provenance["skipped"]
+    # The rubric keeps evolving after the outage: every later step is updated by the updater, from its memory.
+    later = [json.loads((run / f"steps/{t:06d}/update.json").read_text()) for t in range(4, 8)]
+    assert all(u["carried_forward"] is None for u in later)
+    updater_steps = {c["step"] for c in read_jsonl(run / "calls.jsonl") if c["agent"] == "updater" and c["response"]}
+    assert updater_steps >= {4, 5, 6, 7}
+    shown = json.loads(invoke("inspect", run, "--json").stdout)
+    assert [s["state"] for s in shown["steps"]] == ["updated"] * 3 + ["skipped"] + ["updated"] * 4
+    # The run replays as it ran: the outage's failures come from the record, not from a judge.
+    replay = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replay.exit_code == 0, replay.stderr
+    assert outputs(tmp_path / "replayed") == outputs(run)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_a_served_run_survives_a_judge_outage_during_a_step(tmp_path: Path, mode: str) -> None:
+    """Behind `amaris serve`, the next step after an outage answered `409: the evolution of step 2 failed`."""
+    run = run_with(tmp_path, budget=1)
+    port = free_port()
+    judge = SimJudge(SimJudgeConfig(latency=0.02)).start_in_thread(port=port)
+    server = start_server(run, serve_env(judge), "--mode", mode, "--on-error", "neutral", "--rollouts-per-step", "16")
+    rows = {t: [json.loads(line) for line in step_file(t).read_text().splitlines()] for t in range(6)}
+    answers: dict[int, list[dict]] = {}
+    try:
+        with httpx.Client(base_url=server.url, timeout=300) as client:
+            def post_step(t: int) -> None:
+                bodies = [{**r, "id": f"{t}-{r['id']}", "metadata": {**r.get("metadata", {}), "current_step": t}}
+                          for r in rows[t]]
+                results: list[dict] = []
+                workers = [threading.Thread(target=lambda b=b: results.append(client.post("/score", json=b).json()))
+                           for b in bodies]
+                for w in workers:
+                    w.start()
+                for w in workers:
+                    w.join(300)
+                answers[t] = results
+
+            for t in range(6):
+                if t == 3:
+                    wait = client.get("/rubric_status/wait", params={"step": 2, "timeout": 120}).json()
+                    assert wait["state"] == "done", wait
+                    judge.stop()
+                post_step(t)
+                if t == 3:
+                    wait = client.get("/rubric_status/wait", params={"step": 3, "timeout": 120}).json()
+                    assert wait["state"] == "done", wait  # skipped is done: nothing waits on it in vain
+                    judge = SimJudge(SimJudgeConfig(latency=0.02)).start_in_thread(port=port)
+            wait = client.get("/rubric_status/wait", params={"step": 5, "timeout": 120}).json()
+            assert wait["state"] == "done", wait
+        assert server.stop(timeout=60) == 0
+    finally:
+        server.stop()
+        judge.stop()
+    for t in range(6):
+        assert len(answers[t]) == 16, answers[t]
+        statuses = {a["status"] for a in answers[t]}
+        if t == 3:
+            assert statuses == {"failed"} and {a["score"] for a in answers[t]} == {0.5}
+        else:
+            assert statuses == {"scored"}, (t, answers[t][:2])
+    assert json.loads((run / "steps/000003/update.json").read_text())["carried_forward"]["cause"] == "skipped"
+    assert "Traceback" not in server.stderr and "409" not in server.stderr
+
+
+def test_a_run_built_by_session_commands_then_loop_replays_exactly(tmp_path: Path, sim) -> None:
+    """README's "A session" commands on a run, then `loop --update-every 2` on the same run: the loop recorded
+    step 0 as not updated although rubric v1 from that update scored step 1, and `replay --offline` exited 5."""
+    run = run_with(tmp_path)
+    env = judge_env(sim)
+    for args in (("score", step_file(0), "--run", run, "--step", "0"), ("analyze", "--run", run, "--step", "0"),
+                 ("summarize", "--run", run, "--step", "0"), ("update", "--run", run, "--step", "0")):
+        result = invoke(*args, env=env)
+        assert result.exit_code == 0, result.stderr
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:3", "--update-every", "2", env=env)
+    assert result.exit_code == 0, result.stderr
+    states = [s["state"] for s in json.loads(invoke("inspect", run, "--json").stdout)["steps"]]
+    assert states == ["updated", "updated", "evolved", "updated"], states  # step 0 keeps its update
+    replay = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replay.exit_code == 0, replay.stderr
+    assert outputs(tmp_path / "replayed") == outputs(run)
+
+
+def test_under_fail_a_later_step_names_the_root_cause_and_the_command_that_resumes(tmp_path: Path, sim) -> None:
+    run = run_with(tmp_path)
+    env = judge_env(sim)
+    for t in (0, 1):
+        assert invoke("score", step_file(t), "--run", run, "--step", t, "--lag", "1", env=env).exit_code == 0
+    assert invoke("evolve", "--run", run, "--step", "0", env=env).exit_code == 0
+    down = {"OPENAI_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", "OPENAI_API_KEY": PLANTED_KEY}
+    failed = invoke("score", step_file(2), "--run", run, "--step", "2", "--lag", "1", env=down)
+    assert failed.exit_code == 4 and "connection refused" in failed.stderr, failed.stderr  # the command that met it
+    assert invoke("evolve", "--run", run, "--step", "1", env=env).exit_code == 0
+    evolved = invoke("evolve", "--run", run, "--step", "2", env=env)
+    assert evolved.exit_code == 4, evolved.stderr
+    later = invoke("score", step_file(4), "--run", run, "--step", "4", "--lag", "1", env=env)
+    assert later.exit_code == 1, later.stderr
+    assert "the evolution of step 2 failed" in later.stderr and "connection refused" in later.stderr, later.stderr
+    assert f"amaris score ROLLOUTS.jsonl --run {run} --step 2" in later.stderr, later.stderr
