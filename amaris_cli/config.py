@@ -144,6 +144,9 @@ class PipelineSettings(_Section):
     chunk_size: int = Field(default=32, ge=1)
     merge_fan_in: int = Field(default=16, ge=2)
     update_every: int = Field(default=1, ge=1)
+    # Which step of every `update_every` updates: "last" (amaris: after steps N-1, 2N-1, ...) or "first" (the
+    # reference's rubric_update_frequency: at steps 0, N, 2N, ...), counted from the run's first step.
+    update_at: Literal["last", "first"] = "last"
     on_error: Literal["fail", "skip", "neutral"] = "fail"
     neutral_reward: float = Field(default=0.5, ge=0, le=1)
     max_text_chars: int = Field(default=12000, ge=200)

@@ -258,6 +258,9 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
                           "changed since; re-run the stage to recompute)", style="bold"))
     if detail.get("rubric"):
         parts.append(criteria_table(detail))
+    if detail.get("training"):
+        given = ", ".join(f"{k} {v!r}" for k, v in detail["training"].items())
+        parts.append(Text(f"training, as the trainer's requests gave it: {given}"))
     parts += reliability_part(detail)
     if detail["summary"]:
         parts.append(Text(f"summary: {detail['summary']}"))

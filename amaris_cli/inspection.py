@@ -10,6 +10,7 @@ from amaris_cli.artifacts import stale_files
 from amaris_cli.reader import RunReader, StepOverview
 from amaris_cli.rundir import RunDir
 from amaris_cli.stepstats import current_stats
+from amaris_cli.training import load_training
 
 
 def step_view(view: StepOverview) -> dict[str, Any]:
@@ -85,5 +86,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
         detail["usage"] = reader.usage.get(str(step), {})
         detail["reliability"] = reader.step_reliability(step).model_dump(mode="json")
         detail["stale"] = stale_files(run, step)
+        sent = load_training(run, step)  # a served step's TrainingMetadata, as its requests gave it
+        detail["training"] = sent.given() if sent is not None else None
         result["detail"] = detail
     return result

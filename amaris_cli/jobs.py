@@ -249,6 +249,40 @@ def update_job(options: UpdateOptions, hooks: Hooks = Hooks()) -> StageResult:
     return result
 
 
+class _MemoryPreload:
+    """Import ChromaDB and load the local embedding model in a background thread: 2-6 s on a 2-core machine,
+    which would otherwise come between the query generator's answer and the updater's request. Started when
+    `evolve` waits for its step's lock (the `score` of the step holds it; `amaris serve` starts each step's
+    evolution when the step opens) or, at the latest, when the summary starts: it then overlaps with a wait
+    or with the summary's and the queries' requests, never with the command's first request."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.started = False
+
+    def start(self) -> None:
+        if not self.started:
+            self.started = True
+            _preload_memory(self.settings)
+
+
+def _preload_memory(settings: Settings) -> None:
+    import threading
+
+    def load() -> None:
+        try:
+            import chromadb  # noqa: F401
+
+            if settings.memory.embedding == "local":
+                from amaris_cli.memory.embeddings import make_embedder
+
+                make_embedder(settings.memory)
+        except Exception:  # noqa: BLE001 - the memory loads them again when it is opened and reports the error
+            pass
+
+    threading.Thread(target=load, name="amaris-load-memory", daemon=True).start()
+
+
 def evolve_job(options: EvolveOptions, hooks: Hooks = Hooks()) -> EvolveResult:
     from amaris_cli.llm.wire import preload_sdk
     from amaris_cli.stages.evolve import evolve_step
@@ -256,15 +290,26 @@ def evolve_job(options: EvolveOptions, hooks: Hooks = Hooks()) -> EvolveResult:
     preload_sdk()  # overlaps with waiting for the score of this step and for earlier evolutions
     started, run, step, result = time.monotonic(), RunDir(options.run), options.step, EvolveResult()
     settings = _stage_settings(run, options)
+    preload = _MemoryPreload(settings)
+
+    def waiting(text: str) -> None:
+        preload.start()
+        hooks.say(text)
+
+    def on_stage(stage: str, at: int) -> None:
+        if stage == "summarize":
+            preload.start()
+        hooks.on_stage(stage, at)
+
     with ExitStack() as stack:
-        stack.enter_context(_stage_lock(run, step, "evolve", options.wait, hooks.say))
+        stack.enter_context(_stage_lock(run, step, "evolve", options.wait, waiting))
         session = stack.enter_context(_session(run, settings, options, hooks))
         memory = stack.enter_context(memory_opener(session, options.wait, hooks.say))
-        result.update = update_decided(run, step, settings.pipeline.update_every, options.update)
+        result.update = update_decided(run, step, settings.pipeline, options.update)
         try:
             result.outcome = session.execute(evolve_step(
                 session, step, memory, update=result.update, rescore=options.rescore, wait=options.wait,
-                force=options.force, on_stage=hooks.on_stage, on_record=hooks.on_record))
+                force=options.force, on_stage=on_stage, on_record=hooks.on_record))
         finally:
             _finish(result, session, started)
     return result

@@ -76,13 +76,18 @@ class RewardFormat(StrEnum):
     list = "list"
 
 
+class UpdateAt(StrEnum):
+    last = "last"
+    first = "first"
+
+
 class ServeMode(StrEnum):
     async_ = "async"
     sync = "sync"
 
 
 DEFAULT_WAIT = 3600.0
-_COERCE = (Judge, OnError, GroupBy, RewardFormat, ServeMode, Path)
+_COERCE = (Judge, OnError, GroupBy, RewardFormat, ServeMode, UpdateAt, Path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,6 +253,11 @@ def _update_every(help: str = "Update the rubric every N steps (summaries every 
     return opt(None, help, "--update-every", min=1, config="pipeline.update_every")
 
 
+def _update_at(help: str = "Which step of every --update-every updates: last (after steps N-1, 2N-1, ...) or first "
+               "(at steps 0, N, 2N, ...: the reference's rubric_update_frequency).") -> Any:
+    return opt(None, help, "--update-at", config="pipeline.update_at")
+
+
 def _group_by() -> Any:
     return opt(None, "input: judge the rollouts that share a prompt in one call (RULER-style, identical outputs "
                "once); none: one call per rollout.", "--group-by", config="pipeline.group_by")
@@ -306,6 +316,7 @@ class EvolveOptions(StageOptions, Retrieval):
                         "--rescore")
     chunk_size: int | None = _chunk_size()
     update_every: int | None = _update_every()
+    update_at: UpdateAt | None = _update_at()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,6 +328,7 @@ class LoopOptions(Failure, Waiting, Endpoint, Retrieval):
                             metavar="START:END")
     map: list[str] | None = _map("FIELD=SOURCE for a field under another name, repeatable.")
     update_every: int | None = _update_every()
+    update_at: UpdateAt | None = _update_at()
     lag: int = opt(0, "Score step t with the newest rubric version <= t - LAG (asynchronous training).", "--lag", min=0)
     rescore: bool = opt(False, "After each update, re-score the step with the new rubric (rescores.jsonl).",
                         "--rescore")
@@ -331,6 +343,7 @@ class ReplayOptions(Retrieval):
     offline: bool = opt(False, "Never call a model (no endpoint needed): a request the record lacks is an error.",
                         "--offline")
     update_every: int | None = _update_every("Override: update every N steps.")
+    update_at: UpdateAt | None = _update_at("Override: which step of every N updates (last or first).")
     lag: int | None = opt(None, "Override the recorded lag.", "--lag", min=0)
     rescore: bool | None = opt(None, "Override the recorded rescore mode.", "--rescore/--no-rescore")
     judge: Judge | None = opt(None, "Judge for requests the record lacks (default: as recorded).", "--judge")
@@ -352,6 +365,10 @@ class ServeOptions(Failure, Waiting, Endpoint, Memory):
     rollouts_per_step: int | None = opt(None, "Complete a step by itself once it holds N rollouts (else POST "
                                         "/complete).", "--rollouts-per-step", min=1)
     update_every: int | None = _update_every()
+    update_at: UpdateAt | None = _update_at()
+    early_analysis: bool = opt(True, "async mode: analyze each rollout in the background as soon as it is judged, so "
+                               "that a step's evolution has only its summary and update left.",
+                               "--early-analysis/--no-early-analysis")
 
     @property
     def lag(self) -> int:

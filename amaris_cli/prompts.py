@@ -99,6 +99,11 @@ def _block(label: str, text: str, tag: str) -> str:
     return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
 
 
+def data_block(label: str, text: str, tag: str) -> str:
+    """One block of data, for text an agent's code places itself (a trainer's training metadata)."""
+    return _block(label, text, tag)
+
+
 def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str], max_chars: int,
            block_lists: dict[str, tuple[str, list[str]]] | None = None,
            system_untrusted: dict[str, str] | None = None) -> list[dict[str, str]]:

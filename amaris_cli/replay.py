@@ -104,7 +104,7 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
             plan.lag, plan.rubric_version = options.lag, None
         if options.rescore is not None:
             plan.rescore = options.rescore
-        if options.update_every is not None:
+        if options.update_every is not None or options.update_at is not None:
             plan.update = None  # decided by the override
         plans[step] = plan
     created = _create(src, dst, source)

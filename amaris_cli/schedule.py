@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from amaris_cli.artifacts import SCORES, SUMMARY, UPDATE, evolution, read_provenance, steps_with_rollouts
+from amaris_cli.config import PipelineSettings
 from amaris_cli.errors import AmarisError, ConfigError, WaitTimeout
 from amaris_cli.locks import holder
 from amaris_cli.rundir import RunDir
@@ -62,20 +63,23 @@ def first_step(run: RunDir) -> int | None:
     return steps[0] if steps else None
 
 
-def update_due(run: RunDir, step: int, every: int) -> bool:
-    """Updates run after every `every`-th step of the run, counted from its first step."""
+def update_due(run: RunDir, step: int, pipeline: PipelineSettings) -> bool:
+    """Whether the step's evolution updates the rubric: one step of every `update_every`, counted from the
+    run's first step: the last of them (`update_at = "last"`: steps N-1, 2N-1, ... when the run starts at 0)
+    or the first (`"first"`, the reference's `rubric_update_frequency`: steps 0, N, 2N, ...)."""
     first = first_step(run)
-    return (step - (step if first is None else first) + 1) % every == 0
+    position = step - (step if first is None else first)  # 0 for the run's first step
+    return (position if pipeline.update_at == "first" else position + 1) % pipeline.update_every == 0
 
 
-def update_decided(run: RunDir, step: int, every: int, asked: bool | None = None) -> bool:
+def update_decided(run: RunDir, step: int, pipeline: PipelineSettings, asked: bool | None = None) -> bool:
     """Whether the evolution of `step` updates the rubric: as asked (`--update/--no-update`, a replay's plan),
     else as an earlier evolution of the step decided (a run built by `update`, `evolve` and `loop` commands
-    keeps each step's decision, so it replays as it ran), else every `every`-th step (update_due)."""
+    keeps each step's decision, so it replays as it ran), else by the schedule (update_due)."""
     if asked is not None:
         return asked
     recorded = evolution(run, step)
-    return recorded.update if recorded is not None else update_due(run, step, every)
+    return recorded.update if recorded is not None else update_due(run, step, pipeline)
 
 
 def earlier_steps(run: RunDir, step: int) -> range:

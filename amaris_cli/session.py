@@ -125,6 +125,6 @@ def open_session(
         prompt_dirs = [run.prompts_override_dir]
         if settings.prompts_dir:
             prompt_dirs.append(Path(settings.prompts_dir))
-        kit = AgentKit(settings=settings, client=client, prompt_dirs=prompt_dirs)
+        kit = AgentKit(settings=settings, client=client, prompt_dirs=prompt_dirs, run=run)
         yield Session(run=run, settings=settings, client=client, kit=kit, sim_url=sim_url,
                       flags=without_credentials(dict(flags or {})), say=say)

@@ -86,6 +86,9 @@ def served(run: Path, judge, *args: object, env: dict[str, str] | None = None) -
     server = start_server(run, env or serve_env(judge), *args)
     try:
         yield server
+    except BaseException as exc:
+        exc.add_note(f"amaris serve's stderr:\n{server.stderr}")  # what the server said is the first clue
+        raise
     finally:
         code = server.stop()
         assert code == 0, f"amaris serve exited {code} on SIGTERM:\n{server.stderr}"

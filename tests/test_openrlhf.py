@@ -1,8 +1,9 @@
-"""The OpenRLHF remote reward model shapes (amaris_cli/serve/openrlhf.py) against OpenRLHF's own code:
-its SingleTurnAgentExecutor generates one response, POSTs it to `--reward.remote_url` and reads the
-answer. The generation engine is the one stand-in (vLLM needs a GPU): it returns fixed token ids, so
-the request OpenRLHF builds from them and the reading of our answer are OpenRLHF's code, unchanged.
-Skipped when openrlhf (installed with --no-deps by .ci/run) or torch is missing."""
+"""The OpenRLHF remote reward model shapes (amaris_cli/serve/openrlhf.py) and `amaris serve`'s route for
+them against OpenRLHF's own code: its SingleTurnAgentExecutor generates one response, POSTs it to
+`--reward.remote_url` and reads the answer. The generation engine is the one stand-in (vLLM needs a
+GPU): it returns fixed token ids, so the request OpenRLHF builds from them and the reading of our answer
+are OpenRLHF's code, unchanged. Skipped when openrlhf (installed with --no-deps by .ci/run) or torch is
+missing."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf is not inst
 
 from pydantic import ValidationError  # noqa: E402
 
-from amaris_cli.serve.openrlhf import OpenRLHFRequest, OpenRLHFResponse  # noqa: E402
+from amaris_cli.serve.client import AmarisClient  # noqa: E402
+from amaris_cli.serve.openrlhf import OPENRLHF_PATH, OpenRLHFRequest, OpenRLHFResponse  # noqa: E402
+from tests.served import served  # noqa: E402
+from tests.test_online import new_run  # noqa: E402
 from tests.test_reference_client import recording_server  # noqa: E402
 from tests.tiny_trainers import tokenizer  # noqa: E402
 
@@ -37,7 +41,7 @@ class Engine:
 
 
 def execute(url: str, tok, response_ids: list[int], label: str) -> dict:
-    executor = agent.SingleTurnAgentExecutor(remote_rm_url=f"{url}/get_reward")
+    executor = agent.SingleTurnAgentExecutor(remote_rm_url=f"{url}{OPENRLHF_PATH}")
     params = SimpleNamespace(max_tokens=64, logprobs=None)
     return asyncio.run(executor.execute(PROMPT, label, params, 256, tok, Engine(response_ids)))
 
@@ -66,3 +70,22 @@ def test_openrlhf_request_that_cannot_be_split_is_an_error_not_a_guess() -> None
         request.response(0)
     with pytest.raises(ValidationError, match="one entry per response"):
         OpenRLHFRequest(query=["a", "b"], prompts=["a"], labels=[])
+
+
+def test_amaris_serve_answers_openrlhf_as_its_remote_reward_model(tmp_path, sim) -> None:
+    """OpenRLHF's executor against `amaris serve --rollouts-per-step 2`: each response is one rollout of the
+    server's open step (the request names none), its reward the judge's score, read by OpenRLHF's code."""
+    tok = tokenizer()
+    run = new_run(tmp_path, "openrlhf")
+    wrong = "6 * 7 = 41. Final answer: 41"
+    with served(run, sim, "--rollouts-per-step", 2) as server:
+        right_out = execute(server.url, tok, tok(RESPONSE)["input_ids"] + [tok.eos_token_id], label="42")
+        wrong_out = execute(server.url, tok, tok(wrong)["input_ids"] + [tok.eos_token_id], label="42")
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    rollouts = [json.loads(x) for x in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
+    assert [(r["input"], r["output"], r["supplemental_context"]) for r in rollouts] == [
+        (PROMPT, RESPONSE + tok.eos_token, "42"), (PROMPT, wrong + tok.eos_token, "42")]
+    scores = [json.loads(x)["reward"] for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
+    assert right_out["reward"] == right_out["scores"] == [scores[0]]
+    assert wrong_out["reward"] == [scores[1]] and scores[0] > scores[1]
+    assert right_out["extra_logs"] == {"judge_failed": [0.0], "amaris_step": [0.0]}

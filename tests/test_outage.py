@@ -208,6 +208,9 @@ def test_the_online_recipe_survives_a_judge_outage_during_a_step(tmp_path: Path)
     try:
         for t in range(8):
             if t == 3:  # the evolution of step 2 is done first: the outage is step 3's alone
+                ended = {s: (p.returncode, p.stderr.read()) for s, p in evolutions[:-1]  # type: ignore[union-attr]
+                         if p.poll() is not None}  # type: ignore[union-attr]
+                assert all(code == 0 for code, _ in ended.values()), ended
                 code, err, _ = finish(evolutions[-1][1])  # type: ignore[arg-type]
                 assert code == 0, err
                 judge.stop()

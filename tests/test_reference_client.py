@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from amaris_cli.serve.client import RewardClient, ScoreFailed, ServeError
+from amaris_cli.serve.client import RewardClient, ScoreFailed
 from tests.conftest import EXAMPLES
 from tests.served import served
 from tests.test_online import new_run
@@ -21,9 +22,12 @@ MATH = [[json.loads(line) for line in (EXAMPLES / "math" / f"step-{s:03d}.jsonl"
         for s in range(3)]
 
 
+GOAL = "solve arithmetic word problems"
+
+
 def reference_metadata(step: int) -> dict:
-    return {"high_level_goal": "solve arithmetic word problems", "model_size": "7B", "current_step": step,
-            "total_steps": 3, "other_context": "GRPO, 16 rollouts a step"}
+    return {"high_level_goal": GOAL, "model_size": "7B", "current_step": step,
+            "total_steps": 3, "other_context": f"GRPO, 16 rollouts a step, curriculum stage {step}"}
 
 
 def reference_rollout(row: dict) -> dict:
@@ -100,27 +104,51 @@ def test_reward_client_raises_rather_than_make_up_a_reward() -> None:
         asyncio.run(main(url))
 
 
-@pytest.mark.xfail(strict=True, raises=ServeError,
-                   reason="server-side wire compatibility lands with the serve redesign")
 def test_a_program_written_for_the_reference_drives_amaris_serve_through_three_steps(tmp_path, sim) -> None:
     """Only what the reference README shows: async with, score_async(rollout=, metadata=) for a step's
-    16 rollouts in flight together, rollouts_complete_async(), rubric_updated_async()."""
+    16 rollouts in flight together, rollouts_complete_async(), rubric_updated_async(); the answers are the
+    reference's, and each step's TrainingMetadata reaches the agents that reason about training, never the
+    scorer."""
     run = new_run(tmp_path, "reference")
 
-    async def train(url: str) -> list[list[float]]:
-        rewards = []
+    async def train(url: str) -> tuple[list[list[float]], list[tuple[dict, dict]]]:
+        rewards, answers = [], []
         async with RewardClient(url, timeout=600) as client:
             for step, rows in enumerate(MATH):
                 rewards.append(await asyncio.gather(*(client.score_async(rollout=reference_rollout(r),
                                                                          metadata=reference_metadata(step))
                                                       for r in rows)))
-                await client.rollouts_complete_async()
-                await client.rubric_updated_async()
-        return rewards
+                answers.append((await client.rollouts_complete_async(), await client.rubric_updated_async()))
+        return rewards, answers
 
     with served(run, sim) as server:
-        rewards = asyncio.run(train(server.url))
+        rewards, answers = asyncio.run(train(server.url))
     assert [len(r) for r in rewards] == [16, 16, 16] and all(isinstance(x, float) for r in rewards for x in r)
+    assert [(c["status"], c["step"], u["status"], u["mode"], u["step"]) for c, u in answers] == [
+        ("complete", s, "updated", "global", s) for s in range(3)]
+    calls = [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
+    scorer_systems: dict[int, set[str]] = {}
     for step in range(3):
-        stored = (run / "steps" / f"{step:06d}" / "scores.jsonl").read_text().splitlines()
+        step_dir = run / "steps" / f"{step:06d}"
+        stored = (step_dir / "scores.jsonl").read_text().splitlines()
         assert sorted(json.loads(line)["reward"] for line in stored) == sorted(rewards[step])
+        # One value per step, recorded with it: the TrainingMetadata fields but current_step (the step itself).
+        sent = {k: v for k, v in reference_metadata(step).items() if k != "current_step"}
+        assert json.loads((step_dir / "training.json").read_text()) == sent
+        assert all("current_step" not in r.get("metadata", {}) and GOAL not in json.dumps(r)
+                   for r in map(json.loads, (step_dir / "rollouts.jsonl").read_text().splitlines()))
+        own = [c for c in calls if c["step"] == step and c["messages"]]
+        for agent in ("analyzer", "summarizer", "query_generator", "updater"):
+            systems = {c["messages"][0]["content"] for c in own if c["agent"] == agent}
+            assert systems, (step, agent)
+            for system in systems:  # the step's own metadata, as data in a block of its own
+                block = re.search(r"<<<BEGIN TRAINING (\w+)>>>\n(.*?)\n<<<END TRAINING \1>>>", system, re.S)
+                assert block and f"curriculum stage {step}" in block.group(2) and GOAL in block.group(2), (agent, system)
+                assert "curriculum stage" not in system.replace(block.group(0), "")
+        # The step's own scorer calls (the adoption gate's probes, context group:gate:ITEM, score a candidate).
+        scorer_systems[step] = {c["messages"][0]["content"] for c in own
+                                if c["agent"] == "scorer" and not c["context"].startswith("group:gate:")}
+        assert all("curriculum stage" not in s for s in scorer_systems[step])
+    # Steps 0 and 1 are both scored with rubric version 0 (lag 1): one system message for both, whatever
+    # their metadata said.
+    assert len(scorer_systems[0]) == 1 and scorer_systems[0] == scorer_systems[1]

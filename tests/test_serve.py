@@ -25,6 +25,7 @@ from amaris_cli import locks
 from amaris_cli.rollouts import read_rollouts
 from amaris_cli.rundir import RunDir, safe_instance_dir
 from amaris_cli.serve.client import AmarisClient, ServeError
+from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge
 from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
 from tests.served import serve_env, served, start_server
@@ -133,6 +134,11 @@ def test_three_steps_of_concurrent_scores_write_what_score_and_evolve_write(tmp_
     for name in want:
         assert got[name] == want[name], name
     assert served_sources(run) == [SERVED_SOURCE] * 3
+    # Each rollout was analyzed by the server as soon as it was judged; the evolutions found every analysis
+    # answered in calls.jsonl (a `cache` line) and wrote analyses.jsonl byte for byte as above.
+    analyzer = [json.loads(x)["source"] for x in (run / "calls.jsonl").read_text().splitlines()
+                if json.loads(x)["agent"] == "analyzer"]
+    assert sorted(analyzer) == ["cache"] * 48 + ["model"] * 48, analyzer
     assert not (run / ".serve").exists() or not list((run / ".serve").iterdir()), "journals go once evolved"
     # Readers work on a served run unchanged.
     for args in (("inspect", run, "--json"), ("inspect", run, "--step", "2"), ("compare", run, reference),
@@ -230,7 +236,12 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         ("POST", "/score", b"{not json", 400, "invalid JSON"),
         ("POST", "/score", b"", 400, "the body is empty"),
         ("POST", "/score", [1, 2], 422, "must be a JSON object"),
-        ("POST", "/score", {"prompt": "q", "response": "a"}, 422, "metadata.current_step is required"),
+        ("POST", "/score", {"rollout": {"input": "q"}, "metadata": {"current_step": 0}}, 422, "missing output"),
+        ("POST", "/score", {"rollout": {"input": "q", "output": "a"}, "metadata": {"total_steps": 0}}, 422,
+         "metadata.total_steps"),
+        ("POST", "/score", {"rollout": {"input": "q", "output": "a"}, "extra": 1}, 422, "extra"),
+        ("POST", "/score", {**ok, "metadata": {"current_step": 0, "high_level_goal": "g" * 4001}}, 422,
+         "metadata.high_level_goal"),
         ("POST", "/score", {**ok, "metadata": {"current_step": -1}}, 422, "metadata.current_step"),
         ("POST", "/score", {**ok, "metadata": {"current_step": "3"}}, 422, "must be an integer"),
         ("POST", "/score", {**ok, "metadata": {"current_step": 2.5}}, 422, "must be an integer"),
@@ -246,6 +257,9 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         ("POST", "/complete", {}, 422, "step"),
         ("POST", "/complete", {"step": 5}, 409, "step 5 has no rollouts"),
         ("POST", "/complete", {"step": 0, "extra": 1}, 422, "extra"),
+        ("POST", "/complete", {"step": 0, "shard": 2, "shards": 2}, 422, "shard 2 of 2"),
+        ("POST", "/complete", b"", 409, "no step is open"),
+        ("POST", "/discard", {"step": 4}, 404, "step 4 is not open"),
         ("GET", "/rubric_status/wait?step=abc", None, 422, "step: expected an integer"),
         ("GET", "/rubric_status/wait?step=0&timeout=-1", None, 422, "timeout"),
         ("GET", "/rubric_status/wait?timeout=soon", None, 422, "timeout"),
@@ -316,8 +330,10 @@ def test_a_client_that_disconnects_mid_request_loses_nothing(tmp_path, sim_facto
     payload = orjson.dumps({**body(row), "metadata": {**row["metadata"], "current_step": 0}})
 
     def judged() -> int:
-        """Requests that carried the rollout (before /complete only the scorer's: nothing else has run)."""
-        texts = [" ".join(str(m.get("content")) for m in r["messages"]) for r in judge.requests]
+        """Scorer requests that carried the rollout (the analyzer's, sent as soon as it is judged, are not
+        judgements)."""
+        texts = [" ".join(str(m.get("content")) for m in r["messages"]) for r in judge.requests
+                 if rules.agent_of(r["messages"]) == "scorer"]
         return sum(1 for text in texts if row["output"] in text)
 
     def scorer_calls() -> list[str]:

@@ -103,6 +103,16 @@ def test_the_examples_run_against_a_server(tmp_path, sim) -> None:
     assert [s["step"] for s in json.loads(listing.stdout)["steps"]] == [0, 1]
 
 
+def test_the_openrlhf_example_runs_against_a_server_that_closes_its_steps(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "openrlhf")
+    with served(run, sim, "--rollouts-per-step", 16) as server:
+        done = subprocess.run([sys.executable, str(EXAMPLES / "serve" / "openrlhf_reward.py"), "--url", server.url,
+                               "--steps", "2"], env=serve_env(sim), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "step 1: evolution done" in done.stdout, done.stdout
+    assert [len(stored(run, s)) for s in (0, 1)] == [16, 16]
+
+
 def test_the_adapters_refuse_a_sync_server_they_would_wait_on_forever(tmp_path, sim) -> None:
     run = new_run(tmp_path, "sync")
     with served(run, sim, "--mode", "sync") as server:

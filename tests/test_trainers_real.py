@@ -251,8 +251,6 @@ def test_trl_grpo_trainer_in_two_processes_under_rollouts_per_step(tmp_path, sim
         assert len(mine) == 16 and mine == sorted(s["reward"] for s in scores(run, k))
 
 
-@pytest.mark.xfail(strict=True, reason="server-side shard completion lands with the serve redesign: /complete "
-                   "with shard and shards completes a step once every process's shard is in")
 def test_trl_grpo_trainer_in_two_processes_completes_each_step_from_both_shards(tmp_path, sim) -> None:
     run = new_run(tmp_path, "shards")
     with served(run, sim) as server:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,7 +51,6 @@ INSTANCE_COLUMNS = ("instance_id", "example_id", "uid", "id")
 VERL_STEP_KEYS = ("global_steps", "global_step", "current_step", "step")
 # What verl's managers add to extra_info besides the dataset's own fields (not the rollout's metadata).
 VERL_INTERNAL = {"num_turns", "rollout_reward_scores", "min_global_steps", "max_global_steps"}
-SERVER_STEP_TRIES = 3
 
 
 class RewardFailed(RuntimeError):
@@ -121,6 +121,8 @@ class _Stepper:
         self.rollouts_per_step: int | None = None
         self.resolved = False
         self.lock = threading.Lock()  # verl's reward loop calls from a thread pool
+        self.started = time.time()  # a step the server opened before this is a leftover of an earlier run
+        self.leftovers_done = False
 
     def resolve_mode(self) -> Complete:
         """Ask the server once how it runs: the completion mode "auto" stands for, and whether it is sync."""
@@ -183,23 +185,30 @@ class _Stepper:
             self.client.rollouts_complete(self.pending)
             self.pending = None
 
-    def server_step(self, *, leftover: Literal["join", "complete"]) -> int:
-        """The server's open step, or the one after the newest it knows. `leftover`: what to do with a step
-        the server has open ("join": this rollout belongs to it, as `--rollouts-per-step` closes each step
-        after its N-th; "complete": it is a step an earlier run left open, which a new batch must not join)."""
-        health = self.client.health()
-        open_now = [s for s in health.open_steps if self.client.rubric_status(s).state == "open"]
-        if open_now and leftover == "join":
-            return max(open_now)
-        for step in open_now:
-            self.client.rollouts_complete(step)
-        try:
-            newest = self.client.rubric_status().step
-        except ServeError as exc:
-            if exc.status != 404:
-                raise
-            newest = -1  # no step is complete yet
-        return max([newest, *health.open_steps]) + 1
+    def leftovers(self, *, discard_from: int | None = None) -> None:
+        """Once, before this adapter's first rollout: the steps the server holds open since before the adapter
+        was made (a crashed run's partial batches) are completed, so that new rollouts do not join them, or,
+        from step `discard_from` on, discarded (a trainer resuming from a checkpoint numbers its steps as
+        before and generates those batches again). Another process of the trainer may have done it first."""
+        with self.lock:
+            if self.leftovers_done:
+                return
+            self.leftovers_done = True
+        for left in self.client.health().open:
+            if left.state != "open" or (left.opened_at is not None and left.opened_at >= self.started):
+                continue
+            try:
+                if discard_from is not None and left.step >= discard_from:
+                    self.client.discard(left.step)
+                elif left.shards:
+                    for shard in range(left.shards):
+                        if shard not in left.shards_in:
+                            self.client.rollouts_complete(left.step, shard=shard, shards=left.shards)
+                else:
+                    self.client.rollouts_complete(left.step)
+            except ServeError as exc:
+                if exc.status not in (404, 409):  # done by another process of the trainer meanwhile
+                    raise
 
 
 class _ServedReward:
@@ -254,6 +263,7 @@ class TRLReward(_ServedReward):
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         step, schedule = self._step(kwargs)
         self.stepper.before(step)
+        self.stepper.leftovers(discard_from=step)
         columns = {k: v for k, v in kwargs.items()
                    if k not in TRL_INTERNAL and isinstance(v, list | tuple) and len(v) == len(completions)}
         bodies = [self._rollout(i, prompts, completions, columns) for i in range(len(completions))]
@@ -322,24 +332,16 @@ class VerlReward(_ServedReward):
         return self._reward(answer)
 
     def _into_server_step(self, data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> float:
-        """No step from verl nor the adapter: the rollout joins the server's open step, which the server
-        closes after its N-th rollout. Without --rollouts-per-step nothing would tell one batch from the
-        next: refused."""
+        """No step from verl nor the adapter: the rollout names none and joins the server's open step, which
+        the server closes after its N-th rollout. Without --rollouts-per-step nothing would tell one batch
+        from the next: refused."""
         self.stepper.resolve_mode()
         if not self.stepper.rollouts_per_step:
             raise ValueError("verl gave no step (extra_info has no 'global_steps': its legacy reward managers pass "
                              "none): start amaris serve with --rollouts-per-step N (N = train_batch_size x rollout.n) "
                              "so that it closes each step, or give VerlReward(step=...)")
-        body = _verl_body(data_source, solution_str, ground_truth, info)
-        for attempt in range(SERVER_STEP_TRIES):
-            step = self.stepper.server_step(leftover="join")
-            try:
-                return self._reward(self.client.score(step=step, **body))
-            except ServeError as exc:
-                # The step took its N-th rollout between our look and our rollout: the next one is open.
-                if exc.status != 409 or "takes no more rollouts" not in exc.error or attempt == SERVER_STEP_TRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+        self.stepper.leftovers()
+        return self._reward(self.client.score(step=None, **_verl_body(data_source, solution_str, ground_truth, info)))
 
     def batch(self, data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
               extra_infos: Sequence[dict[str, Any] | None] | None = None, **kwargs: Any) -> list[float]:
@@ -352,16 +354,23 @@ class VerlReward(_ServedReward):
         step = steps.pop() if steps else None
         if step is None:
             step = self.batch_stepper.given()
-        mode = self.batch_stepper.resolve_mode()
+        self.batch_stepper.resolve_mode()
         if step is None:
-            # Each batch is a step of its own: a step an earlier run left open is completed, not joined.
-            step = self.batch_stepper.server_step(leftover="complete" if mode != "never" else "join")
+            # Each batch is a step of its own, the server's next: a step an earlier run left open is completed
+            # first, not joined.
+            self.batch_stepper.leftovers()
         bodies = [_verl_body(d, s, g, i) for d, s, g, i in zip(data_sources, solution_strs, ground_truths, infos,
                                                                strict=True)]
         workers = len(bodies) if self.batch_stepper.sync else min(self.max_workers, len(bodies))
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             answers = list(pool.map(lambda body: self.client.score(step=step, **body), bodies))
-        self.batch_stepper.after(step)
+        steps = sorted({a.step for a in answers})
+        if not steps:
+            return []
+        if len(steps) > 1:  # --rollouts-per-step closed the server's step within the batch
+            raise RuntimeError(f"one verl batch went to steps {steps}: serve with --rollouts-per-step equal to the "
+                               "batch's size, or without it (each batch is then completed after the call)")
+        self.batch_stepper.after(steps[0])
         return [self._reward(a) for a in answers]
 
     def finish(self) -> None:

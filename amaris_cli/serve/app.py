@@ -1,6 +1,6 @@
 """The ASGI application: routes, bodies, JSON answers and status codes. No logic of its own.
 
-A plain ASGI callable served by uvicorn: five routes with JSON bodies need no framework. Every answer
+A plain ASGI callable served by uvicorn: seven routes with JSON bodies need no framework. Every answer
 is JSON; every error an `ErrorResponse` with a status a client can branch on:
 
     400  the body is not JSON            409  the step or rollout conflicts with the run's state
@@ -31,7 +31,13 @@ from amaris_cli.llm.endpoint import EndpointFatal
 from amaris_cli.schedule import EvolutionFailed
 from amaris_cli.serve.api import ErrorResponse, check_step
 from amaris_cli.serve.core import ApiError, ServeCore
-from amaris_cli.serve.intake import read_complete_request, read_score_request
+from amaris_cli.serve.intake import (
+    read_complete_request,
+    read_discard_request,
+    read_openrlhf_request,
+    read_score_request,
+)
+from amaris_cli.serve.openrlhf import OPENRLHF_PATH
 from amaris_cli.terminal import one_line
 
 MAX_BODY = 64 << 20  # the rollout reader's line limit
@@ -69,6 +75,8 @@ class ServeApp:
             "/complete": {"POST": self._complete},
             "/rubric_status/wait": {"GET": self._wait},
             "/rubric_status": {"GET": self._status},
+            "/discard": {"POST": self._discard},
+            OPENRLHF_PATH: {"POST": self._openrlhf},
             "/health": {"GET": self._health},
         }
 
@@ -97,7 +105,8 @@ class ServeApp:
         methods = self.routes.get(path)
         if methods is None:
             raise ApiError(404, f"no route {scope['method']} {scope['path']}; routes: POST /score, POST /complete, "
-                           "GET /rubric_status/wait, GET /rubric_status, GET /health")
+                           f"GET /rubric_status/wait, GET /rubric_status, POST /discard, POST {OPENRLHF_PATH}, "
+                           "GET /health")
         handler = methods.get(scope["method"])
         if handler is None:
             raise ApiError(405, f"{scope['path']} takes {', '.join(sorted(methods))}, not {scope['method']}")
@@ -128,14 +137,27 @@ class ServeApp:
     # --- routes ----------------------------------------------------------------------------------
     async def _score(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None
-        step, rollout, explicit = read_score_request(body, self.core.session.settings.pipeline.instance_field)
-        return await self.core.score(step, rollout, explicit)
+        intake = read_score_request(body, self.core.session.settings.pipeline.instance_field)
+        return await self.core.score(intake.step, intake.rollout, intake.explicit_id, intake.training)
 
     async def _complete(self, scope: Scope, body: bytes) -> BaseModel:
-        return await self.core.complete(read_complete_request(body))
+        request = read_complete_request(body)
+        if request is None:  # the reference's: no body
+            return await self.core.complete_open()
+        return await self.core.complete(request.step, request.shard, request.shards)
+
+    async def _discard(self, scope: Scope, body: bytes) -> BaseModel:
+        return await self.core.discard(read_discard_request(body))
+
+    async def _openrlhf(self, scope: Scope, body: bytes) -> BaseModel:
+        assert self.core.session is not None
+        return await self.core.score_openrlhf(read_openrlhf_request(body,
+                                                                    self.core.session.settings.pipeline.instance_field))
 
     async def _wait(self, scope: Scope, body: bytes) -> BaseModel:
         query = _query(scope)
+        if not query:  # the reference's: no query
+            return await self.core.wait_updated()
         timeout = _number(query, "timeout", DEFAULT_WAIT_S)
         if not 0 <= timeout <= MAX_WAIT_S:
             raise ApiError(422, f"timeout: must be from 0 to {MAX_WAIT_S:g} seconds, got {timeout:g}")

@@ -12,7 +12,7 @@ bodies exactly, so a program written for the reference runs by changing its impo
 `AmarisClient` speaks amaris's own shapes (steps named in every call, answers as models):
 
     client = AmarisClient("http://127.0.0.1:8780")
-    answer = client.score(prompt, response, step=t, reference=ref)     # or: await client.score_async(...)
+    answer = client.score(prompt, response, step=t, reference=ref)     # step=None: the server's open step
     answer.score                      # float, or None when the judge could not score it (answer.error)
     client.rollouts_complete(t)       # the step's rollouts are in: write them, evolve in the background
     client.rubric_updated(t)          # block until that evolution is done; its status
@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from amaris_cli.serve.api import CompleteResponse, Health, RubricStatus, ScoreResponse
+from amaris_cli.serve.api import CompleteResponse, DiscardResponse, Health, RubricStatus, ScoreResponse
 
 M = TypeVar("M", bound=BaseModel)
 DEFAULT_URL = "http://127.0.0.1:8780"
@@ -51,15 +51,16 @@ class ServeError(Exception):
         self.details = details or []
 
 
-def score_body(prompt: Any, response: Any, *, step: int, reference: Any = None, id: str | int | None = None,
+def score_body(prompt: Any, response: Any, *, step: int | None, reference: Any = None, id: str | int | None = None,
                instance_id: str | int | None = None, metadata: dict[str, Any] | None = None,
                **fields: Any) -> dict[str, Any]:
-    """The /score body: the reference's fields, `metadata.current_step`, and any other rollout field."""
+    """The /score body in amaris's shape: the rollout's fields, `metadata.current_step` (none: the rollout
+    joins the server's open step), and any other rollout field."""
     body: dict[str, Any] = {"prompt": prompt, "response": response, **fields}
     for key, value in (("reference", reference), ("id", id), ("instance_id", instance_id)):
         if value is not None:
             body[key] = value
-    body["metadata"] = {**(metadata or {}), "current_step": step}
+    body["metadata"] = {**(metadata or {}), **({"current_step": step} if step is not None else {})}
     return body
 
 
@@ -137,14 +138,14 @@ class AmarisClient:
         return {"params": params, "timeout": httpx.Timeout(timeout + 30.0)}
 
     # --- the reference's calls ---------------------------------------------------------------------
-    def score(self, prompt: Any, response: Any, *, step: int, reference: Any = None, id: str | int | None = None,
+    def score(self, prompt: Any, response: Any, *, step: int | None, reference: Any = None, id: str | int | None = None,
               instance_id: str | int | None = None, metadata: dict[str, Any] | None = None,
               **fields: Any) -> ScoreResponse:
         body = score_body(prompt, response, step=step, reference=reference, id=id, instance_id=instance_id,
                           metadata=metadata, **fields)
         return _answer(self._client().post("/score", json=body), ScoreResponse)
 
-    async def score_async(self, prompt: Any, response: Any, *, step: int, reference: Any = None,
+    async def score_async(self, prompt: Any, response: Any, *, step: int | None, reference: Any = None,
                           id: str | int | None = None, instance_id: str | int | None = None,
                           metadata: dict[str, Any] | None = None, **fields: Any) -> ScoreResponse:
         body = score_body(prompt, response, step=step, reference=reference, id=id, instance_id=instance_id,
@@ -173,6 +174,10 @@ class AmarisClient:
         """Where the step (default: the latest complete step) stands now; 404 (ServeError) when none is."""
         return _answer(self._client().get("/rubric_status", params={} if step is None else {"step": step}),
                        RubricStatus)
+
+    def discard(self, step: int) -> DiscardResponse:
+        """Drop an open step with its judged rollouts (a crashed run's partial batch)."""
+        return _answer(self._client().post("/discard", json={"step": step}), DiscardResponse)
 
     def health(self) -> Health:
         return _answer(self._client().get("/health"), Health)

@@ -10,20 +10,22 @@ Modes (README, "amaris serve"):
          evolution of step t-1 and is scored with the rubric it wrote; /score answers once the step's
          own evolution is done, with the value re-scored by the rubric that evolution wrote.
 
-A step is open from its first /score until /complete (or its `rollouts_per_step`-th rollout). While it
-is open the server holds the step's lock as `score` does (another process writing the step gets exit
-3; a step another process holds is a 409 here) and journals every judged rollout (journal.py). On
-/complete the step's files are written whole by `store_rollouts` and `score_step`, from the journaled
-records (no request is sent again), the lock is released, and the step's evolution starts
-(evolutions.py). So the run directory is what `score` + `evolve` write for the same rollouts in the
-same order, and every reader works on it unchanged.
+A step is open from its first /score until /complete (or its `rollouts_per_step`-th rollout, or the
+/complete of every shard when several processes send one each). A rollout that names no step joins the
+open step (the one after the newest when none is open). While a step is open the server holds its lock
+as `score` does (another process writing the step gets exit 3; a step another process holds is a 409
+here), journals every judged rollout (journal.py) and, in async mode, analyzes it in the background
+(analyses.py). On /complete the step's files are written whole by the step writer `score` uses, from
+the journaled records (no request is sent again); once the step's analyses have settled the lock is
+released and the step's evolution starts (evolutions.py). So the run directory is what `score` +
+`evolve` write for the same rollouts in the same order, and every reader works on it unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -41,7 +43,20 @@ from amaris_cli.reader import RunReader
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import GRACE_S
-from amaris_cli.serve.api import CompleteResponse, Health, RubricStatus, ScoreResponse, ScoreValue, StepState
+from amaris_cli.serve.analyses import EarlyAnalyses
+from amaris_cli.serve.api import (
+    CompleteNoop,
+    CompleteResponse,
+    DiscardResponse,
+    Health,
+    OpenStepStatus,
+    ReferenceComplete,
+    ReferenceRubricStatus,
+    RubricStatus,
+    ScoreResponse,
+    ScoreValue,
+    StepState,
+)
 from amaris_cli.serve.evolutions import Evolution, Evolutions, log_path
 from amaris_cli.serve.journal import (
     CompleteEntry,
@@ -49,17 +64,21 @@ from amaris_cli.serve.journal import (
     JournalState,
     OpenEntry,
     ScoreEntry,
+    ShardEntry,
     journal_path,
     journaled_steps,
     read_journal,
 )
+from amaris_cli.serve.openrlhf import OpenRLHFResponse
 from amaris_cli.session import Session, open_session, run_settings
 from amaris_cli.stages.common import agent_inputs, training_inputs
 from amaris_cli.stages.score import rubric_for
 from amaris_cli.stages.writer import StepWriter, VersionRule
+from amaris_cli.training import SentTraining, TrainingMetadata
 
 Mode = Literal["async", "sync"]
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
+UNNAMED_TRIES = 8  # a rollout without a step tries the next open step when the one it chose just closed
 OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolution another process runs
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
 WAIT_SLICE_S = 3.0  # over schedule.GRACE_S, so an evolution nobody runs is still found within one slice
@@ -77,6 +96,17 @@ class ApiError(AmarisError):
         self.details = details or []
 
 
+@dataclass(frozen=True)
+class ScoreIntake:
+    """A /score body read: its step (None: the server's open step), the rollout as a file line would give
+    it, whether its id was given, and what the request said about training (None when nothing)."""
+
+    step: int | None
+    rollout: Rollout
+    explicit_id: bool
+    training: TrainingMetadata | None
+
+
 @dataclass
 class OpenStep:
     step: int
@@ -90,6 +120,11 @@ class OpenStep:
     completion: asyncio.Task[CompleteResponse] | None = None
     completing: asyncio.Event = field(default_factory=asyncio.Event)  # set once it takes no more rollouts
     closed: asyncio.Event = field(default_factory=asyncio.Event)  # set once the step's files are written
+    training: TrainingMetadata | None = None  # what the request that opened the step said about training
+    told_differing: bool = False  # the server said that a request's training metadata differs
+    shards: int | None = None  # processes whose /complete the step waits for, once one has sent it
+    shards_in: set[int] = field(default_factory=set)
+    opened_at: float | None = None
 
     def begin_completion(self) -> None:
         self.state = "completing"
@@ -98,6 +133,13 @@ class OpenStep:
     @property
     def limit(self) -> int:
         return self.writer.limit
+
+    def missing_shards(self) -> list[int]:
+        return [] if self.shards is None else [i for i in range(self.shards) if i not in self.shards_in]
+
+    def status(self) -> OpenStepStatus:
+        return OpenStepStatus(step=self.step, state=self.state, rollouts=len(self.rollouts), judged=len(self.records),
+                              shards=self.shards, shards_in=sorted(self.shards_in), opened_at=self.opened_at)
 
 
 class ServeCore:
@@ -109,9 +151,11 @@ class ServeCore:
         self.stopping = asyncio.Event()
         self._stack = ExitStack()
         self._opening: dict[int, asyncio.Lock] = {}
+        self._opening_now: set[int] = set()  # steps whose first rollout is opening them
         self._tasks: set[asyncio.Task[Any]] = set()
         self._disk_cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, Any] | None]] = {}
         self.session: Session | None = None
+        self.analyses: EarlyAnalyses | None = None
         self.evolutions = Evolutions(self.run, options.evolve_options, say)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -126,6 +170,8 @@ class ServeCore:
         if settings.pipeline.group_by != "none":
             raise ConfigError(f"{run.path}: pipeline.group_by = {settings.pipeline.group_by!r}: `amaris serve` judges "
                               "each rollout as it arrives, one request per rollout; score grouped runs with `amaris score`")
+        if options.mode.value == "async" and options.early_analysis:
+            self.analyses = EarlyAnalyses(self.session, self.say)
         for step in journaled_steps(run):
             await self._resume_at_start(step)
 
@@ -144,6 +190,8 @@ class ServeCore:
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+        if self.analyses is not None:
+            await self.analyses.stop()  # the evolutions, on restart, ask again for what was not answered
         await self.evolutions.stop()
         for st in self.steps.values():
             st.journal.close()
@@ -194,7 +242,7 @@ class ServeCore:
             if not self._files_written(step):
                 writer = self._writer(step, header.lag)
                 try:
-                    await self._write_step(writer, state)
+                    await self._write_step(writer, state, header.training)
                 finally:
                     writer.release()
             self._evolve(step)
@@ -202,8 +250,11 @@ class ServeCore:
             return
         writer = self._writer(step, header.lag)
         st = OpenStep(step=step, writer=writer, journal=Journal(path), rollouts=dict(state.rollouts),
-                      records=dict(state.records))
+                      records=dict(state.records), training=header.training, shards=state.shards,
+                      shards_in=set(state.shards_in), opened_at=header.opened_at)
         self.steps[step] = st
+        self._tell_training(st)
+        self.evolutions.warm()
         self.say(f"step {step}: open again with the {len(st.records)} rollout(s) judged before the restart")
         if self.options.rollouts_per_step and len(st.rollouts) >= self.options.rollouts_per_step:
             # The server stopped between the N-th rollout and the completion: no further rollout comes to start it.
@@ -227,10 +278,18 @@ class ServeCore:
         scores = artifacts.freshness(self.run, step, artifacts.SCORES)
         return scores.whole and artifacts.ROLLOUTS not in scores.upstream
 
-    async def _open(self, step: int) -> OpenStep | None:
-        """The open step, opening it on its first rollout; None when the step is complete."""
+    async def _open(self, step: int, training: TrainingMetadata | None = None) -> OpenStep | None:
+        """The open step, opening it on its first rollout (whose `training` metadata becomes the step's);
+        None when the step is complete."""
         if step in self.steps:
             return self.steps[step]
+        self._opening_now.add(step)
+        try:
+            return await self._open_new(step, training)
+        finally:
+            self._opening_now.discard(step)
+
+    async def _open_new(self, step: int, training: TrainingMetadata | None) -> OpenStep | None:
         async with self._opening.setdefault(step, asyncio.Lock()):
             if step in self.steps:
                 return self.steps[step]
@@ -249,15 +308,34 @@ class ServeCore:
                     return None
                 # The exact version `score --lag` takes: waits while the evolution that writes it runs.
                 await self._wait_for_version(writer)
+                opened_at = round(time.time(), 3)
                 journal = Journal.create(self.run, OpenEntry(step=step, mode=self.options.mode.value, lag=lag,
-                                                             limit=writer.limit, scoring=self._scoring_inputs()))
+                                                             limit=writer.limit, scoring=self._scoring_inputs(),
+                                                             training=training, opened_at=opened_at))
             except BaseException:
                 writer.release()
                 raise
-            st = OpenStep(step=step, writer=writer, journal=journal)
+            st = OpenStep(step=step, writer=writer, journal=journal, training=training, opened_at=opened_at)
             self.steps[step] = st
+            self._tell_training(st)
+            self.evolutions.warm()  # a worker starts up while the step's rollouts come
             self.say(f"step {step}: open (rubric versions <= {writer.limit})")
             return st
+
+    def _tell_training(self, st: OpenStep) -> None:
+        """The agents of this process (the early analyses) read the step's training metadata from here until
+        training.json holds it."""
+        if self.session is not None:
+            self.session.kit.tell_training(st.step, st.training)
+
+    def _unnamed_step(self) -> int:
+        """The step a rollout that names none joins: the newest open step, else the one after the newest
+        step the run or this server knows."""
+        open_now = [s for s, st in self.steps.items() if st.state == "open"] + list(self._opening_now)
+        if open_now:
+            return max(open_now)
+        known = [*self.steps, *self.evolutions.by_step, *artifacts.step_numbers(self.run)]
+        return max(known, default=-1) + 1
 
     async def _until(self, events: list[asyncio.Event], timeout: float | None) -> None:
         """Return when one of `events` is set, the server stops, or `timeout` seconds pass (None: no limit)."""
@@ -336,12 +414,56 @@ class ServeCore:
                                       "the evolutions that write its rubric version") from None
 
     # --- scoring ---------------------------------------------------------------------------------
-    async def score(self, step: int, rollout: Rollout, explicit_id: bool) -> ScoreResponse:
+    async def score(self, step: int | None, rollout: Rollout, explicit_id: bool,
+                    training: TrainingMetadata | None = None) -> ScoreResponse:
+        """Judge one rollout of `step` (None: the open step) and answer its score. `training`: what the
+        request said about training; the first request of a step fixes the step's."""
         if self.stopping.is_set():
             raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
-        st = await self._open(step)
-        if st is None or st.state != "open":
-            return await self._answer_closed(step, rollout, explicit_id, st)
+        # The server's own task: a client that goes away ends only its wait, also while the step is being
+        # opened (its rollout is judged and journaled all the same).
+        work = self._spawn(self._score(step, rollout, explicit_id, training))
+        work.add_done_callback(_settled)  # its error goes to the client that waits, if one still does
+        return await asyncio.shield(work)
+
+    async def _score(self, step: int | None, rollout: Rollout, explicit_id: bool,
+                     training: TrainingMetadata | None) -> ScoreResponse:
+        for _ in range(UNNAMED_TRIES):
+            chosen = self._unnamed_step() if step is None else step
+            st = await self._open(chosen, training)
+            if st is not None and st.state == "open":
+                return await self._score_in(st, rollout.model_copy(update={"step": chosen}), explicit_id, training)
+            if step is not None:
+                return await self._answer_closed(step, rollout, explicit_id, st)
+            # The open step took its last rollout meanwhile: the next one is open now.
+        raise ApiError(503, f"no open step took the rollout after {UNNAMED_TRIES} tries (each closed as it came): "
+                       "send it again", rollout_id=rollout.id)
+
+    async def score_openrlhf(self, intakes: list[ScoreIntake]) -> OpenRLHFResponse:
+        """OpenRLHF's remote reward request: each query a rollout of the open step, judged together. A rollout
+        the judge could not score makes the request fail (OpenRLHF retries it, then leaves the sample without
+        a reward): OpenRLHF reads every reward as a number, and none is made up."""
+        if not self.options.rollouts_per_step:
+            raise ApiError(409, "OpenRLHF's requests name no step and nothing completes one: start amaris serve with "
+                           "--rollouts-per-step N (N: the responses of one training batch, rollout_batch_size x "
+                           "n_samples_per_prompt)")
+        answers = await asyncio.gather(*(self.score(None, i.rollout, i.explicit_id) for i in intakes))
+        failed = [a for a in answers if a.score is None]
+        if failed:
+            raise ApiError(502, f"the judge could not score {len(failed)} of the {len(answers)} response(s): "
+                           f"{failed[0].error}", step=failed[0].step, rollout_id=failed[0].id)
+        return OpenRLHFResponse.of([float(a.score) for a in answers if a.score is not None],
+                                   judge_failed=[float(a.status == "failed") for a in answers],
+                                   amaris_step=[float(a.step) for a in answers])
+
+    async def _score_in(self, st: OpenStep, rollout: Rollout, explicit_id: bool,
+                        training: TrainingMetadata | None) -> ScoreResponse:
+        step = st.step
+        if training != st.training and not st.told_differing:
+            st.told_differing = True
+            fields = (training or TrainingMetadata()).differences(st.training or TrainingMetadata())
+            self.say(f"step {step}: a request's training metadata differs from the step's ({', '.join(fields)}); "
+                     "the step keeps what its first request said (training.json)")
         rid = rollout.id
         if explicit_id and rid in st.rollouts:
             if st.rollouts[rid] != rollout:
@@ -379,6 +501,8 @@ class ServeCore:
             raise
         st.records[rollout.id] = record  # a rollout judged again keeps its place
         st.journal.append(ScoreEntry(rollout=rollout, record=record))
+        if self.analyses is not None:
+            self.analyses.start(st.step, rollout, record)
         return record
 
     async def _answer_closed(self, step: int, rollout: Rollout, explicit_id: bool, st: OpenStep | None) -> ScoreResponse:
@@ -469,17 +593,81 @@ class ServeCore:
         except Exception as exc:  # noqa: BLE001 - nobody awaits this answer: say it
             self.say(f"step {step}: automatic completion failed: {exc}")
 
-    async def complete(self, step: int) -> CompleteResponse:
-        """Write the step's files and start its evolution. The work runs as the server's own task, so a
-        client that disconnects (or a retry of the same /complete) never leaves it half done."""
+    async def complete(self, step: int, shard: int = 0, shards: int = 1) -> CompleteResponse:
+        """Write the step's files and start its evolution; from process `shard` of `shards`, only once every
+        shard's /complete has come (a repeated shard changes nothing). The work runs as the server's own
+        task, so a client that disconnects (or a retry of the same /complete) never leaves it half done."""
+        st = await self._held(step)
+        if st is None:
+            return self._complete_on_disk(step)
+        if shards > 1 or st.shards is not None:
+            if st.shards is not None and st.shards != shards:
+                raise ApiError(409, f"step {step} is completed by {st.shards} shards (processes), and this /complete "
+                               f"says {shards}", step=step)
+            if st.shards is None or shard not in st.shards_in:
+                st.shards = shards
+                st.shards_in.add(shard)
+                st.journal.append(ShardEntry(shard=shard, shards=shards))
+            missing = st.missing_shards()
+            if missing:
+                figures = reward_figures(st.records.values())
+                return CompleteResponse(step=step, rollouts=len(st.rollouts), scored=figures.scored,
+                                        failed=figures.failed, mean_reward=figures.mean,
+                                        rubric_versions=sorted({r.rubric_version for r in st.records.values()}),
+                                        state=st.state, shards=shards, missing_shards=missing)
+        if st.completion is None or st.completion.done():
+            st.completion = self._spawn(self._complete(st))
+        answer = await asyncio.shield(st.completion)
+        return answer.model_copy(update={"shards": st.shards or 1})
+
+    async def _held(self, step: int) -> OpenStep | None:
+        """The step if this server holds it open (resuming one a previous server left in its journal)."""
         st = self.steps.get(step)
         if st is None and journal_path(self.run, step).exists() and not artifacts.rollouts_path(self.run, step).exists():
             st = await self._open(step)
+        return st
+
+    async def complete_open(self) -> ReferenceComplete | CompleteNoop:
+        """The reference's /complete (no body): the current batch, i.e. the one step this server holds open.
+        Under --rollouts-per-step steps complete themselves, and this is a noop, as in the reference."""
+        if self.options.rollouts_per_step:
+            return CompleteNoop(rollouts_per_step=self.options.rollouts_per_step)
+        held = sorted(self.steps)
+        if not held:
+            raise ApiError(409, "no step is open: score the step's rollouts first (POST /score)")
+        if len(held) > 1:
+            raise ApiError(409, f"steps {', '.join(map(str, held))} are open: name the one to complete, "
+                           'POST /complete {"step": N}')
+        return ReferenceComplete(**(await self.complete(held[0])).model_dump())
+
+    async def discard(self, step: int) -> DiscardResponse:
+        """Drop an open step with its judged rollouts (a crashed trainer's partial batch, to be generated
+        again): its journal goes, nothing of it is written to the run."""
+        st = await self._held(step)
         if st is None:
-            return self._complete_on_disk(step)
-        if st.completion is None or st.completion.done():
-            st.completion = self._spawn(self._complete(st))
-        return await asyncio.shield(st.completion)
+            raise ApiError(409 if artifacts.rollouts_path(self.run, step).exists() else 404,
+                           f"step {step} is not open: only an open step can be discarded", step=step)
+        if st.state != "open":
+            raise ApiError(409, f"step {step} is being completed: it can no longer be discarded", step=step)
+        st.begin_completion()  # takes no more rollouts; those being judged are answered as usual
+        if st.inflight:
+            await asyncio.gather(*list(st.inflight.values()), return_exceptions=True)
+        if self.analyses is not None:
+            await self.analyses.cancel(step)
+        st.journal.remove()
+        st.writer.release()
+        del self.steps[step]
+        self._forget(step)
+        st.closed.set()
+        self.say(f"step {step}: discarded with its {len(st.records)} judged rollout(s)")
+        return DiscardResponse(step=step, discarded=len(st.records))
+
+    def _forget(self, step: int) -> None:
+        """This process asks nothing more for the step."""
+        if self.session is not None:
+            self.session.kit.forget_training(step)
+            if self.session.client.cache is not None:
+                self.session.client.cache.forget(step)
 
     async def _complete(self, st: OpenStep) -> CompleteResponse:
         step = st.step
@@ -492,13 +680,20 @@ class ServeCore:
             raise ApiError(409, f"step {step}: no rollout has been judged yet, so there is nothing to complete",
                            step=step)
         st.journal.append(CompleteEntry())
-        outcome = await self._write_step(st.writer, st)
+        outcome = await self._write_step(st.writer, st, st.training)
         st.journal.close()
-        st.writer.release()
         del self.steps[step]
-        if self.session is not None and self.session.client.cache is not None:
-            self.session.client.cache.forget(step)  # this process asks nothing more for the step
-        self._evolve(step)
+
+        async def hand_over() -> None:
+            """The step's lock goes to its evolution once the step's analyses are in calls.jsonl."""
+            try:
+                if self.analyses is not None:
+                    await self.analyses.settle(step)
+            finally:
+                st.writer.release()
+                self._forget(step)
+
+        self._evolve(step, before=hand_over)
         st.closed.set()  # after the evolution is registered: a waiter then finds it running
         mean = f", mean reward {outcome.mean_reward:.3f}" if outcome.mean_reward is not None else ""
         failed = f", {outcome.failed} failed" if outcome.failed else ""
@@ -507,12 +702,15 @@ class ServeCore:
                                 mean_reward=outcome.mean_reward, rubric_versions=outcome.rubric_versions,
                                 state=self._state(step))
 
-    async def _write_step(self, writer: StepWriter, judged: JournalState | OpenStep) -> Any:
-        """rollouts.jsonl and scores.jsonl with their provenance, by the step writer `score` uses, from the
-        journaled records (no request is sent again)."""
+    async def _write_step(self, writer: StepWriter, judged: JournalState | OpenStep,
+                          training: TrainingMetadata | None) -> Any:
+        """rollouts.jsonl and scores.jsonl with their provenance (and training.json when the step's requests
+        said something about training), by the step writer `score` uses, from the journaled records (no
+        request is sent again)."""
         assert self.session is not None
         rollouts = [judged.rollouts[rid] for rid in judged.records]  # journal order
-        return await writer.write(self.session, rollouts, SOURCE, known=judged.records)
+        sent = SentTraining(training, SOURCE) if training is not None else None
+        return await writer.write(self.session, rollouts, SOURCE, known=judged.records, training=sent)
 
     def _complete_on_disk(self, step: int) -> CompleteResponse:
         if not self._files_written(step):
@@ -526,7 +724,7 @@ class ServeCore:
                                 mean_reward=figures.mean, rubric_versions=sorted({s.rubric_version for s in scores}),
                                 state=self._state(step), already_complete=True)
 
-    def _evolve(self, step: int) -> None:
+    def _evolve(self, step: int, before: Callable[[], Awaitable[None]] | None = None) -> None:
         def finished(evolution: Evolution) -> None:
             if evolution.state == "done":
                 updated = artifacts.evolution(self.run, step)
@@ -540,7 +738,7 @@ class ServeCore:
             elif evolution.state == "failed":
                 self.say(f"step {step}: evolution failed: {evolution.error}")
 
-        self.evolutions.start(step, finished)
+        self.evolutions.start(step, finished, before=before)
 
     # --- status ----------------------------------------------------------------------------------
     def _state(self, step: int) -> StepState:
@@ -597,11 +795,30 @@ class ServeCore:
             events = self._change_of(step)
             await self._until(events, left if events else min(left, OTHER_PROCESS_POLL_S))
 
+    async def wait_updated(self) -> ReferenceRubricStatus:
+        """The reference's wait (no query): until every update of the latest complete step is done. Its answer
+        says "updated" only then: an evolution that failed is a 502, one that does not end within --wait a
+        503, so that a client written for the reference never goes on as if the rubric were updated."""
+        assert self.session is not None
+        step = self.latest_complete()
+        status = await self.wait_status(step, self.options.wait)
+        if status.timed_out:
+            raise ApiError(503, f"gave up after {self.options.wait:g}s waiting for the evolution of step {step}",
+                           step=step)
+        if status.state == "failed":
+            raise ApiError(502, f"the evolution of step {step} failed: {status.error}", step=step)
+        if status.state != "done":
+            raise ApiError(409, f"step {step} is complete but no evolution runs for it (state {status.state}): "
+                           f"restart the server or run `amaris evolve --run {self.run.path} --step {step}`", step=step)
+        mode = "per_instance" if self.session.settings.pipeline.per_instance else "global"
+        return ReferenceRubricStatus(**status.model_dump(), mode=mode)
+
     def health(self) -> Health:
         return Health(status="stopping" if self.stopping.is_set() else "ok", run=str(self.run.path),
                       mode=self.options.mode.value, lag=self.options.lag,
                       rollouts_per_step=self.options.rollouts_per_step,
-                      open_steps=sorted(self.steps), version=__version__)
+                      open_steps=sorted(self.steps), open=[self.steps[s].status() for s in sorted(self.steps)],
+                      version=__version__)
 
 
 def _settled(task: asyncio.Task[Any], _: object = None) -> None:

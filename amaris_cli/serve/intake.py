@@ -1,10 +1,12 @@
 """Request bodies to rollouts: validated, then read exactly as `amaris score` reads a line of a file.
 
-A /score body is checked against `ScoreRequest` (api.py) and against what amaris can store exactly
-(jsonlimits: nesting, 64-bit integers, duplicate keys), then given to the rollout reader as one line,
-with `metadata.current_step` taken out (it becomes the rollout's `step`, as the number of a step file
-does). So the stored rollout is the one `score` would store for that line, and every problem is a 4xx
-whose reason names the field.
+A /score body, in amaris's shape (`ScoreRequest`: a rollout line with `metadata`) or the reference's
+(`ReferenceScoreRequest`: `{"rollout": {...}, "metadata": {...}}`), is checked against its model (api.py)
+and against what amaris can store exactly (jsonlimits: nesting, 64-bit integers, duplicate keys), then
+its rollout is given to the rollout reader as one line, with `metadata.current_step` taken out (it
+becomes the rollout's `step`, as the number of a step file does) and the TrainingMetadata fields taken
+out (they describe training, not the rollout: training.py). So the stored rollout is the one `score`
+would store for that line, and every problem is a 4xx whose reason names the field.
 """
 
 from __future__ import annotations
@@ -17,12 +19,21 @@ from pydantic import BaseModel, ValidationError
 
 from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason
-from amaris_cli.models import Rollout
 from amaris_cli.rollouts import ALIASES, lookup, parse_rollouts
-from amaris_cli.serve.api import CompleteRequest, ScoreRequest, check_step
-from amaris_cli.serve.core import ApiError, is_explicit
+from amaris_cli.serve.api import (
+    CompleteRequest,
+    DiscardRequest,
+    ReferenceScoreRequest,
+    ScoreRequest,
+    check_step,
+)
+from amaris_cli.serve.core import ApiError, ScoreIntake, is_explicit
+from amaris_cli.serve.openrlhf import OpenRLHFRequest
+from amaris_cli.training import FIELDS as TRAINING_FIELDS
+from amaris_cli.training import TrainingMetadata
 
 WHERE = Path("POST /score")
+METADATA_FIELDS = {"current_step", *TRAINING_FIELDS}  # what `metadata` says about the step and training
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
@@ -50,41 +61,54 @@ def _validated(model: type[BaseModel], value: dict[str, Any], what: str) -> Any:
                        details=details) from None
 
 
-def read_score_request(body: bytes, instance_field: str | None) -> tuple[int, Rollout, bool]:
-    """(step, rollout, whether its id was given) of a /score body."""
+def read_score_request(body: bytes, instance_field: str | None) -> ScoreIntake:
+    """A /score body, in amaris's shape (a rollout line with `metadata`) or the reference's
+    (`{"rollout": {...}, "metadata": {...}}`)."""
     what = "POST /score"
     raw = _json_object(body, what)
-    request: ScoreRequest = _validated(ScoreRequest, raw, what)
-    step = request.metadata.current_step
+    if "rollout" in raw:
+        reference: ReferenceScoreRequest = _validated(ReferenceScoreRequest, raw, what)
+        line, metadata, top = dict(reference.rollout), reference.metadata, raw.get("metadata") or {}
+        where = "rollout."
+        own = line.get("metadata")
+        if own is not None and not isinstance(own, dict):
+            raise ApiError(422, f"{what}: rollout.metadata: must be a JSON object")
+        extra = {k: v for k, v in top.items() if k not in METADATA_FIELDS}
+        clash = sorted(k for k in extra if k in (own or {}) and own[k] != extra[k])  # type: ignore[index]
+        if clash:
+            raise ApiError(422, f"{what}: metadata.{clash[0]} and rollout.metadata.{clash[0]} differ")
+        kept = {**(own or {}), **extra}
+    else:
+        request: ScoreRequest = _validated(ScoreRequest, raw, what)
+        line, metadata, where = dict(raw), request.metadata, ""
+        kept = {k: v for k, v in (raw.get("metadata") or {}).items() if k not in METADATA_FIELDS}
+        if line.get("instance_id") is None and metadata.instance_id is not None and not instance_field:
+            line["instance_id"] = kept["instance_id"]
+    step = metadata.current_step
     for key in ("step", "global_step"):
-        if key in raw:
+        if key in line:
             try:
-                given = check_step(raw[key])
+                given = check_step(line[key])
             except ValueError as exc:
-                raise ApiError(422, f"{what}: {key}: {exc}") from None
+                raise ApiError(422, f"{what}: {where}{key}: {exc}") from None
             if step is not None and given is not None and given != step:
-                raise ApiError(422, f"{what}: {key} is {given} but metadata.current_step is {step}")
+                raise ApiError(422, f"{what}: {where}{key} is {given} but metadata.current_step is {step}")
             step = given if step is None else step
-    if step is None:
-        raise ApiError(422, f"{what}: metadata.current_step is required (the training step this rollout belongs to)")
-    line = dict(raw)
-    metadata = dict(raw.get("metadata") or {})
-    metadata.pop("current_step", None)
-    if line.get("instance_id") is None and metadata.get("instance_id") is not None and not instance_field:
-        line["instance_id"] = metadata["instance_id"]
-    if metadata:
-        line["metadata"] = metadata
+            del line[key]
+    if kept:
+        line["metadata"] = kept
     else:
         line.pop("metadata", None)
     try:
-        rollouts = parse_rollouts(orjson.dumps(line), WHERE, None, instance_field, default_step=step)
+        rollouts = parse_rollouts(orjson.dumps(line), WHERE, None, instance_field)
     except InputErrors as exc:
         reasons = [e.reason for e in exc.errors]
         raise ApiError(422, f"{what}: {'; '.join(reasons)}", details=reasons) from None
     except InputError as exc:
         raise ApiError(422, f"{what}: {exc.reason}") from None
     rollout = rollouts[0].model_copy(update={"step": step})
-    return step, rollout, is_explicit(rollout) or _has_id(line)
+    training = TrainingMetadata.model_validate(metadata.model_dump(include=set(TRAINING_FIELDS)))
+    return ScoreIntake(step, rollout, is_explicit(rollout) or _has_id(line), None if training.empty else training)
 
 
 def _has_id(line: dict[str, Any]) -> bool:
@@ -93,6 +117,37 @@ def _has_id(line: dict[str, Any]) -> bool:
                for value in (lookup(line, source) for source in ALIASES["id"]))
 
 
-def read_complete_request(body: bytes) -> int:
-    request: CompleteRequest = _validated(CompleteRequest, _json_object(body, "POST /complete"), "POST /complete")
+def read_complete_request(body: bytes) -> CompleteRequest | None:
+    """The step (and shard) a /complete names; None for the reference's /complete, which has no body."""
+    if not body.strip():
+        return None
+    return _validated(CompleteRequest, _json_object(body, "POST /complete"), "POST /complete")
+
+
+def read_discard_request(body: bytes) -> int:
+    request: DiscardRequest = _validated(DiscardRequest, _json_object(body, "POST /discard"), "POST /discard")
     return request.step
+
+
+def read_openrlhf_request(body: bytes, instance_field: str | None) -> list[ScoreIntake]:
+    """OpenRLHF's remote reward request (openrlhf.py): one rollout per query, its response the query after
+    its prompt, its reference the label; no step (each joins the open step) and no id."""
+    what = "POST /get_reward"
+    request: OpenRLHFRequest = _validated(OpenRLHFRequest, _json_object(body, what), what)
+    intakes = []
+    for i, prompt in enumerate(request.prompts):
+        try:
+            response = request.response(i)
+        except ValueError as exc:
+            raise ApiError(422, f"{what}: {exc}") from None
+        line: dict[str, Any] = {"input": prompt, "output": response}
+        if request.label(i) is not None:
+            line["supplemental_context"] = request.label(i)
+        try:
+            rollout = parse_rollouts(orjson.dumps(line), Path(what), None, instance_field)[0]
+        except InputErrors as exc:
+            raise ApiError(422, f"{what}: query {i}: {'; '.join(e.reason for e in exc.errors)}") from None
+        except InputError as exc:
+            raise ApiError(422, f"{what}: query {i}: {exc.reason}") from None
+        intakes.append(ScoreIntake(None, rollout, False, None))
+    return intakes

@@ -7,9 +7,10 @@ same stage functions `amaris score` uses, from the journal's records, so they ar
 for the same rollouts in the same order. A server stopped or killed mid-step finds its journal on
 restart and goes on from there.
 
-Lines: an `open` header (how the step is scored), then `score` entries in the order the rollouts were
-first judged (a rollout judged again after a failure keeps its place and takes the new record), and a
-`complete` line once the step's files are being written. The journal is removed when the step's
+Lines: an `open` header (how the step is scored, and what the request that opened it said about
+training), then `score` entries in the order the rollouts were first judged (a rollout judged again
+after a failure keeps its place and takes the new record), a `shard` line for each process of several
+whose /complete came, and a `complete` line once the step's files are being written. The journal is removed when the step's
 evolution is done. A line torn by a killed writer is cut when the journal is read again.
 """
 
@@ -28,6 +29,7 @@ from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import append_whole, dumps_line
 from amaris_cli.models import Rollout, ScoreRecord
 from amaris_cli.rundir import RunDir
+from amaris_cli.training import TrainingMetadata
 
 SERVE_DIR = ".serve"
 _NAME = re.compile(r"step-(\d{6,})\.jsonl")
@@ -43,6 +45,8 @@ class OpenEntry(BaseModel):
     # What its records depend on besides rollouts and rubrics (scorer prompt and model, failure policy,
     # training context), as scores.jsonl records them: a restart with other ones may not finish the step.
     scoring: dict[str, Any] | None = None
+    training: TrainingMetadata | None = None  # what the request that opened the step said (training.py)
+    opened_at: float | None = None  # when (epoch seconds): a restarted trainer tells its own steps from a crash's
 
 
 class ScoreEntry(BaseModel):
@@ -52,12 +56,21 @@ class ScoreEntry(BaseModel):
     record: ScoreRecord
 
 
+class ShardEntry(BaseModel):
+    """Process `shard` of `shards` sent /complete: the step completes once every shard's has come."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["shard"] = "shard"
+    shard: int
+    shards: int
+
+
 class CompleteEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["complete"] = "complete"
 
 
-Entry = Annotated[OpenEntry | ScoreEntry | CompleteEntry, Field(discriminator="kind")]
+Entry = Annotated[OpenEntry | ScoreEntry | ShardEntry | CompleteEntry, Field(discriminator="kind")]
 _ENTRY = TypeAdapter(Entry)
 
 
@@ -82,6 +95,8 @@ class JournalState:
     rollouts: dict[str, Rollout] = field(default_factory=dict)
     records: dict[str, ScoreRecord] = field(default_factory=dict)  # in the order rollouts were first judged
     complete: bool = False
+    shards: int | None = None
+    shards_in: set[int] = field(default_factory=set)
 
     @property
     def order(self) -> list[str]:
@@ -105,7 +120,7 @@ class Journal:
         journal.append(header)
         return journal
 
-    def append(self, entry: OpenEntry | ScoreEntry | CompleteEntry) -> None:
+    def append(self, entry: OpenEntry | ScoreEntry | ShardEntry | CompleteEntry) -> None:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         # One line at a time, whole or not at all (a full disk is cut back and named); a process killed
@@ -149,6 +164,9 @@ def read_journal(path: Path) -> JournalState:
             rid = entry.rollout.id
             state.rollouts[rid] = entry.rollout
             state.records[rid] = entry.record
+        elif isinstance(entry, ShardEntry):
+            state.shards = entry.shards
+            state.shards_in.add(entry.shard)
         elif isinstance(entry, CompleteEntry):
             state.complete = True
     return state

@@ -15,8 +15,10 @@ in turn. The answer is a JSON object; OpenRLHF reads `rewards` as the reward, `s
 query: `{"rewards": [...], "scores": [...], "extra_logs": {"name": [...]}}`. A request that keeps
 failing is logged and leaves the sample without a reward. The request names no step and no rollout.
 
-These models are the shapes a server route takes and gives (the route itself comes with the serve
-redesign); tests/test_openrlhf.py checks them against OpenRLHF's own client code.
+`amaris serve` takes these at `POST /get_reward` (OPENRLHF_PATH, serve_rm.py's path): give OpenRLHF
+`--reward.remote_url http://HOST:PORT/get_reward`. Each query becomes one rollout of the server's open
+step (the request names no step; `--rollouts-per-step N` closes each step). tests/test_openrlhf.py checks
+the shapes and the route against OpenRLHF's own client code.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+OPENRLHF_PATH = "/get_reward"
 
 
 class OpenRLHFRequest(BaseModel):

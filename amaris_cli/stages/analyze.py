@@ -32,7 +32,7 @@ def analyze_inputs(session: Session, step: int, rubrics: list[RubricSet]) -> dic
         "rubrics": rubric_inputs(run, rubrics),
         "agents": agent_inputs(session, "analyzer"),
         "vocabulary": artifacts.digest(vocabulary_text()),
-        **training_inputs(session),
+        **training_inputs(session, step=step),
     }
 
 

@@ -106,11 +106,15 @@ def agent_inputs(session: Session, *agents: str) -> dict[str, Any]:
             for agent in agents}
 
 
-def training_inputs(session: Session, stage: bool = True) -> dict[str, Any]:
+def training_inputs(session: Session, stage: bool = True, step: int | None = None) -> dict[str, Any]:
     """The training context the agents read; `stage=False` for the scorer, which is never told where
-    training is (so a changed total_steps does not make scores stale)."""
-    training = session.settings.training.model_dump(mode="json", exclude=None if stage else {"total_steps"})
-    return {"training": training, "max_text_chars": session.settings.pipeline.max_text_chars}
+    training is (so a changed total_steps does not make scores stale) nor what a trainer said about it.
+    With `step`, the step's own (training.py): the run's settings with what its requests said in their place."""
+    sent = session.kit.step_training(step) if stage and step is not None else None
+    settings = session.settings.training if sent is None else sent.applied_to(session.settings.training)
+    training = settings.model_dump(mode="json", exclude=None if stage else {"total_steps"})
+    inputs = {"training": training, "max_text_chars": session.settings.pipeline.max_text_chars}
+    return inputs if sent is None else {**inputs, "training_sent": sent.given()}
 
 
 def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:

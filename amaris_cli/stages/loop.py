@@ -7,7 +7,8 @@ Timing modes:
   lag L      step t is scored with the newest rubric version <= t - L (version v is produced by
              the update of step v-1), as when the update of step t-1 still runs during step t.
   rescore    after the update of step t, step t is scored again with R_{t+1} (rescores.jsonl).
-  update_every N   updates run after every N-th step of the run; summaries every step.
+  update_every N   updates run at one step of every N of the run (`update_at`: the last of them, or the
+                   first as the reference does); summaries every step.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from amaris_cli.stages.evolve import evolve_step
 from amaris_cli.stages.summarize import summarize_step
 from amaris_cli.stages.update import UpdateOutcome
 from amaris_cli.stages.writer import StepWriter, VersionRule
+from amaris_cli.training import SentTraining, recorded_training
 
 
 @dataclass
@@ -45,6 +47,7 @@ class StepPlan:
     rescore: bool = False
     # Without a whole evolution: the stages of one that stage commands ran (`analyze`, then `summarize`).
     stages: tuple[str, ...] = ()
+    training: SentTraining | None = None  # what a served step's requests said about training (training.json)
 
 
 @dataclass
@@ -111,12 +114,12 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
     rule = VersionRule(lag=plan.lag, rubric_version=plan.rubric_version)
     with StepWriter(run, step, rule, role="loop", say=session.say, wait=wait) as writer:
         hooks.on_stage("score", step)
-        scored = await writer.write(scorer, plan.rollouts, plan.source, on_done=hooks.on_record)
+        scored = await writer.write(scorer, plan.rollouts, plan.source, on_done=hooks.on_record, training=plan.training)
         report = StepReport(step=step, rubric_version=writer.version or 0, rollouts=len(plan.rollouts),
                             mean_reward=scored.mean_reward, failed=scored.failed)
         scorer.policy.check("score", step, scored.failed, scored.total, scored.errors)
         if plan.evolve:
-            update = update_decided(run, step, session.settings.pipeline.update_every, plan.update)
+            update = update_decided(run, step, session.settings.pipeline, plan.update)
 
             evolved = await evolve_step(session, step, indexer.memory, update=update, rescore=plan.rescore and update,
                                         wait=wait, fail_if_idle=True, index_now=False,
@@ -184,7 +187,8 @@ def recorded_plan(src: Any, step: int, rollouts: list[Rollout]) -> StepPlan:
                     lag=inputs.get("lag") or 0, rubric_version=inputs.get("rubric_version"),
                     evolve=evolved is not None and evolved.status == "done",
                     update=evolved.update if evolved else None, rescore=bool(evolved and evolved.rescore),
-                    stages=() if evolved is not None and evolved.status == "done" else recorded_stages(src, step))
+                    stages=() if evolved is not None and evolved.status == "done" else recorded_stages(src, step),
+                    training=recorded_training(src, step))
 
 
 def recorded_stages(src: Any, step: int) -> tuple[str, ...]:

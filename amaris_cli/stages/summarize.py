@@ -54,7 +54,7 @@ def summary_inputs(session: Session, step: int, rubric: RubricSet) -> dict[str, 
         "rubrics": rubric_inputs(run, [rubric]),
         "agents": agent_inputs(session, "summarizer", "meta_summarizer"),
         "chunking": {"chunk_size": pipeline.chunk_size, "merge_fan_in": pipeline.merge_fan_in},
-        **training_inputs(session),
+        **training_inputs(session, step=step),
     }
 
 

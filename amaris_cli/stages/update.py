@@ -88,7 +88,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
                                                             "max_weight"}),
         "agents": agent_inputs(session, "query_generator", "updater"),
         "gate": gate_inputs(session, step),
-        **training_inputs(session),
+        **training_inputs(session, step=step),
     }
 
 

@@ -25,6 +25,7 @@ from amaris_cli.schedule import scoring_limit, scoring_version
 from amaris_cli.session import Session
 from amaris_cli.stages.common import StageOutcome, store_rollouts
 from amaris_cli.stages.score import score_step
+from amaris_cli.training import SentTraining, write_training
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,14 @@ class StepWriter:
 
     async def write(self, session: Session, rollouts: list[Rollout], source: dict[str, Any], *, force: bool = False,
                     known: Mapping[str, ScoreRecord] | None = None,
-                    on_done: Callable[[ScoreRecord], None] | None = None) -> StageOutcome:
+                    on_done: Callable[[ScoreRecord], None] | None = None,
+                    training: SentTraining | None = None) -> StageOutcome:
         """Store the step's rollouts (`force`: replace different ones) and score them; `known` holds records
-        already judged with this step's rubrics (serve), written as they are."""
+        already judged with this step's rubrics (serve), written as they are; `training`: what the step's
+        requests said about training (serve, and a replay of a served step), kept in training.json."""
         store_rollouts(self.run, self.step, rollouts, source, force, session.how)
+        if training is not None:
+            write_training(self.run, self.step, training, session.how)
         outcome, _ = await score_step(session, self.step, rollouts, limit=self.limit, lag=self.rule.lag,
                                       explicit_version=self.rule.rubric_version, on_done=on_done, known=known)
         return outcome

@@ -1,0 +1,98 @@
+"""What a trainer says about training with a step's requests: the reference's TrainingMetadata.
+
+The reference sends `{"high_level_goal", "model_size", "current_step", "total_steps", "other_context"}`
+with every `/score` request. `current_step` names the step; the rest is recorded once per step in
+`steps/NNNNNN/training.json` (the fields the requests gave, with the file's provenance saying where it
+came from), and given to the agents that reason about training (analyzer, summarizer, query generator,
+updater) for that step in place of the run's `[training]` settings: each field given replaces the
+setting of the same meaning, a field not given keeps the run's. The scorer never sees it (its system
+message stays the same at every step). A step without the file uses the run's settings, as before.
+
+The text is the trainer's, sent over an unauthenticated API: the agents get it as data in a block
+(agents/common.py), never as instructions. `replay` writes the recorded file into its run, so a replay
+gives the agents what the requests gave.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # the model alone is imported by serve's API models, which trainers load
+    from amaris_cli.artifacts import How
+    from amaris_cli.config import TrainingSettings
+    from amaris_cli.rundir import RunDir
+
+TRAINING = "training.json"
+MAX_TEXT_CHARS = 4000  # per field: a goal or a context, not a document
+FIELDS = ("high_level_goal", "model_size", "total_steps", "other_context")
+
+
+class TrainingMetadata(BaseModel):
+    """The fields of the reference's TrainingMetadata that describe training (its `current_step` is the
+    step itself). Every field is optional: a request may give some, and the run's settings fill the rest."""
+
+    model_config = ConfigDict(extra="forbid")
+    high_level_goal: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    model_size: str | None = Field(default=None, max_length=200)
+    total_steps: int | None = Field(default=None, ge=1, le=10**9)
+    other_context: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, name) is None for name in FIELDS)
+
+    def given(self) -> dict[str, Any]:
+        """The fields the request gave, as training.json holds them."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def applied_to(self, settings: TrainingSettings) -> TrainingSettings:
+        """The run's training settings with the fields given here in their place."""
+        values = {"goal": self.high_level_goal, "model_size": self.model_size, "total_steps": self.total_steps,
+                  "context": self.other_context}
+        return settings.model_copy(update={k: v for k, v in values.items() if v is not None})
+
+    def differences(self, other: TrainingMetadata) -> list[str]:
+        return [name for name in FIELDS if getattr(self, name) != getattr(other, name)]
+
+
+@dataclass(frozen=True)
+class SentTraining:
+    """A step's training metadata and where it came from (training.json's provenance inputs)."""
+
+    metadata: TrainingMetadata
+    source: dict[str, Any]
+
+
+def training_path(run: RunDir, step: int) -> Path:
+    return run.step_dir(step) / TRAINING
+
+
+def load_training(run: RunDir, step: int) -> TrainingMetadata | None:
+    """The step's recorded training metadata, or None when its requests gave none."""
+    path = training_path(run, step)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return TrainingMetadata.model_validate_json(data)
+
+
+def recorded_training(run: RunDir, step: int) -> SentTraining | None:
+    """The step's training.json with where it came from: what a replay writes again."""
+    metadata = load_training(run, step)
+    if metadata is None:
+        return None
+    from amaris_cli import artifacts
+
+    made = artifacts.derivation(run, step, TRAINING)
+    return SentTraining(metadata, dict(made.inputs) if made is not None else {})
+
+
+def write_training(run: RunDir, step: int, sent: SentTraining, how: How | None = None) -> None:
+    from amaris_cli import artifacts
+
+    artifacts.write_json_recorded(run, step, TRAINING, sent.metadata.given(), sent.source, how)

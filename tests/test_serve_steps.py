@@ -1,0 +1,160 @@
+"""`amaris serve`: steps as trainers send them (issue 22). A rollout that names no step joins the open
+step; the reference's /complete (no body) and wait (no query) and their answers; a step completed by the
+shards of several processes; steps a crashed trainer left open, reported by /health and completed or
+discarded; what the requests say about training (TrainingMetadata), recorded per step and replayed;
+the update schedule (`update_at`). Every test runs the server as a subprocess against the sim-judge."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+
+from amaris_cli.serve.adapters import TRLReward
+from amaris_cli.serve.client import AmarisClient
+from tests.conftest import invoke, judge_env
+from tests.served import serve_env, served, start_server
+from tests.test_online import new_run, outputs
+from tests.test_serve import rows
+
+
+def line(row: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    """An example rollout in amaris's shape, its metadata as given (no current_step: the open step)."""
+    return {"input": row["input"], "output": row["output"], "reference": row["supplemental_context"],
+            "id": row["id"], "metadata": metadata}
+
+
+def step_rollouts(run: Path, step: int) -> list[dict[str, Any]]:
+    path = run / "steps" / f"{step:06d}" / "rollouts.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def evolution(run: Path, step: int) -> dict[str, Any]:
+    return json.loads((run / "steps" / f"{step:06d}" / "provenance.json").read_text())["evolution"]
+
+
+def test_rollouts_without_a_step_join_the_open_step_and_the_reference_calls_close_it(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "unnamed")
+    data = rows(0)
+    with served(run, sim, "--update-every", 2, "--update-at", "first") as server, \
+            httpx.Client(base_url=server.url, timeout=120) as http:
+        refused = http.post("/get_reward", json={"query": ["q a"], "prompts": ["q "], "labels": ["a"]})
+        assert refused.status_code == 409 and "--rollouts-per-step" in refused.json()["error"]
+        first = [http.post("/score", json=line(r)).json() for r in data[:3]]
+        assert [a["step"] for a in first] == [0, 0, 0]
+        (held,) = http.get("/health").json()["open"]
+        assert (held["step"], held["state"], held["rollouts"], held["judged"]) == (0, "open", 3, 3)
+        done = http.post("/complete")  # the reference's: no body
+        assert done.status_code == 200 and done.json()["status"] == "complete" and done.json()["step"] == 0
+        # The next rollout without a step opens the step after the newest.
+        assert http.post("/score", json=line(data[3])).json()["step"] == 1
+        waited = http.get("/rubric_status/wait")  # the reference's: no query, the latest complete step
+        assert waited.status_code == 200
+        assert {k: waited.json()[k] for k in ("status", "mode", "step", "state")} == {
+            "status": "updated", "mode": "global", "step": 0, "state": "done"}
+        # An explicit step beside the open one: the reference's /complete cannot tell which batch is meant.
+        assert http.post("/score", json={**line(data[4]), "metadata": {"current_step": 2}}).json()["step"] == 2
+        ambiguous = http.post("/complete")
+        assert ambiguous.status_code == 409 and "steps 1, 2 are open" in ambiguous.json()["error"]
+        assert http.post("/complete", json={"step": 1}).json()["state"] == "evolving"
+        assert http.post("/complete").json()["step"] == 2
+        assert http.get("/rubric_status/wait", params={"step": 2, "timeout": 120}).json()["state"] == "done"
+    assert [len(step_rollouts(run, s)) for s in range(3)] == [3, 1, 1]
+    # update_every 2 with update_at "first": the reference's schedule, steps 0 and 2 (amaris's default: 1).
+    assert [evolution(run, s)["update"] for s in range(3)] == [True, False, True]
+
+
+def test_under_rollouts_per_step_the_reference_complete_is_a_noop(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "noop")
+    data = rows(0)
+    with served(run, sim, "--rollouts-per-step", 2) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        assert [http.post("/score", json=line(r)).json()["step"] for r in data[:2]] == [0, 0]
+        assert http.post("/complete").json() == {"status": "noop", "rollouts_per_step": 2}
+        # Step 0 took its 2 rollouts and completes itself: the next rollouts are step 1's.
+        assert [http.post("/score", json=line(r)).json()["step"] for r in data[2:4]] == [1, 1]
+        assert http.get("/rubric_status/wait", params={"step": 1, "timeout": 120}).json()["state"] == "done"
+    assert [[r["id"] for r in step_rollouts(run, s)] for s in (0, 1)] == [[r["id"] for r in data[:2]],
+                                                                         [r["id"] for r in data[2:4]]]
+
+
+def test_a_step_completes_once_every_shard_is_in_also_across_a_restart(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "shards")
+    data = rows(0)
+    env = serve_env(sim)
+    server = start_server(run, env)
+    try:
+        client = AmarisClient(server.url)
+        for r in data[:4]:
+            client.score(r["input"], r["output"], step=0, id=r["id"])
+        one = client.rollouts_complete(0, shard=1, shards=2)
+        assert (one.state, one.missing_shards, one.rollouts) == ("open", [0], 4)
+        assert client.rollouts_complete(0, shard=1, shards=2) == one  # a repeated shard changes nothing
+        other = httpx.post(f"{server.url}/complete", json={"step": 0, "shard": 0, "shards": 3})
+        assert other.status_code == 409 and "completed by 2 shards" in other.json()["error"]
+        assert httpx.post(f"{server.url}/complete", json={"step": 0}).status_code == 409
+        (held,) = client.health().open
+        assert (held.shards, held.shards_in) == (2, [1])
+    finally:
+        assert server.stop() == 0
+    with served(run, sim) as server:  # the shards received are journaled
+        client = AmarisClient(server.url)
+        (held,) = client.health().open
+        assert (held.step, held.shards, held.shards_in, held.rollouts) == (0, 2, [1], 4)
+        client.score(data[4]["input"], data[4]["output"], step=0, id=data[4]["id"])
+        last = client.rollouts_complete(0, shard=0, shards=2)
+        assert (last.state, last.missing_shards, last.rollouts) == ("evolving", [], 5)
+        assert client.rollouts_complete(0, shard=1, shards=2).already_complete
+        assert client.rubric_updated(0, timeout=120).state == "done"
+    assert len(step_rollouts(run, 0)) == 5
+
+
+def test_a_restarted_trainer_discards_the_step_a_crash_left_open(tmp_path, sim) -> None:
+    """TRL resuming from a checkpoint generates the step the crash left open again: the adapter made after
+    the crash discards it (it was opened before the adapter) instead of mixing its rollouts in."""
+    run = new_run(tmp_path, "crashed")
+    data = rows(0)
+    with served(run, sim) as server:
+        client = AmarisClient(server.url)
+        for r in data[:3]:  # the crashed run's partial generation
+            client.score(r["input"], "left over " + r["output"], step=0)
+        time.sleep(0.05)
+        reward = TRLReward(server.url)  # the restarted trainer's
+        rewards = reward(prompts=[r["input"] for r in data[3:7]], completions=[r["output"] for r in data[3:7]],
+                         trainer_state=SimpleNamespace(global_step=0))
+        assert all(isinstance(x, float) for x in rewards) and client.health().open == []
+        assert "step 0: discarded with its 3 judged rollout(s)" in server.stderr
+        gone = httpx.post(f"{server.url}/discard", json={"step": 0})
+        assert gone.status_code == 409 and "not open" in gone.json()["error"]
+        assert client.rubric_updated(0, timeout=120).state == "done"
+    assert sorted(r["output"] for r in step_rollouts(run, 0)) == sorted(r["output"] for r in data[3:7])
+
+
+def test_a_steps_training_metadata_is_its_first_requests_and_replays_byte_for_byte(tmp_path, sim) -> None:
+    run = new_run(tmp_path, "metadata")
+    said = {"high_level_goal": "teach careful arithmetic", "model_size": "7B", "total_steps": 40}
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        for step in (0, 1):
+            for i, r in enumerate(rows(step)[:4]):
+                given = dict(said, other_context=f"curriculum stage {step}")
+                if i == 3:  # a request that disagrees: scored as usual, the step keeps its first request's
+                    given["high_level_goal"] = "something else"
+                assert http.post("/score", json=line(r, current_step=step, **given)).status_code == 200
+            assert http.post("/complete", json={"step": step}).status_code == 200
+        assert http.get("/rubric_status/wait", params={"step": 1, "timeout": 120}).json()["state"] == "done"
+    assert "step 0: a request's training metadata differs from the step's (high_level_goal)" in server.stderr
+    for step in (0, 1):
+        assert json.loads((run / "steps" / f"{step:06d}" / "training.json").read_text()) == {
+            **said, "other_context": f"curriculum stage {step}"}
+    shown = invoke("inspect", run, "--step", 1, "--json")
+    assert json.loads(shown.stdout)["detail"]["training"]["other_context"] == "curriculum stage 1"
+    # The updater of step 1 read "step 1 of 40" and its own metadata; a replay gives the agents the same.
+    updater = [json.loads(x) for x in (run / "calls.jsonl").read_text().splitlines()]
+    updater = [c for c in updater if c["agent"] == "updater" and c["step"] == 1 and c["messages"]]
+    assert updater and "Training step 1 of 40." in updater[0]["messages"][1]["content"]
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json", env=judge_env(sim))
+    assert replayed.exit_code == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
