@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -195,6 +196,12 @@ def _evolve_in_background(run: Path, step: int, judge: SimJudge):
     return proc
 
 
+def _ended(evolutions: list[tuple[int, subprocess.Popen[str]]]) -> str:
+    """The background evolutions that have ended in an error, with their stderr (for an assertion's message)."""
+    return "\n".join(f"evolve {t}: exit {p.returncode}: {p.stderr.read() if p.stderr else ''}"
+                     for t, p in evolutions if p.poll() not in (None, 0))
+
+
 @pytest.mark.timeout(600)
 def test_the_online_recipe_survives_a_judge_outage_during_a_step(tmp_path: Path) -> None:
     """README's recipe (score --lag 1 --on-error neutral --rewards, evolve &) over 8 steps, the judge down
@@ -204,20 +211,19 @@ def test_the_online_recipe_survives_a_judge_outage_during_a_step(tmp_path: Path)
     port = free_port()
     judge = SimJudge(SimJudgeConfig(latency=0.02)).start_in_thread(port=port)
     env = judge_env(judge)
-    evolutions: list[tuple[int, object]] = []
+    evolutions: list[tuple[int, subprocess.Popen[str]]] = []
     try:
         for t in range(8):
             if t == 3:  # the evolution of step 2 is done first: the outage is step 3's alone
-                ended = {s: (p.returncode, p.stderr.read()) for s, p in evolutions[:-1]  # type: ignore[union-attr]
-                         if p.poll() is not None}  # type: ignore[union-attr]
-                assert all(code == 0 for code, _ in ended.values()), ended
+                failed = _ended(evolutions[:-1])
+                assert not failed, failed
                 code, err, _ = finish(evolutions[-1][1])  # type: ignore[arg-type]
                 assert code == 0, err
                 judge.stop()
             rewards = tmp_path / f"rewards-{t}.jsonl"
             result = invoke("score", step_file(t), "--run", run, "--step", t, "--lag", "1", "--on-error", "neutral",
                             "--rewards", rewards, env=env)
-            assert result.exit_code == 0, f"step {t}: {result.stderr}"
+            assert result.exit_code == 0, f"step {t}: {result.stderr}\n{_ended(evolutions)}"
             evolutions.append((t, _evolve_in_background(run, t, judge)))
             if t == 3:
                 code, err, _ = finish(evolutions[-1][1])  # type: ignore[arg-type]
