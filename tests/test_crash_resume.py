@@ -8,11 +8,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
 
 TRIALS = 20
+CHUNKS = 4
 STEPS = "0:1"
 
 
@@ -25,42 +30,63 @@ def outputs(run: Path) -> dict[str, bytes]:
     return found
 
 
-def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_path: Path, sim_factory) -> None:
-    judge = sim_factory(latency=0.002)
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env.update(judge_env(judge))
+@pytest.fixture(scope="module")
+def judge() -> Iterator[SimJudge]:
+    sim = SimJudge(SimJudgeConfig(latency=0.002)).start_in_thread()
+    yield sim
+    sim.stop()
 
-    def loop_process(run: Path) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "amaris_cli", "loop", str(EXAMPLES / "math"), "--run", str(run),
-                                 "--steps", STEPS, "--rescore", "--quiet"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    reference = tmp_path / "reference"
-    assert invoke("init", reference, "--config", config).exit_code == 0
+@pytest.fixture(scope="module")
+def uninterrupted(judge: SimJudge, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, bytes], float]:
+    """The uninterrupted run's files and how long its loop took (the range of the kill points)."""
+    reference = tmp_path_factory.mktemp("crash") / "reference"
+    assert invoke("init", reference, "--config", _config(reference.parent)).exit_code == 0
     started = time.monotonic()
-    assert loop_process(reference).wait(120) == 0
-    full_time = time.monotonic() - started
+    assert _loop_process(reference, judge).wait(120) == 0
     expected = outputs(reference)
     assert any(k.endswith("update.json") for k in expected)
+    return expected, time.monotonic() - started
 
-    rng = random.Random(20261122)
+
+def _config(directory: Path) -> Path:
+    config = directory / "c.toml"
+    config.write_text(TEST_CONFIG)
+    return config
+
+
+def _loop_process(run: Path, judge: SimJudge) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env.update(judge_env(judge))
+    return subprocess.Popen([sys.executable, "-m", "amaris_cli", "loop", str(EXAMPLES / "math"), "--run", str(run),
+                             "--steps", STEPS, "--rescore", "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# The trials in chunks, so that the test's processes run side by side under pytest-xdist.
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(
+        tmp_path: Path, judge: SimJudge, uninterrupted: tuple[dict[str, bytes], float], chunk: int) -> None:
+    expected, full_time = uninterrupted
+    config = _config(tmp_path)
+    trials = range(chunk * TRIALS // CHUNKS, (chunk + 1) * TRIALS // CHUNKS)
     killed = 0
-    for trial in range(TRIALS):
+    for trial in trials:
+        rng = random.Random(20261122 + trial)
         run = tmp_path / f"trial-{trial}"
         assert invoke("init", run, "--config", config).exit_code == 0
-        proc = loop_process(run)
+        proc = _loop_process(run, judge)
         time.sleep(rng.uniform(0.05, full_time))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             killed += 1
         proc.wait(30)
-        resumed = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", STEPS, "--rescore", "--quiet", env=judge_env(judge))
+        resumed = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", STEPS, "--rescore", "--quiet",
+                         env=judge_env(judge))
         assert resumed.exit_code == 0, f"trial {trial}: {resumed.stderr}"
         got = outputs(run)
         assert got.keys() == expected.keys(), f"trial {trial}: files differ: {set(got) ^ set(expected)}"
         for name, data in expected.items():
             assert got[name] == data, f"trial {trial}: {name} differs after resume"
         assert not list((run / "steps").rglob(".*journal*")), f"trial {trial}: a journal was left behind"
-    assert killed >= TRIALS // 2, "most trials must actually interrupt the loop"
+    assert killed >= len(trials) // 2, "most trials must actually interrupt the loop"
