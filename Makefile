@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The suite mostly waits (on the sim-judge's latencies and on the processes it starts): more workers than
+# cores keeps both cores busy. `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 4
 
 .PHONY: demo test lint bench clean
 
@@ -43,7 +46,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check amaris_cli tests examples bench
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
