@@ -153,8 +153,10 @@ def test_an_evolution_started_before_the_previous_one_waits_for_it(tmp_path, sim
     assert later.poll() is None and not (run / "steps/000003/summary.json").exists()
     earlier = start(process_env(judge), "evolve", "--run", run, "--step", 2)
     code2, err2, _ = finish(earlier)
-    code3, err3, _ = finish(later)
+    if code2 != 0:
+        later.kill()  # it would wait for the evolution of step 2 for ever (evolve waits to be started in any order)
     assert code2 == 0, err2
+    code3, err3, _ = finish(later)
     assert code3 == 0, err3
     assert "waiting for the evolution of step 2" in err3
     got, ref = outputs(run), outputs(reference)
@@ -355,3 +357,23 @@ def test_the_train_loop_recipe_runs(tmp_path, mode) -> None:
                 for s in range(3)]
     assert versions == ([0, 0, 1] if mode == "async" else [0, 1, 2])
     assert all((run / "steps" / f"{s:06d}" / "update.json").exists() for s in range(3))
+
+
+def test_an_evolution_that_ends_in_an_os_error_leaves_a_failed_mark_that_later_steps_name(tmp_path, sim) -> None:
+    """An error that is not amaris's own (here an OSError: the summary's path is a directory) used to end
+    `evolve` with no mark: a later `evolve` waited for ever for an evolution "not running", a later `score`
+    said it "has not run". The mark names the cause and the command that resumes."""
+    env = judge_env(sim)
+    run = new_run(tmp_path, "run")
+    score(run, 0, env, "--lag", "1")
+    (run / "steps/000000/summary.json").mkdir()
+    failed = invoke("evolve", "--run", run, "--step", 0, env=env)
+    assert failed.exit_code == 1 and "summary.json" in failed.stderr, failed.stderr
+    mark = artifacts.evolution(RunDir(run), 0)
+    assert mark is not None and mark.status == "failed" and "IsADirectoryError" in (mark.error or ""), mark
+    score(run, 1, env, "--lag", "1")
+    later = invoke("score", step_file(2), "--run", run, "--step", 2, "--lag", 1, env=env)
+    assert later.exit_code != 0 and "the evolution of step 0 failed (IsADirectoryError" in later.stderr, later.stderr
+    assert "amaris evolve --run" in later.stderr
+    (run / "steps/000000/summary.json").rmdir()
+    evolve(run, 0, env)

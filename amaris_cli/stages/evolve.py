@@ -115,12 +115,14 @@ async def evolve_step(
                                                        explicit_version=step + 1,
                                                        output=artifacts.RESCORES, force=force,
                                                        on_done=on_record)
-    except AmarisError as exc:
+    except Exception as exc:  # noqa: BLE001 - any error (an OSError, a bug) leaves a failed mark, which later
+        # steps report with its cause; without one they would wait for an evolution that nothing runs
         resume = exc.retry if isinstance(exc, StageFailed) and exc.retry else \
             f"re-run `amaris evolve --run {run.path} --step {step}`"
+        error = str(exc) if isinstance(exc, AmarisError) else f"{type(exc).__name__}: {exc}"
         try:
             artifacts.mark_evolved(run, step, artifacts.Evolution(status="failed", update=update, rescore=rescore,
-                                                                  error=str(exc), resume=resume, **_how(session)))
+                                                                  error=error, resume=resume, **_how(session)))
         except OSError:
             pass  # e.g. the disk is full: the step's own error is the one to report (later evolutions see no mark
             # and no running evolution, and stop with "evolve step N first")
