@@ -46,7 +46,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check amaris_cli tests examples bench
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

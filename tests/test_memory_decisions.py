@@ -23,6 +23,9 @@ from amaris_cli.prompts import BLOCK_PATTERN
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, read_jsonl
 
+# One worker runs this module (make test: --dist loadgroup), so that its arms (a 29 s CPU fixture) are built once.
+pytestmark = pytest.mark.xdist_group("memory_decisions")
+
 LAST = 7
 
 
