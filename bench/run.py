@@ -680,9 +680,9 @@ def loadgen(url: str, rows: list[dict[str, Any]], path: Path, concurrency: int) 
 
 
 @contextmanager
-def amaris_serve(run: Path, env: dict[str, str]) -> Iterator[tuple[str, int]]:
+def amaris_serve(run: Path, env: dict[str, str], *args: str) -> Iterator[tuple[str, int]]:
     """`amaris serve --mode async` on the run, in its own process: its URL and pid."""
-    server = subprocess.Popen([*amaris_command(), "serve", "--run", str(run), "--port", "0", "--mode", "async"],
+    server = subprocess.Popen([*amaris_command(), "serve", "--run", str(run), "--port", "0", "--mode", "async", *args],
                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True)
     try:
@@ -719,10 +719,14 @@ def bench_serve(tmp: Path, n: int) -> None:
         record("serve", "judge alone (bench/canned.py), the scorer requests sent directly, C=1: p50",
                f"{p50(judge):.2f} ms ({n / judge['wall_s']:.0f} req/s)")
         rates: dict[tuple[str, int], float] = {}
-        for version, extra in versions():
-            label = "" if version == "this" else f" ({version})"
-            run = new_run(tmp, f"serve-{version}", url, 16)
-            with amaris_serve(run, {**client_env(url), **extra}) as (served, pid):
+        # Each judged rollout is also analyzed at once (its evolution's analysis, moved forward): two judge
+        # calls per /score. `--no-early-analysis` measures the request path alone, one call per /score.
+        arms = [(version, extra, args) for version, extra in versions()
+                for args in ((), ("--no-early-analysis",))[: 2 if version == "this" else 1]]
+        for version, extra, args in arms:
+            label = "".join(f" ({part})" for part in (version if version != "this" else "", *args) if part)
+            run = new_run(tmp, f"serve-{version}{''.join(args)}", url, 16)
+            with amaris_serve(run, {**client_env(url), **extra}, *args) as (served, pid):
                 health = loadgen(served, [{"method": "GET", "path": "/health"}] * n, tmp / "serve-health.jsonl", 1)
 
                 def score_rows(part: list[Rollout]) -> list[dict[str, Any]]:
@@ -743,11 +747,12 @@ def bench_serve(tmp: Path, n: int) -> None:
             record("serve", f"GET /health, C=1{label}: p50 (target <= 5 ms)", f"**{p50(health):.2f} ms** (p90 "
                    f"{statistics.quantiles(health['latencies_ms'], n=10)[-1]:.2f} ms, {n / health['wall_s']:.0f} req/s)")
             for concurrency, (result, share, judge_share, cpu_ms) in figures.items():
-                rates[(version, concurrency)] = n / result["wall_s"]
+                rate = n / result["wall_s"]
+                if not args:
+                    rates[(version, concurrency)] = rate
                 record("serve", f"POST /score, C={concurrency}{label}: p50; p50 minus the judge's p50 (target <= 10 ms); "
                        "throughput" + (" (target >= 500 req/s)" if concurrency == 1 else ""),
-                       f"{p50(result):.2f} ms; **{p50(result) - p50(judge):+.2f} ms**; "
-                       f"**{rates[(version, concurrency)]:.0f} req/s**")
+                       f"{p50(result):.2f} ms; **{p50(result) - p50(judge):+.2f} ms**; **{rate:.0f} req/s**")
                 record("serve", f"POST /score, C={concurrency}{label}: CPU share of one core: amaris serve / judge / "
                        "load generator; serve CPU per rollout",
                        f"{share * 100:.0f}% / {judge_share * 100:.0f}% / {result['cpu_s'] / result['wall_s'] * 100:.0f}%; "
