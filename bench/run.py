@@ -593,19 +593,7 @@ def serve_loop(tmp: Path, steps: int, train: float, latency: float) -> tuple[lis
         env.update(OPENAI_BASE_URL=url, OPENAI_API_KEY="sim")
         subprocess.run([*amaris_command(), "init", str(run), "--config", str(ROOT / "examples" / "amaris.toml"),
                         "--total-steps", str(steps)], env=env, check=True, capture_output=True, timeout=120)
-        server = subprocess.Popen([*amaris_command(), "serve", "--run", str(run), "--port", "0", "--mode", "async"],
-                                  env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True)
-        try:
-            assert server.stderr is not None
-            served = None
-            for _ in range(50):  # the first lines say where it listens
-                line = server.stderr.readline()
-                if (match := re.search(r"amaris serve listening: (http://\S+)", line)) or not line:
-                    served = match.group(1) if match else None
-                    break
-            assert served, "amaris serve did not start"
-            threading.Thread(target=server.stderr.read, daemon=True).start()  # keep its pipe drained
+        with amaris_serve(run, env) as (served, _pid):
             client = AmarisClient(served)
 
             async def trainer() -> list[float]:
@@ -627,9 +615,6 @@ def serve_loop(tmp: Path, steps: int, train: float, latency: float) -> tuple[lis
             begun = time.monotonic()
             walls = asyncio.run(trainer())
             return walls, time.monotonic() - begun
-        finally:
-            server.terminate()
-            server.wait(120)
 
 
 def bench_online(steps: int, train: float, latency: float, tmp: Path | None = None) -> None:

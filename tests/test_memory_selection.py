@@ -114,12 +114,18 @@ def test_batching_by_length_gives_each_text_its_own_vector() -> None:
     assert np.allclose(np.array(embedder.embed([texts[i] for i in order])), together[order], atol=1e-5)
 
 
-def test_the_evolution_is_done_and_the_next_rubric_written_before_the_step_is_embedded(
-        tmp_path: Path, sim, monkeypatch: pytest.MonkeyPatch) -> None:
-    run = new_run(tmp_path, "order")
+def _scored_step(tmp_path: Path, sim, name: str) -> tuple[Path, dict[str, str]]:
+    """A new run whose step 0 (examples/math) is scored, and the judge's environment."""
+    run = new_run(tmp_path, name)
     rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
     env = judge_env(sim)
     assert invoke("score", rollouts, "--run", run, "--step", "0", env=env).exit_code == 0
+    return run, env
+
+
+def test_the_evolution_is_done_and_the_next_rubric_written_before_the_step_is_embedded(
+        tmp_path: Path, sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, env = _scored_step(tmp_path, sim, "order")
     seen: list[tuple[bool, str | None, bool]] = []  # (embeds the step's analyses, evolution status, version 1 exists)
     embed = LocalMiniLM.embed
 
@@ -140,10 +146,7 @@ def test_the_evolution_is_done_and_the_next_rubric_written_before_the_step_is_em
 
 def test_an_evolution_without_update_is_done_before_it_embeds_its_step_and_embeds_it(
         tmp_path: Path, sim, monkeypatch: pytest.MonkeyPatch) -> None:
-    run = new_run(tmp_path, "no-update")
-    rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
-    env = judge_env(sim)
-    assert invoke("score", rollouts, "--run", run, "--step", "0", env=env).exit_code == 0
+    run, env = _scored_step(tmp_path, sim, "no-update")
     statuses: list[str | None] = []
     embed = LocalMiniLM.embed
 
