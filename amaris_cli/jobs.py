@@ -267,7 +267,7 @@ class _MemoryPreload:
 
 
 def _preload_memory(settings: Settings) -> None:
-    import threading
+    from amaris_cli import preload
 
     def load() -> None:
         try:
@@ -280,7 +280,7 @@ def _preload_memory(settings: Settings) -> None:
         except Exception:  # noqa: BLE001 - the memory loads them again when it is opened and reports the error
             pass
 
-    threading.Thread(target=load, name="amaris-load-memory", daemon=True).start()
+    preload.ahead(load)
 
 
 def evolve_job(options: EvolveOptions, hooks: Hooks = Hooks()) -> EvolveResult:

@@ -225,6 +225,9 @@ class LLMClient:
     def _client(self, agent: AgentSettings) -> ChatPoster:
         key = (agent.base_url, agent.api_key_env)
         if key not in self._clients:
+            from amaris_cli import preload
+
+            preload.settle()
             from openai import AsyncOpenAI  # heavy import, only when a call is made
 
             http = http_client(self.environ, agent.base_url)
@@ -287,9 +290,9 @@ class LLMClient:
 
     # --- one attempt ------------------------------------------------------------------------
     async def _send_once(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any]) -> _Reply:
+        poster = self._client(agent)  # first: it waits for the SDK's import in the preload thread
         import openai
 
-        poster = self._client(agent)
         try:
             # The SDK's timeout bounds each read; wait_for bounds the attempt as a whole.
             response = await asyncio.wait_for(poster.post(body, payload, agent.timeout), timeout=agent.timeout)

@@ -100,7 +100,7 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 
 def preload_sdk() -> None:
-    """Start importing the openai SDK in a background thread.
+    """Start importing the openai SDK in the preload thread (amaris_cli/preload.py).
 
     `import openai` is most of a command's start-up (0.8-1.3 s on a 2-core machine; its package imports
     every API type). In a background thread it overlaps with whatever the command waits for before its
@@ -116,7 +116,8 @@ def preload_sdk() -> None:
     state) and collection resumes."""
     import gc
     import sys
-    import threading
+
+    from amaris_cli import preload
 
     if "openai" in sys.modules:
         return
@@ -134,7 +135,7 @@ def preload_sdk() -> None:
                 gc.freeze()
                 gc.enable()
 
-    threading.Thread(target=load, name="amaris-import-openai", daemon=True).start()
+    preload.ahead(load)
 
 
 def skip_final_collection() -> None:
@@ -166,6 +167,9 @@ def http_client(environ: Any, base_url: str | None) -> Any:
     stays on, so if TLS were ever attempted it would fail, never go unverified."""
     import ssl
 
+    from amaris_cli import preload
+
+    preload.settle()  # an import of the SDK in flight in the preload thread ends first
     import openai
 
     kwargs: dict[str, Any] = {"follow_redirects": False}

@@ -102,6 +102,9 @@ def embedder_name(settings: MemorySettings) -> str:
 
 def make_embedder(settings: MemorySettings, environ: Any = None) -> Embedder:
     global _LOCAL
+    from amaris_cli import preload
+
+    preload.settle()  # the model's load in the preload thread ends first (preload.py)
     if settings.embedding == "openai":
         return OpenAIEmbedder(settings, environ)
     if _LOCAL is None:

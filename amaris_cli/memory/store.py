@@ -136,6 +136,9 @@ class MemoryStore:
         under a shared hold of the io lock so that it is never taken mid-write)."""
         if self._client is not None:
             return self._collections
+        from amaris_cli import preload
+
+        preload.settle()  # ChromaDB's import in the preload thread ends first (preload.py)
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 

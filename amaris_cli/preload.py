@@ -1,0 +1,56 @@
+"""Heavy imports ahead of need, in one background thread.
+
+A command imports the openai SDK (and an evolution ChromaDB and the embedding model) while it waits for
+something else: its rollouts, its step's lock, an earlier evolution. Two threads must never import these
+packages at the same time: Python breaks an import deadlock between threads by handing one of them a
+partially initialized module (an evolution died of "partially initialized module 'httpx' has no attribute
+'Response'" when the SDK's import in one thread met ChromaDB's in another). So every preload runs in one
+thread, one after the other, and the code that imports these packages itself calls `settle()` first: it
+waits until the preloads in flight are done, and then finds the modules loaded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+_lock = threading.Lock()
+_pending: list[Callable[[], None]] = []
+_idle = threading.Event()
+_idle.set()
+_thread: threading.Thread | None = None
+_running = False  # under _lock: the preload thread takes further jobs (it may be alive a moment longer)
+
+
+def ahead(job: Callable[[], None]) -> None:
+    """Run `job` (imports) in the preload thread, after the jobs queued before it. A job's error is
+    ignored: the code that needs the import does it again and reports the error there."""
+    global _thread, _running
+    with _lock:
+        _pending.append(job)
+        _idle.clear()
+        if not _running:
+            _running = True
+            _thread = threading.Thread(target=_run, name="amaris-preload", daemon=True)
+            _thread.start()
+
+
+def _run() -> None:
+    global _running
+    while True:
+        with _lock:
+            if not _pending:
+                _running = False
+                _idle.set()
+                return
+            job = _pending.pop(0)
+        try:
+            job()
+        except Exception:  # noqa: BLE001 - see ahead()
+            pass
+
+
+def settle() -> None:
+    """Wait for the preloads queued so far (call it before importing what they import)."""
+    if threading.current_thread() is not _thread:
+        _idle.wait()

@@ -1,0 +1,64 @@
+"""amaris_cli/preload.py: heavy imports ahead of need, one at a time, in one background thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from amaris_cli import preload
+
+
+def _settled_within(seconds: float) -> bool:
+    done = threading.Event()
+    threading.Thread(target=lambda: (preload.settle(), done.set()), daemon=True).start()
+    return done.wait(seconds)
+
+
+def test_jobs_run_one_after_the_other_in_one_thread_and_settle_waits_for_them() -> None:
+    seen: list[tuple[str, str, float, float]] = []
+
+    def job(name: str) -> None:
+        started = time.monotonic()
+        time.sleep(0.1)
+        seen.append((name, threading.current_thread().name, started, time.monotonic()))
+
+    preload.ahead(lambda: job("sdk"))
+    preload.ahead(lambda: job("memory"))
+    preload.settle()
+    assert [name for name, *_ in seen] == ["sdk", "memory"]  # both done when settle returns, in order
+    assert {thread for _, thread, *_ in seen} == {"amaris-preload"}
+    assert seen[1][2] >= seen[0][3], "the second import started before the first one ended"
+
+
+def test_a_job_queued_as_the_thread_ends_still_runs() -> None:
+    """Each job queued after the thread found its queue empty (right after settle() returned) runs: the
+    thread is started again. (The moment the ending thread is still alive is too short to hit here; the
+    `_running` flag, not the thread's liveness, is what closes it.)"""
+    ran: list[int] = []
+
+    def queue_and_settle() -> None:
+        for i in range(2000):
+            preload.ahead(lambda i=i: ran.append(i))
+            preload.settle()
+
+    worker = threading.Thread(target=queue_and_settle, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), f"settle() hung after {len(ran)} jobs"
+    assert ran == list(range(2000))
+
+
+def test_a_failing_job_does_not_stop_the_next_and_settle_inside_a_job_returns() -> None:
+    ran: list[str] = []
+
+    def fails() -> None:
+        raise ImportError("no module named nowhere")
+
+    def settles() -> None:
+        preload.settle()  # the code a job imports may call it: it must not wait for itself
+        ran.append("settled")
+
+    preload.ahead(fails)
+    preload.ahead(settles)
+    assert _settled_within(10)
+    assert ran == ["settled"]
