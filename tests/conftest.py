@@ -6,9 +6,11 @@ talk to the sim-judge over loopback through the real SDK.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,15 +125,11 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    import json
-
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    import json
-
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -143,6 +141,31 @@ def new_run(tmp: Path, name: str = "run", extra: str = "") -> Path:
     result = invoke("init", run, "--config", config)
     assert result.exit_code == 0, result.stderr
     return run
+
+
+def outputs(run: Path) -> dict[str, bytes]:
+    """The run's step and rubric files (what a reproduction must equal)."""
+    return {str(p.relative_to(run)): p.read_bytes() for sub in ("steps", "rubrics") for p in sorted((run / sub).rglob("*"))
+            if p.is_file()}
+
+
+def step_file(step: int) -> Path:
+    """The example rollouts of a step (examples/math)."""
+    return EXAMPLES / "math" / f"step-{step:03d}.jsonl"
+
+
+def process_env(judge) -> dict[str, str]:
+    """The environment of a real `amaris` subprocess against `judge`: this one's, less its AMARIS_*/OPENAI_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env.update(judge_env(judge))
+    return env
+
+
+def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
 
 
 class read_only_copy:

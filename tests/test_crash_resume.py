@@ -14,20 +14,11 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs
 
 TRIALS = 20
 CHUNKS = 4
 STEPS = "0:1"
-
-
-def outputs(run: Path) -> dict[str, bytes]:
-    found = {}
-    for sub in ("steps", "rubrics"):
-        for p in sorted((run / sub).rglob("*")):
-            if p.is_file():
-                found[str(p.relative_to(run))] = p.read_bytes()
-    return found
 
 
 @pytest.fixture(scope="module")

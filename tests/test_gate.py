@@ -15,8 +15,7 @@ import pytest
 
 from amaris_cli.gate import CONTROL, MISTAKE, Item, Probe, decide
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
-from tests.test_online import outputs
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs, read_jsonl, write_jsonl
 
 # Rewards a response that says it was checked: the sim-judge (like a careless judge) takes the claim for the act.
 PLANTED = "The response states that its result was checked."

@@ -20,27 +20,18 @@ import pytest
 
 from amaris_cli import artifacts, locks
 from amaris_cli.rundir import RunDir
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_only_copy, snapshot
-
-
-def step_file(step: int) -> Path:
-    return EXAMPLES / "math" / f"step-{step:03d}.jsonl"
-
-
-def outputs(run: Path) -> dict[str, bytes]:
-    """The run's step and rubric files (what a reproduction must equal)."""
-    found = {}
-    for sub in ("steps", "rubrics"):
-        for p in sorted((run / sub).rglob("*")):
-            if p.is_file():
-                found[str(p.relative_to(run))] = p.read_bytes()
-    return found
-
-
-def process_env(judge) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env.update(judge_env(judge))
-    return env
+from tests.conftest import (
+    EXAMPLES,
+    invoke,
+    judge_env,
+    new_run,
+    outputs,
+    process_env,
+    read_only_copy,
+    snapshot,
+    step_file,
+    wait_until,
+)
 
 
 def start(env: dict[str, str], *args: object) -> subprocess.Popen[str]:
@@ -51,13 +42,6 @@ def start(env: dict[str, str], *args: object) -> subprocess.Popen[str]:
 def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, err, out
-
-
-def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def holds_step(run: Path, step: int) -> bool:

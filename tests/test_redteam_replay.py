@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
-
-
-def outputs(run: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(run)): p.read_bytes() for sub in ("steps", "rubrics") for p in sorted((run / sub).rglob("*"))
-            if p.is_file()}
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs
 
 
 @pytest.mark.parametrize("invalid, runs", [(2, 1), (3, 2)], ids=["identical-reask", "retried-by-a-rerun"])

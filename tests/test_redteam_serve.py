@@ -21,9 +21,8 @@ from amaris_cli import locks
 from amaris_cli.rollouts import parse_rollouts
 from amaris_cli.rundir import RunDir
 from amaris_cli.stepfiles import MAX_STEP
-from tests.conftest import invoke, judge_env
+from tests.conftest import invoke, judge_env, new_run, step_file, wait_until
 from tests.served import Served, serve_env, served, start_server
-from tests.test_online import new_run, step_file, wait_until
 
 
 def lines(step: int, n: int | None = None) -> list[dict[str, Any]]:

@@ -8,12 +8,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
-
-
-def files(run: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(run)): p.read_bytes() for sub in ("steps", "rubrics") for p in sorted((run / sub).rglob("*"))
-            if p.is_file()}
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs
 
 
 def calls(run: Path) -> list[dict]:
@@ -42,7 +37,7 @@ def test_unchanged_replay_is_byte_identical_and_calls_no_model(recorded, tmp_pat
     assert judge.stats["requests"] == before, "no request may reach the judge server"
     out = json.loads(result.stdout)
     assert out["calls_made"] == 0 and out["calls_reused"] == len(calls(src))
-    assert files(tmp_path / "dst") == files(src)
+    assert outputs(tmp_path / "dst") == outputs(src)
     assert {c["source"] for c in calls(tmp_path / "dst")} == {"replay"}
 
 
@@ -52,7 +47,7 @@ def test_dynamic_off_replay_is_identical_until_the_first_update_and_counts_are_e
     result = invoke("replay", src, "--out", tmp_path / "nodyn", "--no-dynamic", "--json", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     dst = tmp_path / "nodyn"
-    same, changed = files(src), files(dst)
+    same, changed = outputs(src), outputs(dst)
     for name in ("rollouts.jsonl", "scores.jsonl", "analyses.jsonl", "summary.json", "stats.json"):
         assert changed[f"steps/000000/{name}"] == same[f"steps/000000/{name}"]
     assert changed["steps/000000/retrieval.json"] != same["steps/000000/retrieval.json"]

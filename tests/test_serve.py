@@ -27,9 +27,18 @@ from amaris_cli.rundir import RunDir, safe_instance_dir
 from amaris_cli.serve.client import AmarisClient, ServeError
 from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    outputs,
+    step_file,
+    wait_until,
+    write_jsonl,
+)
 from tests.served import serve_env, served, start_server
-from tests.test_online import new_run, outputs, step_file, wait_until
 from tests.test_per_instance import population
 
 SERVED_SOURCE = {"path": "POST /score"}

@@ -16,9 +16,8 @@ import httpx
 
 from amaris_cli.serve.adapters import TRLReward
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import invoke, judge_env
+from tests.conftest import invoke, judge_env, new_run, outputs
 from tests.served import serve_env, served, start_server
-from tests.test_online import new_run, outputs
 from tests.test_serve import rows
 
 
