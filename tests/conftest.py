@@ -143,6 +143,20 @@ def new_run(tmp: Path, name: str = "run", extra: str = "") -> Path:
     return run
 
 
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def scores(run: Path, step: int = 0, name: str = "scores") -> dict[str, dict]:
+    """A step's scores.jsonl (or `name`.jsonl: rescores) by rollout id."""
+    return {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / f"{name}.jsonl")}
+
+
+def evolution(run: Path, step: int = 0) -> dict | None:
+    """What a step's provenance.json says of its evolution (None: not evolved)."""
+    return read_json(run / "steps" / f"{step:06d}" / "provenance.json")["evolution"]
+
+
 def outputs(run: Path) -> dict[str, bytes]:
     """The run's step and rubric files (what a reproduction must equal)."""
     return {str(p.relative_to(run)): p.read_bytes() for sub in ("steps", "rubrics") for p in sorted((run / sub).rglob("*"))

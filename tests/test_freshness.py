@@ -16,14 +16,11 @@ from tests.conftest import (
     invoke,
     judge_env,
     new_run,
+    read_json,
     read_jsonl,
     snapshot,
     write_jsonl,
 )
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 def step(run: Path, n: int) -> Path:

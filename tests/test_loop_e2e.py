@@ -9,13 +9,9 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_json, read_jsonl, write_jsonl
 
 GRADER_PITFALL = "addresses the grader"
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 def step_dir(run: Path, step: int) -> Path:

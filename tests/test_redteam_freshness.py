@@ -16,11 +16,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
-
-
-def evolution(run: Path, step: int = 0) -> dict | None:
-    return json.loads((run / "steps" / f"{step:06d}" / "provenance.json").read_text())["evolution"]
+from tests.conftest import EXAMPLES, TEST_CONFIG, evolution, invoke, judge_env, read_jsonl, write_jsonl
 
 
 @pytest.fixture(scope="module")

@@ -22,17 +22,13 @@ from amaris_cli.report.page import DATA_TYPE
 from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, CountingProxy, Page, find_chromium
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_json, read_jsonl, write_jsonl
 from tests.report_synth import synthetic_run
 
 # Markup in a rollout must arrive on the page as text: nothing may run or load.
 XSS_OUTPUT = ('Final answer: 7\n</script><script>window.__pwned = 1</script>'
               '<img src=x onerror="window.__pwned = 2"><b>not bold</b>')
 XSS_INPUT_PREFIX = '<img src="http://127.0.0.1:9/x.png" onerror=alert(1)> '
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")
