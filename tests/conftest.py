@@ -6,6 +6,7 @@ talk to the sim-judge over loopback through the real SDK.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -79,6 +80,14 @@ def sim_factory() -> Iterator[Callable[..., SimJudge]]:
     yield make
     for judge in started:
         judge.stop()
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[SimJudge]:
+    """One sim-judge for a whole test module (its requests are not kept: see `sim_factory`)."""
+    sim = SimJudge(SimJudgeConfig()).start_in_thread()
+    yield sim
+    sim.stop()
 
 
 @pytest.fixture
@@ -166,6 +175,15 @@ def outputs(run: Path) -> dict[str, bytes]:
 def step_file(step: int) -> Path:
     """The example rollouts of a step (examples/math)."""
     return EXAMPLES / "math" / f"step-{step:03d}.jsonl"
+
+
+def load_example(name: str):
+    """A shipped script of examples/ (not a package) as a module, loaded by path."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def process_env(judge) -> dict[str, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,10 @@ def step_dir(run: Path, step: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def judge() -> Iterator[SimJudge]:
-    sim = SimJudge(SimJudgeConfig()).start_in_thread()
-    sim.keep_requests = True
-    yield sim
-    sim.stop()
+def judge(judge: SimJudge) -> SimJudge:
+    """The module's sim-judge (tests/conftest.py), keeping the requests it gets."""
+    judge.keep_requests = True
+    return judge
 
 
 @pytest.fixture(scope="module")

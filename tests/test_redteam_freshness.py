@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge
 from tests.conftest import EXAMPLES, TEST_CONFIG, evolution, invoke, judge_env, read_jsonl, write_jsonl
-
-
-@pytest.fixture(scope="module")
-def judge() -> Iterator[SimJudge]:
-    with SimJudge() as sim:
-        yield sim
 
 
 @pytest.fixture(scope="module")
