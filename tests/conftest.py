@@ -59,6 +59,9 @@ timeout = 5
 max_attempts = 4
 """
 
+# The sim-judge's /v1/embeddings instead of the local model: where the scenario, not the embedder, is tested.
+FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n'
+
 
 @dataclass
 class Result:

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, invoke, judge_env
 from tests.test_online import finish, holds_step, process_env, score, start, wait_until
-
-# The sim-judge's /v1/embeddings instead of the local model: the scenario, not the embedder, is tested.
-FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n'
 
 
 def test_a_loop_started_beside_a_running_evolution_waits_for_it(tmp_path, sim_factory) -> None:

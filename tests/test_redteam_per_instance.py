@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import TEST_CONFIG, invoke, judge_env, write_jsonl
+from tests.conftest import FAST_MEMORY, TEST_CONFIG, invoke, judge_env, write_jsonl
 from tests.test_per_instance import population
-
-FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n'
 
 
 def test_score_with_an_explicit_version_that_the_instances_have(tmp_path, sim) -> None:

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs
+from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, invoke, judge_env, outputs
 
 
 @pytest.mark.parametrize("invalid, runs", [(2, 1), (3, 2)], ids=["identical-reask", "retried-by-a-rerun"])
@@ -41,7 +41,7 @@ def test_a_request_recorded_with_an_invalid_then_an_accepted_answer_replays(tmp_
 @pytest.mark.parametrize("stages", [("analyze",), ("analyze", "summarize")], ids=["analyzed", "summarized"])
 def test_a_step_evolved_stage_by_stage_without_an_update_replays(tmp_path, sim, stages) -> None:
     config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG + '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n')
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
     run = tmp_path / "run"
     env = judge_env(sim)
     assert invoke("init", run, "--config", config).exit_code == 0
