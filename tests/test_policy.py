@@ -1,4 +1,4 @@
-"""Red team: the failure policy in the stage commands run one by one.
+"""The failure policy (`--on-error fail|skip|neutral`) in the stage commands run one by one.
 
 Under `fail` (the default) a step whose scores or analyses failed goes no further: not summarized,
 not updated (README, "The failure policy"). `analyze` exits 4 for such a step, but `summarize` and
