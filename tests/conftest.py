@@ -155,6 +155,11 @@ def new_run(tmp: Path, name: str = "run", extra: str = "") -> Path:
     return run
 
 
+def calls(run: Path) -> list[dict]:
+    """The run's calls.jsonl, line by line."""
+    return read_jsonl(run / "calls.jsonl")
+
+
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
 

@@ -9,11 +9,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, invoke, judge_env, outputs
-
-
-def calls(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
+from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, calls, invoke, judge_env, outputs
 
 
 @pytest.fixture(scope="module")

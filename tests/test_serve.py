@@ -36,6 +36,7 @@ from tests.conftest import (
     judge_env,
     new_run,
     outputs,
+    read_jsonl,
     step_file,
     wait_until,
     write_jsonl,
@@ -47,17 +48,13 @@ SERVED_SOURCE = {"path": "POST /score"}
 
 
 def rows(step: int) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in step_file(step).read_text().splitlines()]
+    return read_jsonl(step_file(step))
 
 
 def body(row: dict[str, Any]) -> dict[str, Any]:
     """An example line in the reference's field names (the client's keyword arguments)."""
     return {"prompt": row["input"], "response": row["output"], "reference": row["supplemental_context"],
             "id": row["id"], "metadata": row["metadata"]}
-
-
-def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def comparable(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -137,7 +134,7 @@ def test_three_steps_of_concurrent_scores_write_what_score_and_evolve_write(tmp_
         assert {a.id: a.score for a in answers} == exported(run, step), f"step {step}: the answers are the run's rewards"
     # The served rollouts are the posted lines, read as `score` reads them from the example files.
     for step in range(3):
-        stored = {r["id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "rollouts.jsonl")}
+        stored = {r["id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "rollouts.jsonl")}
         assert stored == {r.id: r.model_dump(mode="json") for r in read_rollouts(step_file(step))}
     reference = by_commands(tmp_path, run, judge, range(3))
     got, want = comparable(outputs(run)), comparable(outputs(reference))
@@ -171,8 +168,8 @@ def test_sync_mode_answers_with_the_value_rescored_by_the_steps_own_update(tmp_p
         zero = asyncio.run(post(0))  # answered only once step 0 is complete, evolved and re-scored
         one = asyncio.run(post(1))
     for step, answers in ((0, zero), (1, one)):
-        scores = {r["rollout_id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
-        rescores = {r["rollout_id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "rescores.jsonl")}
+        scores = {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
+        rescores = {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "rescores.jsonl")}
         for a in answers:
             assert a.rescored and a.rubric_version == step + 1 and a.score == rescores[a.id]["reward"]
             assert a.initial is not None and a.initial.rubric_version == step == scores[a.id]["rubric_version"]
@@ -200,7 +197,7 @@ def test_a_step_completes_by_itself_after_rollouts_per_step(tmp_path, sim) -> No
         again = client.rollouts_complete(0)
     assert late.value.status == 409 and "step 0 is complete" in late.value.error
     assert repeated == answers[1] and again.already_complete and again.rollouts == 4
-    assert [r["rollout_id"] for r in jsonl(run / "steps/000000/scores.jsonl")] == [r["id"] for r in first]
+    assert [r["rollout_id"] for r in read_jsonl(run / "steps/000000/scores.jsonl")] == [r["id"] for r in first]
     assert [a.score for a in answers] == list(exported(run, 0).values())
 
 
@@ -225,7 +222,7 @@ def test_per_instance_rubrics_score_and_evolve_each_instance(tmp_path, sim) -> N
         status = client.rubric_updated(0, timeout=120)
     assert status.state == "done" and status.updated
     assert {a.id: a.instance_id for a in answers} == {r["id"]: r["instance_id"] for r in population(0)}
-    verdicts = {r["rollout_id"]: {v["criterion_id"] for v in r["verdicts"]} for r in jsonl(run / "steps/000000/scores.jsonl")}
+    verdicts = {r["rollout_id"]: {v["criterion_id"] for v in r["verdicts"]} for r in read_jsonl(run / "steps/000000/scores.jsonl")}
     assert verdicts["0-five-plus-five-0"] == {"correct-answer", "units"}
     assert verdicts["0-six-times-seven-0"] == {"correct-answer", "shows-reasoning"}
     for instance in ("six-times-seven", "five-plus-five"):
@@ -445,7 +442,7 @@ def port_of(server: Served) -> int:
 
 
 def stored_ids(run: Path, step: int) -> list[str]:
-    return [json.loads(line)["id"] for line in (run / "steps" / f"{step:06d}" / "rollouts.jsonl").read_text().splitlines()]
+    return [r["id"] for r in read_jsonl(run / "steps" / f"{step:06d}" / "rollouts.jsonl")]
 
 
 def test_a_huge_current_step_does_not_freeze_the_server(tmp_path, sim) -> None:
