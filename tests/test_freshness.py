@@ -225,12 +225,8 @@ def test_summarizer_and_updater_get_amaris_counts_and_are_not_asked_to_estimate(
 @pytest.fixture(scope="module")
 def evolved(tmp_path_factory: pytest.TempPathFactory, judge: SimJudge) -> Path:
     """Step 0 scored and evolved (analyses, summary, update, rubric version 1)."""
-    base = tmp_path_factory.mktemp("evolved")
-    config = base / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = base / "run"
+    run = new_run(tmp_path_factory.mktemp("evolved"))
     env = judge_env(judge)
-    assert invoke("init", run, "--config", config).exit_code == 0
     for args in (("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0), ("evolve", "--run", run, "--step", 0)):
         result = invoke(*args, env=env)
         assert result.exit_code == 0, result.stderr

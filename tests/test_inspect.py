@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run
 
 
 def test_inspect_reports_steps_updates_hacking_memory_and_cost(tmp_path: Path, sim) -> None:
@@ -166,10 +166,7 @@ def test_a_scored_step_without_a_summary_shows_its_criteria_from_the_scores(tmp_
 
 @pytest.fixture
 def scored_run(tmp_path: Path, sim) -> Path:
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp_path / "run"
-    assert invoke("init", run, "--config", config).exit_code == 0
+    run = new_run(tmp_path)
     result = invoke("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", "0", env=judge_env(sim))
     assert result.exit_code == 0, result.stderr
     return run

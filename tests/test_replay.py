@@ -9,17 +9,14 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, calls, invoke, judge_env, outputs
+from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, calls, invoke, judge_env, new_run, outputs
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SimJudge]:
     tmp = tmp_path_factory.mktemp("replay")
     judge = SimJudge(SimJudgeConfig()).start_in_thread()
-    config = tmp / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp / "src"
-    assert invoke("init", run, "--config", config).exit_code == 0
+    run = new_run(tmp, "src")
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:3", "--rescore", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     yield run, judge

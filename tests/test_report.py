@@ -22,7 +22,16 @@ from amaris_cli.report.page import DATA_TYPE
 from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, CountingProxy, Page, find_chromium
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_json, read_jsonl, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    read_json,
+    read_jsonl,
+    write_jsonl,
+)
 from tests.report_synth import synthetic_run
 
 # Markup in a rollout must arrive on the page as text: nothing may run or load.
@@ -43,12 +52,9 @@ def report_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             rows[0]["output"] = XSS_OUTPUT
             rows[0]["input"] = XSS_INPUT_PREFIX + rows[0]["input"]
         write_jsonl(source / f"step-{step:03d}.jsonl", rows)
-    config = base / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = base / "run"
+    run = new_run(base)
     judge = SimJudge(SimJudgeConfig()).start_in_thread()
     try:
-        assert invoke("init", run, "--config", config).exit_code == 0
         result = invoke("loop", source, "--run", run, env=judge_env(judge))
         assert result.exit_code == 0, result.stderr
     finally:
