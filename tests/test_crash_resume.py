@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs, process_env
 
 TRIALS = 20
 CHUNKS = 4
@@ -47,10 +47,8 @@ def _config(directory: Path) -> Path:
 
 
 def _loop_process(run: Path, judge: SimJudge) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env.update(judge_env(judge))
     return subprocess.Popen([sys.executable, "-m", "amaris_cli", "loop", str(EXAMPLES / "math"), "--run", str(run),
-                             "--steps", STEPS, "--rescore", "--quiet"], env=env,
+                             "--steps", STEPS, "--rescore", "--quiet"], env=process_env(judge),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
