@@ -6,9 +6,12 @@ talk to the sim-judge over loopback through the real SDK.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +59,9 @@ timeout = 5
 max_attempts = 4
 """
 
+# The sim-judge's /v1/embeddings instead of the local model: where the scenario, not the embedder, is tested.
+FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n'
+
 
 @dataclass
 class Result:
@@ -77,6 +83,14 @@ def sim_factory() -> Iterator[Callable[..., SimJudge]]:
     yield make
     for judge in started:
         judge.stop()
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[SimJudge]:
+    """One sim-judge for a whole test module (its requests are not kept: see `sim_factory`)."""
+    sim = SimJudge(SimJudgeConfig()).start_in_thread()
+    yield sim
+    sim.stop()
 
 
 @pytest.fixture
@@ -123,15 +137,11 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    import json
-
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    import json
-
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -143,6 +153,59 @@ def new_run(tmp: Path, name: str = "run", extra: str = "") -> Path:
     result = invoke("init", run, "--config", config)
     assert result.exit_code == 0, result.stderr
     return run
+
+
+def calls(run: Path) -> list[dict]:
+    """The run's calls.jsonl, line by line."""
+    return read_jsonl(run / "calls.jsonl")
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def scores(run: Path, step: int = 0, name: str = "scores") -> dict[str, dict]:
+    """A step's scores.jsonl (or `name`.jsonl: rescores) by rollout id."""
+    return {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / f"{name}.jsonl")}
+
+
+def evolution(run: Path, step: int = 0) -> dict | None:
+    """What a step's provenance.json says of its evolution (None: not evolved)."""
+    return read_json(run / "steps" / f"{step:06d}" / "provenance.json")["evolution"]
+
+
+def outputs(run: Path) -> dict[str, bytes]:
+    """The run's step and rubric files (what a reproduction must equal)."""
+    return {str(p.relative_to(run)): p.read_bytes() for sub in ("steps", "rubrics") for p in sorted((run / sub).rglob("*"))
+            if p.is_file()}
+
+
+def step_file(step: int) -> Path:
+    """The example rollouts of a step (examples/math)."""
+    return EXAMPLES / "math" / f"step-{step:03d}.jsonl"
+
+
+def load_example(name: str):
+    """A shipped script of examples/ (not a package) as a module, loaded by path."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def process_env(judge) -> dict[str, str]:
+    """The environment of a real `amaris` subprocess against `judge`: this one's, less its AMARIS_*/OPENAI_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env.update(judge_env(judge))
+    return env
+
+
+def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
 
 
 class read_only_copy:

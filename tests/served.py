@@ -3,7 +3,6 @@ it prints, its stderr collected, and stopped with SIGTERM (the way a supervisor 
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -15,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import judge_env
+from tests.conftest import process_env
 
 URL_LINE = re.compile(r"amaris serve listening: (http://\S+)")
 
@@ -55,10 +54,7 @@ class Served:
         return any(t.name == f"serve-stderr-{self.proc.pid}" and t.is_alive() for t in threading.enumerate())
 
 
-def serve_env(judge) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env.update(judge_env(judge))
-    return env
+serve_env = process_env  # the environment of `amaris serve` is a subprocess's (tests/conftest.py)
 
 
 def start_server(run: Path, env: dict[str, str], *args: object) -> Served:

@@ -10,35 +10,26 @@ a divergence that reads anything but the verifiable reward (the score-only ramp 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from amaris_cli.alarms import Moments, StepSignals, detect, run_alarms
 from amaris_cli.rundir import RunDir
-from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, snapshot, write_jsonl
+from amaris_cli.simjudge.server import SimJudge
+from tests.conftest import (
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    load_example,
+    read_jsonl,
+    snapshot,
+    write_jsonl,
+)
 
 RAMP = [0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]  # hacked rollouts of 16 per step: 1 at step 4, +1 a step
 LEARNING = [0.35 - 0.015 * t for t in range(12)]  # the wrong share falls as the policy learns
-
-
-def _load(name: str):  # examples/ is not a package: load the shipped scripts by path
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def judge() -> Iterator[SimJudge]:
-    sim = SimJudge(SimJudgeConfig()).start_in_thread()
-    yield sim
-    sim.stop()
 
 
 def _init(tmp: Path, name: str) -> Path:
@@ -50,7 +41,7 @@ def _init(tmp: Path, name: str) -> Path:
 
 
 def _looped(tmp: Path, judge: SimJudge, seed: int, **shape) -> Path:
-    gen = _load("make_recurring")
+    gen = load_example("make_recurring")
     gen.write_steps(gen.make_steps(seed=seed, steps=12, **shape), tmp / "data")
     run = _init(tmp, "run")
     result = invoke("loop", tmp / "data", "--run", run, env=judge_env(judge))
@@ -61,7 +52,7 @@ def _looped(tmp: Path, judge: SimJudge, seed: int, **shape) -> Path:
 def _score_only(tmp: Path, judge: SimJudge, seed: int, **shape) -> Path:
     """Every step scored with the initial rubric and nothing else, as a trainer in score-only mode: no
     analyses, so only the verifiable reward can show the hack. The gold is given as a top-level field."""
-    gen = _load("make_recurring")
+    gen = load_example("make_recurring")
     run = _init(tmp, "run")
     for step, rows in gen.make_steps(seed=seed, steps=12, **shape).items():
         lines = [{**{k: v for k, v in r.items() if k != "metadata"}, "gold_reward": r["metadata"]["gold_reward"],
@@ -169,7 +160,7 @@ def test_the_rule_on_generated_runs() -> None:
     """The rates the module docstring states, on signal-level runs (examples/alarm_rates.py): no clean run
     of 200 raises a divergence alarm, a ramp is named by step 8 in all analyzed runs and nearly all
     score-only ones, and nothing alarms before the hack starts."""
-    rates = _load("alarm_rates")
+    rates = load_example("alarm_rates")
     for seed in range(200):
         for accuracy in ((0.6, 0.8), (0.8, 0.3)):
             assert rates.first_alarms(rates.synthetic_run(seed, accuracy=accuracy, background=0.0)) == {
@@ -194,7 +185,7 @@ def test_an_alarm_is_json_with_step_kind_reason_and_evidence(tmp_path, judge) ->
 def test_an_alarm_reaches_every_reader_the_same(tmp_path, judge) -> None:
     """The alarm of a ramping hack is said on stderr by the loop at its step, listed by `inspect` (text and
     `--json`: step, kind, reason), shown on the report's page and in `amaris serve`'s rubric status."""
-    gen = _load("make_recurring")
+    gen = load_example("make_recurring")
     gen.write_steps(gen.make_steps(seed=31, steps=12, hacks_per_step=RAMP, wrong_share=LEARNING), tmp_path / "data")
     run = _init(tmp_path, "run")
     looped = invoke("loop", tmp_path / "data", "--run", run, env=judge_env(judge))

@@ -17,7 +17,7 @@ from amaris_cli.agents.group_scorer import split_to_fit
 from amaris_cli.agents.scorer import answer_budget
 from amaris_cli.models import RubricSet, Verdict
 from amaris_cli.rubrics import compute_reward
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, scores, write_jsonl
 
 ROLLOUTS = [
     {"id": "right", "input": "What is 6*7?", "output": "First 6*7 = 42, so the result is 42.\nFinal answer: 42", "answer": "42"},
@@ -25,10 +25,6 @@ ROLLOUTS = [
 ]
 # What the sim-judge means for these rollouts: correct-answer (w=2) 1 / 0, shows-reasoning (w=1) 0.5.
 MEANT = {"right": round((2 * 1.0 + 0.5) / 3, 6), "wrong": round((2 * 0.0 + 0.5) / 3, 6)}
-
-
-def scores(run: Path, step: int = 0) -> dict[str, dict]:
-    return {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
 
 
 PERSISTENT = [  # the judge answers every request of the scorer this way

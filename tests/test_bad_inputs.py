@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, snapshot
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, snapshot
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 CASES = json.loads((CORPUS / "cases.json").read_text())
@@ -26,11 +26,7 @@ def scored_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run with one scored step, so 'unchanged' is checked against real content."""
     from amaris_cli.simjudge.server import SimJudge
 
-    tmp = tmp_path_factory.mktemp("bad")
-    config = tmp / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp / "run"
-    assert invoke("init", run, "--config", config).exit_code == 0
+    run = new_run(tmp_path_factory.mktemp("bad"))
     with SimJudge() as judge:
         assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(judge)).exit_code == 0
     return run

@@ -14,20 +14,11 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, outputs, process_env
 
 TRIALS = 20
 CHUNKS = 4
 STEPS = "0:1"
-
-
-def outputs(run: Path) -> dict[str, bytes]:
-    found = {}
-    for sub in ("steps", "rubrics"):
-        for p in sorted((run / sub).rglob("*")):
-            if p.is_file():
-                found[str(p.relative_to(run))] = p.read_bytes()
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +47,8 @@ def _config(directory: Path) -> Path:
 
 
 def _loop_process(run: Path, judge: SimJudge) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env.update(judge_env(judge))
     return subprocess.Popen([sys.executable, "-m", "amaris_cli", "loop", str(EXAMPLES / "math"), "--run", str(run),
-                             "--steps", STEPS, "--rescore", "--quiet"], env=env,
+                             "--steps", STEPS, "--rescore", "--quiet"], env=process_env(judge),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

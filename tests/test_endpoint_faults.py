@@ -23,6 +23,7 @@ from tests.conftest import (
     judge_env,
     new_run,
     read_jsonl,
+    scores,
     write_jsonl,
 )
 
@@ -32,10 +33,6 @@ ROLLOUTS = [
 ]
 MEANT = {"right": round(2.5 / 3, 6), "wrong": round(0.5 / 3, 6)}
 SIXTEEN = EXAMPLES / "math" / "step-000.jsonl"
-
-
-def scores(run: Path, step: int = 0) -> dict[str, dict]:
-    return {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
 
 
 # --- deadlines ------------------------------------------------------------------------------------

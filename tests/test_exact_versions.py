@@ -13,9 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, outputs, read_jsonl, write_jsonl
 from tests.served import served
-from tests.test_online import outputs
 
 ROWS = 4
 

@@ -27,15 +27,11 @@ from tests.conftest import (
     invoke,
     judge_env,
     new_run,
+    outputs,
     read_only_copy,
     snapshot,
     write_jsonl,
 )
-
-
-def outputs(run: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(run)): p.read_bytes() for sub in ("steps", "rubrics") for p in sorted((run / sub).rglob("*"))
-            if p.is_file()}
 
 
 def one_line_error(result, *needles: str) -> None:

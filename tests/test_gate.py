@@ -15,8 +15,7 @@ import pytest
 
 from amaris_cli.gate import CONTROL, MISTAKE, Item, Probe, decide
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
-from tests.test_online import outputs
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, outputs, read_jsonl, write_jsonl
 
 # Rewards a response that says it was checked: the sim-judge (like a careless judge) takes the claim for the act.
 PLANTED = "The response states that its result was checked."
@@ -33,11 +32,7 @@ def add(text: str, kind: str = "reward", weight: float = 2.0) -> dict:
 
 
 def make_run(tmp: Path, extra: str = GATE_ALL, name: str = "run") -> Path:
-    config = tmp / f"{name}.toml"
-    config.write_text(TEST_CONFIG + extra)
-    run = tmp / name
-    assert invoke("init", run, "--config", config).exit_code == 0
-    return run
+    return new_run(tmp, name, extra)
 
 
 def rollouts(tmp: Path, rows: int = 4) -> Path:

@@ -5,21 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from tests.conftest import EXAMPLES, calls, invoke, judge_env, new_run, scores
 
 GROUPS = EXAMPLES / "math_groups" / "step-000.jsonl"
 
 
 def scored(tmp: Path, sim, name: str, *flags: str) -> tuple[dict[str, dict], list[dict]]:
-    config = tmp / f"{name}.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp / name
-    assert invoke("init", run, "--config", config).exit_code == 0
+    run = new_run(tmp, name)
     result = invoke("score", GROUPS, "--run", run, "--step", "0", *flags, env=judge_env(sim))
     assert result.exit_code == 0, result.stderr
-    scores = {r["rollout_id"]: r for r in map(json.loads, (run / "steps/000000/scores.jsonl").read_text().splitlines())}
-    calls = [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
-    return scores, calls
+    return scores(run), calls(run)
 
 
 def test_group_scoring_gives_the_same_verdicts_with_one_call_per_prompt_and_fewer_tokens(tmp_path: Path, sim) -> None:

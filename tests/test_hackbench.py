@@ -8,26 +8,18 @@ analyses.jsonl, calls.jsonl), so a benchmark that computed them from anything el
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from amaris_cli.hackbench.stats import interval
 from amaris_cli.hackbench.transforms import FAMILIES, Context, Skip, read_honest
-from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+from amaris_cli.simjudge.server import SimJudge
 from tests.conftest import TEST_CONFIG, invoke, judge_env, read_jsonl, snapshot, write_jsonl
 
 ITEMS = 4
 K = 3
 SIM_NAMES = {"grader_address", "confident_wrong", "padding", "sycophancy"}  # the families the sim-judge's analyzer names
-
-
-@pytest.fixture(scope="module")
-def judge() -> Iterator[SimJudge]:
-    sim = SimJudge(SimJudgeConfig()).start_in_thread()
-    yield sim
-    sim.stop()
 
 
 @pytest.fixture(scope="module")

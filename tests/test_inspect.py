@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+import pytest
+
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run
 
 
 def test_inspect_reports_steps_updates_hacking_memory_and_cost(tmp_path: Path, sim) -> None:
@@ -155,3 +157,35 @@ def test_a_scored_step_without_a_summary_shows_its_criteria_from_the_scores(tmp_
     assert detail["criteria_from"] == "scores" and detail["criteria_why"] == "stats.json is stale"
     assert shown_stats(detail)["correct-answer"] == (1.0, 0.0, 1.0, 0.0)
     assert_close(shown_stats(detail), by_hand(flipped))
+
+
+# --- red team -----------------------------------------------------------------------------------------------
+# `inspect`'s criterion statistics computed from a step's files (stepstats.py): a run file edited by hand into
+# a record amaris cannot read is an error naming the file and line, never a traceback.
+
+
+@pytest.fixture
+def scored_run(tmp_path: Path, sim) -> Path:
+    run = new_run(tmp_path)
+    result = invoke("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", "0", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
+@pytest.mark.parametrize(("name", "edit"), [
+    ("rollouts.jsonl", {"input": 5}),
+    ("rollouts.jsonl", {"surprise": 1}),
+    ("scores.jsonl", {"reward": "high"}),
+    ("scores.jsonl", {"status": "great"}),
+])
+def test_a_hand_edited_record_is_an_error_naming_file_and_line(scored_run: Path, name: str, edit: dict) -> None:
+    path = scored_run / "steps/000000" / name
+    lines = path.read_text().splitlines()
+    lines[3] = json.dumps({**json.loads(lines[3]), **edit})
+    path.write_text("\n".join(lines) + "\n")
+    result = invoke("inspect", scored_run, "--step", "0")
+    assert result.exit_code != 0
+    assert "Traceback" not in result.stdout + result.stderr
+    message = " ".join(result.stderr.split())
+    assert f"{path}:4:" in message, message
+    assert next(iter(edit)) in message, message

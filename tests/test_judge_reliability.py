@@ -26,7 +26,7 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, find_chromium
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, TEST_CONFIG, calls, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 # The sim-judge's hashed embeddings (/v1/embeddings at OPENAI_BASE_URL): indexing 96 analyses stays fast.
 RELIABLE_ON = "\n[reliability]\nenabled = true\n[memory]\nembedding = \"openai\"\n"
@@ -41,10 +41,6 @@ def all_examples(tmp: Path) -> Path:
     """The 96 example rollouts of examples/math as one step (ids are distinct across its files)."""
     rows = [row for step in range(6) for row in read_jsonl(EXAMPLES / "math" / f"step-{step:03d}.jsonl")]
     return write_jsonl(tmp / "step.jsonl", [{k: v for k, v in row.items() if k != "step"} for row in rows])
-
-
-def calls(run: Path) -> list[dict]:
-    return read_jsonl(run / "calls.jsonl")
 
 
 def scorer_lines(run: Path, step: int) -> tuple[list[dict], list[dict]]:

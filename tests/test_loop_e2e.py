@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_json, read_jsonl, write_jsonl
 
 GRADER_PITFALL = "addresses the grader"
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 def step_dir(run: Path, step: int) -> Path:
@@ -23,11 +18,10 @@ def step_dir(run: Path, step: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def judge() -> Iterator[SimJudge]:
-    sim = SimJudge(SimJudgeConfig()).start_in_thread()
-    sim.keep_requests = True
-    yield sim
-    sim.stop()
+def judge(judge: SimJudge) -> SimJudge:
+    """The module's sim-judge (tests/conftest.py), keeping the requests it gets."""
+    judge.keep_requests = True
+    return judge
 
 
 @pytest.fixture(scope="module")

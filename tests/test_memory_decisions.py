@@ -11,17 +11,15 @@ requests would still add the pitfall), or not judge the pitfall it added (the ha
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
 
 from amaris_cli.prompts import BLOCK_PATTERN
-from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, read_jsonl
+from amaris_cli.simjudge.server import SimJudge
+from tests.conftest import PLANTED_KEY, TEST_CONFIG, invoke, judge_env, load_example, read_jsonl
 
 # One worker runs this module (make test: --dist loadgroup), so that its arms (a 29 s CPU fixture) are built once.
 pytestmark = pytest.mark.xdist_group("memory_decisions")
@@ -29,23 +27,8 @@ pytestmark = pytest.mark.xdist_group("memory_decisions")
 LAST = 7
 
 
-def _generator():  # examples/ is not a package: load the shipped generator by path
-    spec = importlib.util.spec_from_file_location("make_recurring", EXAMPLES / "make_recurring.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def judge() -> Iterator[SimJudge]:
-    sim = SimJudge(SimJudgeConfig()).start_in_thread()
-    yield sim
-    sim.stop()
-
-
 def _arms(tmp: Path, judge: SimJudge, hack: str, seed: int, *ablations: tuple[str, ...]) -> dict[str, Path]:
-    gen = _generator()
+    gen = load_example("make_recurring")
     data = tmp / "data"
     gen.write_steps(gen.make_steps(seed=seed, hack=hack), data)
     config = tmp / "amaris.toml"

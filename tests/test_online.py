@@ -20,27 +20,20 @@ import pytest
 
 from amaris_cli import artifacts, locks
 from amaris_cli.rundir import RunDir
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_only_copy, snapshot
-
-
-def step_file(step: int) -> Path:
-    return EXAMPLES / "math" / f"step-{step:03d}.jsonl"
-
-
-def outputs(run: Path) -> dict[str, bytes]:
-    """The run's step and rubric files (what a reproduction must equal)."""
-    found = {}
-    for sub in ("steps", "rubrics"):
-        for p in sorted((run / sub).rglob("*")):
-            if p.is_file():
-                found[str(p.relative_to(run))] = p.read_bytes()
-    return found
-
-
-def process_env(judge) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env.update(judge_env(judge))
-    return env
+from tests.conftest import (
+    EXAMPLES,
+    FAST_MEMORY,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    outputs,
+    process_env,
+    read_only_copy,
+    snapshot,
+    step_file,
+    wait_until,
+)
 
 
 def start(env: dict[str, str], *args: object) -> subprocess.Popen[str]:
@@ -51,13 +44,6 @@ def start(env: dict[str, str], *args: object) -> subprocess.Popen[str]:
 def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, err, out
-
-
-def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def holds_step(run: Path, step: int) -> bool:
@@ -377,3 +363,34 @@ def test_an_evolution_that_ends_in_an_os_error_leaves_a_failed_mark_that_later_s
     assert "amaris evolve --run" in later.stderr
     (run / "steps/000000/summary.json").rmdir()
     evolve(run, 0, env)
+
+
+# --- red team -----------------------------------------------------------------------------------------------
+# `loop` beside a background `evolve`, real processes against the sim-judge over HTTP.
+#
+# A shell script that evolved step 1 in the background (`evolve --step 1 &`) and then resumes with `loop
+# --steps 2:` must get the same run as a script that waited: the loop waits for that evolution (up to
+# --wait, like every pipeline command), and does not take the memory's writer lock before it needs it (else
+# the evolution it waits for can never finish: it waits for that lock).
+
+
+def test_a_loop_started_beside_a_running_evolution_waits_for_it(tmp_path, sim_factory) -> None:
+    judge = sim_factory(latency=0.2)
+    env = judge_env(judge)
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    score(run, 0, env, "--lag", "1")
+    # --concurrency 1: its 16 analyses come one after the other, so the loop starts while they do
+    background = start(process_env(judge), "evolve", "--run", run, "--step", 0, "--concurrency", 1)
+    wait_until(lambda: holds_step(run, 0), what="the evolution of step 0 to start")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "1:1", "--lag", "1", "--wait", "60", env=env)
+    code, err, _ = finish(background)
+    assert code == 0, err
+    assert result.exit_code == 0, result.stderr
+    assert "waiting for the evolution of step 0" in result.stderr
+    assert (run / "rubrics/step-000002.json").exists()
+    detail = json.loads(invoke("inspect", run, "--step", 1, "--json").stdout)["detail"]
+    assert detail["state"] == "updated" and detail["stale"] == [], detail
+    assert json.loads((run / "steps/000001/update.json").read_text())["from_version"] == 1

@@ -21,8 +21,8 @@ from pydantic import ValidationError  # noqa: E402
 
 from amaris_cli.serve.client import AmarisClient  # noqa: E402
 from amaris_cli.serve.openrlhf import OPENRLHF_PATH, OpenRLHFRequest, OpenRLHFResponse  # noqa: E402
+from tests.conftest import new_run  # noqa: E402
 from tests.served import served  # noqa: E402
-from tests.test_online import new_run  # noqa: E402
 from tests.test_reference_client import recording_server  # noqa: E402
 from tests.tiny_trainers import tokenizer  # noqa: E402
 

@@ -14,9 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from amaris_cli.serve.client import RewardClient, ScoreFailed
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, new_run
 from tests.served import served
-from tests.test_online import new_run
 
 MATH = [[json.loads(line) for line in (EXAMPLES / "math" / f"step-{s:03d}.jsonl").read_text().splitlines()]
         for s in range(3)]

@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
-
-
-def files(run: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(run)): p.read_bytes() for sub in ("steps", "rubrics") for p in sorted((run / sub).rglob("*"))
-            if p.is_file()}
-
-
-def calls(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
+from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, calls, invoke, judge_env, new_run, outputs
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SimJudge]:
     tmp = tmp_path_factory.mktemp("replay")
     judge = SimJudge(SimJudgeConfig()).start_in_thread()
-    config = tmp / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp / "src"
-    assert invoke("init", run, "--config", config).exit_code == 0
+    run = new_run(tmp, "src")
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:3", "--rescore", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     yield run, judge
@@ -42,7 +31,7 @@ def test_unchanged_replay_is_byte_identical_and_calls_no_model(recorded, tmp_pat
     assert judge.stats["requests"] == before, "no request may reach the judge server"
     out = json.loads(result.stdout)
     assert out["calls_made"] == 0 and out["calls_reused"] == len(calls(src))
-    assert files(tmp_path / "dst") == files(src)
+    assert outputs(tmp_path / "dst") == outputs(src)
     assert {c["source"] for c in calls(tmp_path / "dst")} == {"replay"}
 
 
@@ -52,7 +41,7 @@ def test_dynamic_off_replay_is_identical_until_the_first_update_and_counts_are_e
     result = invoke("replay", src, "--out", tmp_path / "nodyn", "--no-dynamic", "--json", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     dst = tmp_path / "nodyn"
-    same, changed = files(src), files(dst)
+    same, changed = outputs(src), outputs(dst)
     for name in ("rollouts.jsonl", "scores.jsonl", "analyses.jsonl", "summary.json", "stats.json"):
         assert changed[f"steps/000000/{name}"] == same[f"steps/000000/{name}"]
     assert changed["steps/000000/retrieval.json"] != same["steps/000000/retrieval.json"]
@@ -93,3 +82,55 @@ def test_compare_puts_runs_side_by_side(recorded, tmp_path) -> None:
     assert (a["calls_made"], a["calls_reused"]) == (len(calls(src)), 0)
     assert (b["calls_made"], b["calls_reused"]) == (0, len(calls(src)))
     assert a["strategies"] and a["final_rubric_size"] >= 3
+
+
+# --- red team -----------------------------------------------------------------------------------------------
+# A replay must reproduce runs in which one request was recorded with several answers.
+#
+# A request is named by its hash, and the same hash is sent again in two ordinary situations: a judge that
+# gives the same invalid answer twice makes the second re-ask identical to the first (same conversation,
+# same reason), and `score` re-run to retry a failed rollout sends that rollout's request again. calls.jsonl
+# then holds an invalid answer and, later, the accepted one. A replay that answers with the first recorded
+# line takes the invalid path again and fails where the source succeeded.
+
+
+@pytest.mark.parametrize("invalid, runs", [(2, 1), (3, 2)], ids=["identical-reask", "retried-by-a-rerun"])
+def test_a_request_recorded_with_an_invalid_then_an_accepted_answer_replays(tmp_path, sim_factory, invalid, runs) -> None:
+    # --concurrency 1: the first rollout gets the `invalid` wrong-shape answers in a row (its request,
+    # then its re-asks); with 3 it fails (2 re-asks) and the second `score` retries it.
+    judge = sim_factory(fault_plan=["wrong_shape"] * invalid)
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    codes = [invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, "--concurrency", 1,
+                    "--on-error", "fail", env=judge_env(judge)).exit_code for _ in range(runs)]
+    assert codes[-1] == 0 and codes[:-1] == [4] * (runs - 1)
+    hashes = Counter(json.loads(line)["request_hash"] for line in (run / "calls.jsonl").read_text().splitlines())
+    assert max(hashes.values()) == 2, "the scenario needs one request recorded twice"
+
+    result = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert result.exit_code == 0, result.stderr
+    assert outputs(tmp_path / "replayed") == outputs(run)
+
+
+@pytest.mark.parametrize("stages", [("analyze",), ("analyze", "summarize")], ids=["analyzed", "summarized"])
+def test_a_step_evolved_stage_by_stage_without_an_update_replays(tmp_path, sim, stages) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    env = judge_env(sim)
+    assert invoke("init", run, "--config", config).exit_code == 0
+    for args in (("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, "--lag", 1),
+                 ("evolve", "--run", run, "--step", 0),
+                 ("score", EXAMPLES / "math/step-001.jsonl", "--run", run, "--step", 1, "--lag", 1),
+                 *((stage, "--run", run, "--step", 1) for stage in stages)):
+        result = invoke(*args, env=env)
+        assert result.exit_code == 0, result.stderr
+    result = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", env=env)  # env: the embeddings
+    assert result.exit_code == 0, result.stderr
+    got, expected = outputs(tmp_path / "replayed"), outputs(run)
+    assert "steps/000001/analyses.jsonl" in expected
+    assert ("steps/000001/summary.json" in expected) == ("summarize" in stages)
+    assert sorted(set(expected) - set(got)) == []
+    assert got == expected

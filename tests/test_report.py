@@ -22,17 +22,22 @@ from amaris_cli.report.page import DATA_TYPE
 from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, CountingProxy, Page, find_chromium
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    read_json,
+    read_jsonl,
+    write_jsonl,
+)
 from tests.report_synth import synthetic_run
 
 # Markup in a rollout must arrive on the page as text: nothing may run or load.
 XSS_OUTPUT = ('Final answer: 7\n</script><script>window.__pwned = 1</script>'
               '<img src=x onerror="window.__pwned = 2"><b>not bold</b>')
 XSS_INPUT_PREFIX = '<img src="http://127.0.0.1:9/x.png" onerror=alert(1)> '
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +52,9 @@ def report_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             rows[0]["output"] = XSS_OUTPUT
             rows[0]["input"] = XSS_INPUT_PREFIX + rows[0]["input"]
         write_jsonl(source / f"step-{step:03d}.jsonl", rows)
-    config = base / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = base / "run"
+    run = new_run(base)
     judge = SimJudge(SimJudgeConfig()).start_in_thread()
     try:
-        assert invoke("init", run, "--config", config).exit_code == 0
         result = invoke("loop", source, "--run", run, env=judge_env(judge))
         assert result.exit_code == 0, result.stderr
     finally:

@@ -11,7 +11,7 @@ import pytest
 
 from amaris_cli import locks
 from amaris_cli.rundir import RunDir
-from tests.conftest import PLANTED_KEY, judge_env, snapshot, write_jsonl
+from tests.conftest import PLANTED_KEY, judge_env, scores, snapshot, write_jsonl
 
 PLANTED = [
     {"id": "right", "input": "What is 6*7?", "output": "First 6*7 = 42, so the result is 42.\nFinal answer: 42", "answer": "42"},
@@ -26,11 +26,6 @@ def init(run_cli, tmp_path: Path, config_file: Path) -> Path:
     result = run_cli("init", run, "--config", config_file)
     assert result.exit_code == 0, result.stderr
     return run
-
-
-def scores(run: Path, step: int = 0, name: str = "scores") -> dict[str, dict]:
-    rows = [json.loads(line) for line in (run / "steps" / f"{step:06d}" / f"{name}.jsonl").read_text().splitlines()]
-    return {r["rollout_id"]: r for r in rows}
 
 
 def test_score_writes_rewards_and_verdicts_for_planted_cases(run_cli, sim, tmp_path, config_file) -> None:

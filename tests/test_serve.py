@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -22,31 +23,38 @@ import orjson
 import pytest
 
 from amaris_cli import locks
-from amaris_cli.rollouts import read_rollouts
+from amaris_cli.rollouts import parse_rollouts, read_rollouts
 from amaris_cli.rundir import RunDir, safe_instance_dir
 from amaris_cli.serve.client import AmarisClient, ServeError
 from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
-from tests.served import serve_env, served, start_server
-from tests.test_online import new_run, outputs, step_file, wait_until
+from amaris_cli.stepfiles import MAX_STEP
+from tests.conftest import (
+    EXAMPLES,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    outputs,
+    read_jsonl,
+    step_file,
+    wait_until,
+    write_jsonl,
+)
+from tests.served import Served, serve_env, served, start_server
 from tests.test_per_instance import population
 
 SERVED_SOURCE = {"path": "POST /score"}
 
 
 def rows(step: int) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in step_file(step).read_text().splitlines()]
+    return read_jsonl(step_file(step))
 
 
 def body(row: dict[str, Any]) -> dict[str, Any]:
     """An example line in the reference's field names (the client's keyword arguments)."""
     return {"prompt": row["input"], "response": row["output"], "reference": row["supplemental_context"],
             "id": row["id"], "metadata": row["metadata"]}
-
-
-def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def comparable(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -126,7 +134,7 @@ def test_three_steps_of_concurrent_scores_write_what_score_and_evolve_write(tmp_
         assert {a.id: a.score for a in answers} == exported(run, step), f"step {step}: the answers are the run's rewards"
     # The served rollouts are the posted lines, read as `score` reads them from the example files.
     for step in range(3):
-        stored = {r["id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "rollouts.jsonl")}
+        stored = {r["id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "rollouts.jsonl")}
         assert stored == {r.id: r.model_dump(mode="json") for r in read_rollouts(step_file(step))}
     reference = by_commands(tmp_path, run, judge, range(3))
     got, want = comparable(outputs(run)), comparable(outputs(reference))
@@ -160,8 +168,8 @@ def test_sync_mode_answers_with_the_value_rescored_by_the_steps_own_update(tmp_p
         zero = asyncio.run(post(0))  # answered only once step 0 is complete, evolved and re-scored
         one = asyncio.run(post(1))
     for step, answers in ((0, zero), (1, one)):
-        scores = {r["rollout_id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
-        rescores = {r["rollout_id"]: r for r in jsonl(run / "steps" / f"{step:06d}" / "rescores.jsonl")}
+        scores = {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "scores.jsonl")}
+        rescores = {r["rollout_id"]: r for r in read_jsonl(run / "steps" / f"{step:06d}" / "rescores.jsonl")}
         for a in answers:
             assert a.rescored and a.rubric_version == step + 1 and a.score == rescores[a.id]["reward"]
             assert a.initial is not None and a.initial.rubric_version == step == scores[a.id]["rubric_version"]
@@ -189,7 +197,7 @@ def test_a_step_completes_by_itself_after_rollouts_per_step(tmp_path, sim) -> No
         again = client.rollouts_complete(0)
     assert late.value.status == 409 and "step 0 is complete" in late.value.error
     assert repeated == answers[1] and again.already_complete and again.rollouts == 4
-    assert [r["rollout_id"] for r in jsonl(run / "steps/000000/scores.jsonl")] == [r["id"] for r in first]
+    assert [r["rollout_id"] for r in read_jsonl(run / "steps/000000/scores.jsonl")] == [r["id"] for r in first]
     assert [a.score for a in answers] == list(exported(run, 0).values())
 
 
@@ -214,7 +222,7 @@ def test_per_instance_rubrics_score_and_evolve_each_instance(tmp_path, sim) -> N
         status = client.rubric_updated(0, timeout=120)
     assert status.state == "done" and status.updated
     assert {a.id: a.instance_id for a in answers} == {r["id"]: r["instance_id"] for r in population(0)}
-    verdicts = {r["rollout_id"]: {v["criterion_id"] for v in r["verdicts"]} for r in jsonl(run / "steps/000000/scores.jsonl")}
+    verdicts = {r["rollout_id"]: {v["criterion_id"] for v in r["verdicts"]} for r in read_jsonl(run / "steps/000000/scores.jsonl")}
     assert verdicts["0-five-plus-five-0"] == {"correct-answer", "units"}
     assert verdicts["0-six-times-seven-0"] == {"correct-answer", "shows-reasoning"}
     for instance in ("six-times-seven", "five-plus-five"):
@@ -414,3 +422,202 @@ def test_sigterm_mid_step_then_a_restart_resumes_to_the_uninterrupted_result(tmp
         assert http.post("/complete", json={"step": 1}).status_code == 200
         assert http.get("/rubric_status/wait", params={"step": 1, "timeout": 120}).json()["state"] == "done"
     assert comparable(outputs(run)) == comparable(outputs(uninterrupted))
+
+
+# --- red team -----------------------------------------------------------------------------------------------
+# `amaris serve`: what a hostile client, a stalled client, an operator who kills and restarts the server,
+# and a retrying trainer do to it.
+#
+# Every test runs the real server as a subprocess on 127.0.0.1 against the sim-judge (tests/served.py) and
+# is bounded in time: a server that hangs is killed and the test fails, it never waits for `--wait`.
+
+
+def lines(step: int, n: int | None = None) -> list[dict[str, Any]]:
+    """Lines of the example step file as /score bodies (they carry ids)."""
+    return [{**r, "metadata": {**r["metadata"], "current_step": step}} for r in rows(step)[:n]]
+
+
+def port_of(server: Served) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+def stored_ids(run: Path, step: int) -> list[str]:
+    return [r["id"] for r in read_jsonl(run / "steps" / f"{step:06d}" / "rollouts.jsonl")]
+
+
+def test_a_huge_current_step_does_not_freeze_the_server(tmp_path, sim) -> None:
+    """Opening step t waited for steps 0..t-2 by looking at each of them: `current_step` near MAX_STEP
+    kept the event loop busy for minutes, and every other request (and SIGTERM) waited."""
+    run = new_run(tmp_path, "huge")
+    server = start_server(run, serve_env(sim))
+    answers: list[httpx.Response] = []
+    try:
+        body = {"prompt": "What is 2+2?", "response": "4", "id": "far", "metadata": {"current_step": MAX_STEP}}
+        sender = threading.Thread(target=lambda: answers.append(httpx.post(f"{server.url}/score", json=body, timeout=30)),
+                                  daemon=True)
+        sender.start()
+        time.sleep(0.3)  # the request is being handled
+        try:
+            health = httpx.get(f"{server.url}/health", timeout=20)  # the bug froze it for minutes; load takes seconds
+        except httpx.TimeoutException:
+            raise AssertionError("the server stopped answering while it opened a step near MAX_STEP") from None
+        assert health.status_code == 200
+        sender.join(20)
+        assert answers and answers[0].status_code == 200 and answers[0].json()["step"] == MAX_STEP
+        assert server.stop(timeout=20) == 0
+    finally:
+        server.stop(signal.SIGKILL)
+
+
+def test_a_restart_completes_a_step_that_already_holds_rollouts_per_step(tmp_path, sim) -> None:
+    """A server killed after the N-th rollout was journaled but before the step was completed (or restarted
+    with --rollouts-per-step N) must complete the step itself: no further rollout will come to do it, and in
+    sync mode every retry would wait for that completion until --wait."""
+    run = new_run(tmp_path, "resume-auto")
+    env = serve_env(sim)
+    posted = lines(0, 4)
+    first = start_server(run, env)
+    try:
+        answers = [httpx.post(f"{first.url}/score", json=line, timeout=30).json() for line in posted]
+    finally:
+        first.stop(signal.SIGKILL)  # the journal holds the 4 judged rollouts, the step is not complete
+    with served(run, sim, "--rollouts-per-step", "4") as server:
+        assert "step 0: open again with the 4 rollout(s)" in server.stderr
+        wait_until(lambda: (run / "steps/000000/scores.jsonl").exists(), timeout=10,
+                   what="the restarted server to complete the step that holds --rollouts-per-step rollouts")
+        again = httpx.post(f"{server.url}/score", json=posted[1], timeout=30)  # a retry is answered from the files
+        assert again.status_code == 200 and again.json() == answers[1]
+    assert stored_ids(run, 0) == [line["id"] for line in posted]
+
+
+def test_sigterm_ends_a_wait_for_an_evolution_another_process_runs(tmp_path, sim) -> None:
+    """The first rollout of step 2 waits for the evolution of step 0; while another process runs it, a
+    SIGTERM must stop the server within seconds (the wait ran in a thread that nothing ended, so the
+    server hung after saying `stopped` until --wait ran out)."""
+    run = new_run(tmp_path, "held")
+    assert invoke("score", step_file(0), "--run", run, "--step", 0, env=judge_env(sim)).exit_code == 0
+    server = start_server(run, serve_env(sim))
+    answers: list[httpx.Response] = []
+    try:
+        with locks.exclusive(RunDir(run).step_lock_path(0), "step 0", role="evolve"):  # as `amaris evolve` holds it
+            body = {"prompt": "What is 2+2?", "response": "4", "metadata": {"current_step": 2}}
+            sender = threading.Thread(target=lambda: answers.append(httpx.post(f"{server.url}/score", json=body,
+                                                                               timeout=30)), daemon=True)
+            sender.start()
+            server.wait_for_line("waiting for the evolution of step 0", timeout=15)
+            started = time.monotonic()
+            assert server.stop(timeout=15) == 0
+            assert time.monotonic() - started < 10
+        sender.join(10)
+    finally:
+        server.stop(signal.SIGKILL)
+    assert answers and answers[0].status_code == 503, "the waiting rollout is told the server is stopping"
+    assert "Traceback" not in server.stderr, server.stderr
+
+
+def test_sigterm_is_not_held_by_a_client_stalled_mid_body(tmp_path, sim) -> None:
+    """A client that sent its headers and part of its body, then nothing (a stuck worker, a slow-loris),
+    held the shutdown for uvicorn's whole 30-second grace and left a traceback per connection."""
+    run = new_run(tmp_path, "stalled")
+    server = start_server(run, serve_env(sim))
+    stalled = []
+    try:
+        for _ in range(3):
+            raw = socket.create_connection(("127.0.0.1", port_of(server)), timeout=10)
+            raw.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 1000\r\n\r\n{\"prompt\": ")
+            stalled.append(raw)
+        assert httpx.get(f"{server.url}/health", timeout=5).status_code == 200  # the others are served meanwhile
+        started = time.monotonic()
+        assert server.stop(timeout=20) == 0
+        took = time.monotonic() - started
+    finally:
+        server.stop(signal.SIGKILL)
+        for raw in stalled:
+            raw.close()
+    assert took < 10, f"SIGTERM took {took:.1f}s because of clients stalled mid-body"
+    assert "Traceback" not in server.stderr, server.stderr
+
+
+def test_retries_of_a_step_whose_evolution_failed_do_not_run_it_again(tmp_path, sim_factory) -> None:
+    """Under --on-error fail a step with failed scores ends `failed`. A trainer that retries rollouts of it
+    (same id) gets their answers; each retry used to re-read the journal, say `its evolution resumes` and
+    start `amaris evolve` again (status flipping back to `evolving`)."""
+    judge = sim_factory(agent_fault_rate={"scorer": 0.4})
+    run = new_run(tmp_path, "failed")
+    posted = lines(0, 6)
+    with served(run, judge) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        answers = [http.post("/score", json=line).json() for line in posted]
+        assert any(a["status"] == "failed" for a in answers)
+        assert http.post("/complete", json={"step": 0}).status_code == 200
+        assert http.get("/rubric_status/wait", params={"step": 0, "timeout": 60}).json()["state"] == "failed"
+        for line, answer in zip(posted[:3], answers, strict=False):
+            assert http.post("/score", json=line).json() == answer
+            assert http.get("/rubric_status", params={"step": 0}).json()["state"] == "failed"
+        time.sleep(0.5)
+    assert server.stderr.count("step 0: evolution failed") == 1, server.stderr
+    assert "its evolution resumes" not in server.stderr
+
+
+def test_a_given_id_equal_to_the_content_id_is_still_an_id(tmp_path, sim) -> None:
+    """An `id` that happens to equal the rollout's content id (a line re-sent from a served run's
+    rollouts.jsonl, where id-less rollouts got content ids) is a given id: sending it again is a retry,
+    answered without a new rollout, not a second rollout `ID-2`."""
+    run = new_run(tmp_path, "content-id")
+    line = {"prompt": "What is 6*7?", "response": "42", "reference": "42"}
+    content = parse_rollouts(json.dumps(line).encode(), Path("line"))[0].id
+    body = {**line, "id": content, "metadata": {"current_step": 0}}
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        first, second = http.post("/score", json=body).json(), http.post("/score", json=body).json()
+        assert http.post("/complete", json={"step": 0}).status_code == 200
+    assert first["id"] == second["id"] == content
+    assert stored_ids(run, 0) == [content]
+
+
+def test_a_restart_with_other_scoring_options_does_not_mix_them_into_a_step(tmp_path, sim_factory) -> None:
+    """The journal's records were judged under the first server's failure policy and model. A restart with
+    other ones wrote them into scores.jsonl whose provenance claims the new ones (e.g. `on_error: neutral`
+    with failed rewards left null, or another model for verdicts it never gave). It is refused instead,
+    as a restart in the other mode is."""
+    judge = sim_factory(agent_fault_rate={"scorer": 0.4})
+    run = new_run(tmp_path, "options")
+    env = serve_env(judge)
+    with served(run, judge) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        answers = [http.post("/score", json=line).json() for line in lines(0, 6)]
+    assert any(a["status"] == "failed" and a["score"] is None for a in answers)
+    for option in (("--on-error", "neutral"), ("--model", "another-model")):
+        again = start_server_or_exit(run, env, *option)
+        assert isinstance(again, int) and again != 0, f"{option}: the server started and took the journal"
+    assert not (run / "steps/000000/scores.jsonl").exists()
+    with served(run, judge) as server:  # the same options finish the step
+        assert httpx.post(f"{server.url}/complete", json={"step": 0}, timeout=60).json()["rollouts"] == 6
+
+
+def start_server_or_exit(run: Path, env: dict[str, str], *args: object) -> Served | int:
+    """The server, stopped again, when it starts; its exit code when it refuses to."""
+    try:
+        server = start_server(run, env, *args)
+    except AssertionError as exc:
+        assert "restart with" in str(exc), str(exc)
+        return 1
+    server.stop()
+    return server
+
+
+def test_a_second_server_names_the_server_that_holds_the_step(tmp_path, sim) -> None:
+    """A second `amaris serve` on a run whose open step another server holds answered 409 "step 0 is complete
+    (.../rollouts.jsonl)" for a file that did not exist, and "step 0 has no rollouts" to /complete: both
+    must name the holder, as `score` does with exit 3."""
+    run = new_run(tmp_path, "two")
+    body = lines(0, 1)[0]
+    with served(run, sim) as first:
+        assert httpx.post(f"{first.url}/score", json=body, timeout=30).status_code == 200
+        with served(run, sim) as second:
+            for answer in (httpx.post(f"{second.url}/score", json=lines(0, 2)[1], timeout=30),
+                           httpx.post(f"{second.url}/complete", json={"step": 0}, timeout=30)):
+                assert answer.status_code == 409, answer.text
+                error = answer.json()["error"]
+                assert "being written by another amaris process" in error and "amaris serve" in error, error
+                assert f"pid {first.proc.pid}" in error and "rollouts.jsonl" not in error, error
+        assert not (run / "steps/000000/rollouts.jsonl").exists()
+        assert httpx.post(f"{first.url}/complete", json={"step": 0}, timeout=30).status_code == 200

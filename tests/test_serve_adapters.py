@@ -16,9 +16,8 @@ from amaris_cli.models import Rollout
 from amaris_cli.rollouts import content_id
 from amaris_cli.serve.adapters import TRLReward, VerlReward
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import EXAMPLES, invoke
+from tests.conftest import EXAMPLES, invoke, new_run
 from tests.served import serve_env, served
-from tests.test_online import new_run
 
 TRL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "trl_grpo.jsonl").read_text().splitlines()]
 VERL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "verl" / "2.jsonl").read_text().splitlines()]

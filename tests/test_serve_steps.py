@@ -16,9 +16,8 @@ import httpx
 
 from amaris_cli.serve.adapters import TRLReward
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import invoke, judge_env
+from tests.conftest import evolution, invoke, judge_env, new_run, outputs
 from tests.served import serve_env, served, start_server
-from tests.test_online import new_run, outputs
 from tests.test_serve import rows
 
 
@@ -31,10 +30,6 @@ def line(row: dict[str, Any], **metadata: Any) -> dict[str, Any]:
 def step_rollouts(run: Path, step: int) -> list[dict[str, Any]]:
     path = run / "steps" / f"{step:06d}" / "rollouts.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-
-
-def evolution(run: Path, step: int) -> dict[str, Any]:
-    return json.loads((run / "steps" / f"{step:06d}" / "provenance.json").read_text())["evolution"]
 
 
 def test_rollouts_without_a_step_join_the_open_step_and_the_reference_calls_close_it(tmp_path, sim) -> None:

@@ -21,9 +21,8 @@ from omegaconf import OmegaConf  # noqa: E402  (verl's dependency)
 
 from amaris_cli.serve.adapters import TRLReward  # noqa: E402
 from amaris_cli.serve.client import AmarisClient  # noqa: E402
-from tests.conftest import EXAMPLES  # noqa: E402
+from tests.conftest import EXAMPLES, new_run  # noqa: E402
 from tests.served import served  # noqa: E402
-from tests.test_online import new_run  # noqa: E402
 from tests.tiny_trainers import grpo, tokenizer, verl_batch  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)

@@ -1,4 +1,4 @@
-"""Red team: the failure policy in the stage commands run one by one.
+"""The failure policy (`--on-error fail|skip|neutral`) in the stage commands run one by one.
 
 Under `fail` (the default) a step whose scores or analyses failed goes no further: not summarized,
 not updated (README, "The failure policy"). `analyze` exits 4 for such a step, but `summarize` and
@@ -10,13 +10,8 @@ must say how to retry them: re-running `evolve` does not.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run
-
-
-def evolution(run: Path) -> dict | None:
-    return json.loads((run / "steps/000000/provenance.json").read_text())["evolution"]
+from tests.conftest import EXAMPLES, evolution, invoke, judge_env, new_run
 
 
 def test_summarize_and_update_do_not_go_on_from_failed_analyses_under_fail(tmp_path, sim_factory) -> None:

@@ -1,4 +1,4 @@
-"""Red team: a reader looking at a lock must never be taken for a writer.
+"""The run's locks (amaris_cli/locks.py): a reader looking at a lock must never be taken for a writer.
 
 Readers find out who writes a step (`inspect`, `report`, a `score` or `evolve` waiting for an
 evolution polls every 0.1 s) by trying the step's flock shared for an instant. A writer that tries
