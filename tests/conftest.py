@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -199,6 +200,13 @@ def process_env(judge) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
     env.update(judge_env(judge))
     return env
+
+
+def free_port() -> int:
+    """A port nothing listens on now (a judge to start there later, or one that stays down)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:

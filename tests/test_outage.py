@@ -21,9 +21,21 @@ import httpx
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, read_jsonl, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    PLANTED_KEY,
+    TEST_CONFIG,
+    free_port,
+    invoke,
+    judge_env,
+    outputs,
+    process_env,
+    read_jsonl,
+    wait_until,
+    write_jsonl,
+)
 from tests.served import serve_env, start_server
-from tests.test_online import finish, holds_step, outputs, process_env, start, wait_until
+from tests.test_online import finish, holds_step, start
 
 ROLLOUT = {"id": "r1", "input": "What is 6 x 7?", "output": "6 x 7 = 42. Final answer: 42", "answer": "42"}
 
@@ -38,12 +50,6 @@ def run_with(tmp_path: Path, name: str = "run", budget: float = 0, extra: str = 
     run = tmp_path / name
     assert invoke("init", run, "--config", config).exit_code == 0
     return run
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RawServer:
