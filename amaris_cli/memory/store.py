@@ -21,6 +21,7 @@ Dynamic retrieval filters on `step < t`, so entries of the current or later step
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import shutil
@@ -179,6 +180,11 @@ class MemoryStore:
             except Exception:  # noqa: BLE001 - closing must not hide the error that brought us here
                 pass
         self._client = None
+        if self.writer and not self.shared and client is not None:
+            from amaris_cli.memory.scrub import scrub_hnsw
+
+            with contextlib.suppress(Exception), locks.brief(self.run.lock_path(IO_LOCK)):
+                scrub_hnsw(self.run.memory_path)  # no process memory at rest in the index files (scrub.py)
         if self._copy is not None:
             shutil.rmtree(self._copy, ignore_errors=True)
             self._copy = None
