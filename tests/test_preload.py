@@ -62,3 +62,18 @@ def test_a_failing_job_does_not_stop_the_next_and_settle_inside_a_job_returns() 
     preload.ahead(settles)
     assert _settled_within(10)
     assert ran == ["settled"]
+
+
+def test_httpx_is_whole_before_the_first_request() -> None:
+    """The SDK takes attributes of `sys.modules.get("httpx")` on every response; a thread importing httpx
+    (ChromaDB's import) left it half initialized there, and an evolution's request died of "partially
+    initialized module 'httpx' has no attribute 'Response'". The client imports httpx with the SDK."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom amaris_cli.config import Settings\nfrom amaris_cli.llm.client import LLMClient\n"
+            "settings = Settings()\nassert 'httpx' not in sys.modules, 'imported before the client: test nothing'\n"
+            "LLMClient(settings, environ={})._client(settings.agent('scorer'))\n"
+            "print(type(sys.modules['httpx'].Response).__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "type", done.stderr

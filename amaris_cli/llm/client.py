@@ -228,6 +228,11 @@ class LLMClient:
             from amaris_cli import preload
 
             preload.settle()
+            # The SDK reads `sys.modules.get("httpx")` on every response and takes its attributes: while another
+            # thread imports httpx (ChromaDB's import does, in the preload thread or beside an indexing), that
+            # module is half initialized and a request failed with "partially initialized module 'httpx' has
+            # no attribute 'Response'". Imported here, before the first request, it is whole (60 ms, once).
+            import httpx  # noqa: F401
             from openai import AsyncOpenAI  # heavy import, only when a call is made
 
             http = http_client(self.environ, agent.base_url)
