@@ -28,17 +28,6 @@ def judge() -> Iterator[SimJudge]:
     sim.stop()
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(judge: SimJudge, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """The uninterrupted run's files."""
-    reference = tmp_path_factory.mktemp("crash") / "reference"
-    assert invoke("init", reference, "--config", _config(reference.parent)).exit_code == 0
-    assert _loop_process(reference, judge).wait(120) == 0
-    expected = outputs(reference)
-    assert any(k.endswith("update.json") for k in expected)
-    return expected
-
-
 def _config(directory: Path) -> Path:
     config = directory / "c.toml"
     config.write_text(TEST_CONFIG)
@@ -54,28 +43,33 @@ def _loop_process(run: Path, judge: SimJudge) -> subprocess.Popen[bytes]:
 # The trials in chunks, so that the test's processes run side by side under pytest-xdist.
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(
-        tmp_path: Path, judge: SimJudge, uninterrupted: dict[str, bytes], chunk: int) -> None:
-    expected = uninterrupted
+        tmp_path: Path, judge: SimJudge, chunk: int) -> None:
     config = _config(tmp_path)
-    # The kill points range over the time a loop takes now, beside whatever else this machine runs: the
-    # reference's time, taken under another load, left most kill points after the end of the loop.
-    timing = tmp_path / "timing"
-    assert invoke("init", timing, "--config", config).exit_code == 0
+    # The uninterrupted run, in this chunk: the kill points range over the time a loop takes now, beside
+    # whatever else this machine runs (a reference timed under another load left most of them after the end).
+    reference = tmp_path / "reference"
+    assert invoke("init", reference, "--config", config).exit_code == 0
     started = time.monotonic()
-    assert _loop_process(timing, judge).wait(120) == 0
+    assert _loop_process(reference, judge).wait(120) == 0
     full_time = time.monotonic() - started
-    assert outputs(timing) == expected
+    expected = outputs(reference)
+    assert any(k.endswith("update.json") for k in expected)
     trials = range(chunk * TRIALS // CHUNKS, (chunk + 1) * TRIALS // CHUNKS)
     killed = 0
     for trial in trials:
         rng = random.Random(20261122 + trial)
         run = tmp_path / f"trial-{trial}"
         assert invoke("init", run, "--config", config).exit_code == 0
+        started = time.monotonic()
         proc = _loop_process(run, judge)
-        time.sleep(rng.uniform(0.05, full_time))
+        kill_at = started + rng.uniform(0.05 / full_time, 1.0) * full_time  # a random point of the loop
+        while proc.poll() is None and time.monotonic() < kill_at:
+            time.sleep(0.01)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             killed += 1
+        else:  # the loop runs faster now than when it was timed (the machine's load fell): time the next ones by it
+            full_time = time.monotonic() - started
         proc.wait(30)
         resumed = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", STEPS, "--rescore", "--quiet",
                          env=judge_env(judge))

@@ -167,10 +167,7 @@ def http_client(environ: Any, base_url: str | None) -> Any:
     stays on, so if TLS were ever attempted it would fail, never go unverified."""
     import ssl
 
-    from amaris_cli import preload
-
-    preload.settle()  # an import of the SDK in flight in the preload thread ends first
-    import openai
+    import openai  # the caller (LLMClient._client) has waited for the preload thread's import
 
     kwargs: dict[str, Any] = {"follow_redirects": False}
     if (base_url or "").lower().startswith("http://") and not any(
