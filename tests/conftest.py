@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -64,6 +65,34 @@ max_attempts = 4
 FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n'
 
 
+# Every test's runs share one embedding cache (amaris_cli/memory/embedcache.py): a vector depends on its text
+# alone, so a cached vector is the one the model would give, and the suite embeds each text once instead of
+# in every run that writes it (a third of the suite's CPU was the model). Tests of the cache use their own.
+KEPT_ENV = ("AMARIS_EMBEDDING_CACHE",)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment less its AMARIS_*/OPENAI_* variables (those in KEPT_ENV stay), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k in KEPT_ENV or not k.startswith(("AMARIS_", "OPENAI_"))}
+    env.update(extra)
+    return env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One cache per session, made by the controller (xdist's workers inherit its environment): the model's
+    code may have changed since the last session."""
+    if "AMARIS_EMBEDDING_CACHE" not in os.environ and not hasattr(config, "workerinput"):
+        config.amaris_embedding_cache = tempfile.mkdtemp(prefix="amaris-embeddings-")  # type: ignore[attr-defined]
+        os.environ["AMARIS_EMBEDDING_CACHE"] = config.amaris_embedding_cache  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = getattr(config, "amaris_embedding_cache", None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
+        os.environ.pop("AMARIS_EMBEDDING_CACHE", None)
+
+
 @dataclass
 class Result:
     exit_code: int
@@ -114,7 +143,7 @@ def judge_env(judge: SimJudge, **extra: str) -> dict[str, str]:
 
 def invoke(*args: object, env: dict[str, str] | None = None) -> Result:
     """Run the real CLI in-process with exactly the AMARIS_*/OPENAI_* variables given."""
-    clean = {k: None for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))}
+    clean = {k: None for k in os.environ if k not in KEPT_ENV and k.startswith(("AMARIS_", "OPENAI_"))}
     result = CliRunner().invoke(app, [str(a) for a in args], env={**clean, **(env or {})}, catch_exceptions=False)
     return Result(result.exit_code, result.stdout, result.stderr)
 
@@ -197,9 +226,7 @@ def load_example(name: str):
 
 def process_env(judge) -> dict[str, str]:
     """The environment of a real `amaris` subprocess against `judge`: this one's, less its AMARIS_*/OPENAI_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
-    env.update(judge_env(judge))
-    return env
+    return clean_env(**judge_env(judge))
 
 
 def free_port() -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, snapshot
+from tests.conftest import EXAMPLES, TEST_CONFIG, clean_env, invoke, judge_env, new_run, snapshot
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 CASES = json.loads((CORPUS / "cases.json").read_text())
@@ -135,7 +135,7 @@ def test_dev_zero_is_refused_by_the_cli_without_reading_it(scored_run: Path) -> 
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
     before = snapshot(scored_run)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env = clean_env()
     child = subprocess.run([sys.executable, "-m", "amaris_cli", "score", "/dev/zero", "--run", str(scored_run), "--step", "7"],
                            capture_output=True, text=True, timeout=120, preexec_fn=cap,
                            env={**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})

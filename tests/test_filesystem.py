@@ -24,6 +24,7 @@ from amaris_cli.memory.store import MemoryStore
 from amaris_cli.simjudge.server import SimJudge
 from tests.conftest import (
     EXAMPLES,
+    clean_env,
     invoke,
     judge_env,
     new_run,
@@ -61,7 +62,7 @@ def test_writers_on_a_read_only_run_say_so_in_one_line_and_change_nothing(tmp_pa
 def test_an_unwritable_run_directory_is_one_line_for_a_user_without_permission(tmp_path, sim) -> None:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root to run the command as another user (root itself ignores file modes)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))} | judge_env(sim)
+    env = clean_env(**judge_env(sim))
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
     probe = subprocess.run([*as_nobody, "-c", "import amaris_cli.cli"], env=env, capture_output=True, text=True,
                            timeout=60, cwd="/")
@@ -221,7 +222,10 @@ def test_a_full_disk_is_one_line_and_a_rerun_with_room_equals_an_undisturbed_run
     not reached, or that finishes, is a failure), in one line naming the file, and a re-run once there is
     room must write exactly what an undisturbed run writes."""
     arm, named, reason = FULL_AT[where]
-    env = judge_env(sim)
+    # No embedding cache: the step's indexing takes the model's time, as in a user's run. With its vectors
+    # cached, the indexer's write of indexed-steps.json and the next step's first append to calls.jsonl
+    # hit the full disk together, and the error is whichever comes first (both name their file).
+    env = judge_env(sim, AMARIS_EMBEDDING_CACHE="")
     run = new_run(small_disk.mount)
     fired: list[str] = []
     with pytest.MonkeyPatch.context() as patch:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run
+from tests.conftest import EXAMPLES, TEST_CONFIG, clean_env, invoke, judge_env, new_run
 
 
 def test_inspect_reports_steps_updates_hacking_memory_and_cost(tmp_path: Path, sim) -> None:
@@ -45,7 +44,7 @@ def test_inspect_reads_at_80_columns_and_a_missing_step_is_an_error(tmp_path: Pa
     assert invoke("init", run, "--config", config).exit_code == 0
     assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", env=judge_env(sim)).exit_code == 0
     # A real process with COLUMNS=80 and stderr not a terminal, as when a person pipes or a script reads it.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))} | {"COLUMNS": "80"}
+    env = clean_env(COLUMNS="80")
     shown = subprocess.run([sys.executable, "-m", "amaris_cli", "inspect", str(run), "--step", "2"], env=env,
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr

@@ -126,6 +126,7 @@ def _scored_step(tmp_path: Path, sim, name: str) -> tuple[Path, dict[str, str]]:
 def test_the_evolution_is_done_and_the_next_rubric_written_before_the_step_is_embedded(
         tmp_path: Path, sim, monkeypatch: pytest.MonkeyPatch) -> None:
     run, env = _scored_step(tmp_path, sim, "order")
+    env["AMARIS_EMBEDDING_CACHE"] = ""  # the recorder sees the model's calls: none for texts a cache holds
     seen: list[tuple[bool, str | None, bool]] = []  # (embeds the step's analyses, evolution status, version 1 exists)
     embed = LocalMiniLM.embed
 
@@ -147,6 +148,7 @@ def test_the_evolution_is_done_and_the_next_rubric_written_before_the_step_is_em
 def test_an_evolution_without_update_is_done_before_it_embeds_its_step_and_embeds_it(
         tmp_path: Path, sim, monkeypatch: pytest.MonkeyPatch) -> None:
     run, env = _scored_step(tmp_path, sim, "no-update")
+    env["AMARIS_EMBEDDING_CACHE"] = ""  # the recorder sees the model's calls: none for texts a cache holds
     statuses: list[str | None] = []
     embed = LocalMiniLM.embed
 

