@@ -273,7 +273,7 @@ def _preload_memory(settings: Settings) -> None:
         try:
             import chromadb  # noqa: F401
 
-            if settings.memory.embedding == "local":
+            if settings.memory.embedding == "local" and not settings.memory.embedding_cache:  # else: on a miss
                 from amaris_cli.memory.embeddings import make_embedder
 
                 make_embedder(settings.memory)

@@ -48,7 +48,7 @@ def test_a_texts_vector_is_the_same_in_any_batch_to_the_bit() -> None:
 
 def test_the_cache_gives_the_models_vectors_and_asks_it_only_for_new_texts(tmp_path: Path) -> None:
     recording = Recording()
-    cached = CachedEmbedder(recording, EmbeddingCache(tmp_path, "ns"))
+    cached = CachedEmbedder(recording.name, lambda: recording, EmbeddingCache(tmp_path, "ns"))
     assert cached.embed(TEXTS[:2]) == recording.model.embed(TEXTS[:2])
     assert recording.asked == [TEXTS[:2]]
     # Repeats inside one call are embedded once; known texts are not embedded again.
@@ -56,12 +56,13 @@ def test_the_cache_gives_the_models_vectors_and_asks_it_only_for_new_texts(tmp_p
     assert recording.asked[1] == [TEXTS[2], TEXTS[3]]
     assert vectors == recording.model.embed([TEXTS[1], TEXTS[2], TEXTS[2], TEXTS[0], TEXTS[3]])
     # A new process (a new cache object on the same directory) reads them without the model.
-    again = Recording()
-    assert CachedEmbedder(again, EmbeddingCache(tmp_path, "ns")).embed(TEXTS) == vectors[3:4] + vectors[:2] + vectors[4:]
-    assert again.asked == []
+    made: list[Recording] = []
+    cold = CachedEmbedder("local", lambda: made.append(Recording()) or made[-1], EmbeddingCache(tmp_path, "ns"))
+    assert cold.embed(TEXTS) == vectors[3:4] + vectors[:2] + vectors[4:]
+    assert made == [], "the model is loaded only for a text the cache does not hold"
     # Another namespace (another model) never reads these vectors.
     other = Recording()
-    CachedEmbedder(other, EmbeddingCache(tmp_path, "other-model")).embed(TEXTS[:1])
+    CachedEmbedder(other.name, lambda: other, EmbeddingCache(tmp_path, "other-model")).embed(TEXTS[:1])
     assert other.asked == [TEXTS[:1]]
 
 
@@ -72,8 +73,8 @@ def test_vectors_that_are_not_float32_are_kept_exactly(tmp_path: Path) -> None:
         def embed(self, texts: list[str]) -> list[list[float]]:
             return [[0.1 * (i + 1), 1 / 3, -2.5e-300] for i, _ in enumerate(texts)]
 
-    first = CachedEmbedder(Endpoint(), EmbeddingCache(tmp_path, "x")).embed(["a", "b"])
-    assert CachedEmbedder(Endpoint(), EmbeddingCache(tmp_path, "x")).embed(["b", "a"]) == first[::-1]
+    first = CachedEmbedder("x", Endpoint, EmbeddingCache(tmp_path, "x")).embed(["a", "b"])
+    assert CachedEmbedder("x", Endpoint, EmbeddingCache(tmp_path, "x")).embed(["b", "a"]) == first[::-1]
     assert first == [[0.1, 1 / 3, -2.5e-300], [0.2, 1 / 3, -2.5e-300]]
 
 
@@ -84,7 +85,7 @@ def _writer(directory: str, offset: int) -> None:
         def embed(self, texts: list[str]) -> list[list[float]]:
             return [[float(len(t)), float(offset)] for t in texts]
 
-    cache = CachedEmbedder(Counting(), EmbeddingCache(Path(directory), "n"))
+    cache = CachedEmbedder("n", Counting, EmbeddingCache(Path(directory), "n"))
     for i in range(40):
         cache.embed([f"text {j}" for j in range(i, i + 25)])
 

@@ -19,6 +19,7 @@ import re
 import sqlite3
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,11 +92,13 @@ class EmbeddingCache:
 
 
 class CachedEmbedder:
-    """An embedder that asks its model only for the texts the cache does not hold."""
+    """An embedder that asks its model only for the texts the cache does not hold. The model is made on the
+    first text the cache does not hold: a process whose texts are all cached never loads it."""
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache) -> None:
-        self.name = embedder.name
-        self._embedder = embedder
+    def __init__(self, name: str, make_model: Callable[[], Embedder], cache: EmbeddingCache) -> None:
+        self.name = name
+        self._make_model = make_model
+        self._model: Embedder | None = None
         self._cache = cache
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -103,6 +106,8 @@ class CachedEmbedder:
         missing = list(dict.fromkeys(t for i, t in enumerate(texts) if i not in cached))  # each text once
         fresh: dict[str, list[float]] = {}
         if missing:
-            fresh = dict(zip(missing, self._embedder.embed(missing), strict=True))
+            if self._model is None:
+                self._model = self._make_model()
+            fresh = dict(zip(missing, self._model.embed(missing), strict=True))
             self._cache.put(missing, [fresh[t] for t in missing])
         return [cached[i] if i in cached else fresh[t] for i, t in enumerate(texts)]

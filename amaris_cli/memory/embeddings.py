@@ -101,23 +101,25 @@ def embedder_name(settings: MemorySettings) -> str:
 
 
 def make_embedder(settings: MemorySettings, environ: Any = None) -> Embedder:
-    global _LOCAL
     from amaris_cli import preload
 
     preload.settle()  # the model's load in the preload thread ends first (preload.py)
-    embedder: Embedder
-    if settings.embedding == "openai":
-        embedder = OpenAIEmbedder(settings, environ)
-    else:
-        if _LOCAL is None:
-            _LOCAL = LocalMiniLM()
-        embedder = _LOCAL
     if settings.embedding_cache:
         from amaris_cli.memory.embedcache import CachedEmbedder, EmbeddingCache
 
-        namespace = _cache_namespace(settings, environ)
-        return CachedEmbedder(embedder, EmbeddingCache(Path(settings.embedding_cache).expanduser(), namespace))
-    return embedder
+        cache = EmbeddingCache(Path(settings.embedding_cache).expanduser(), _cache_namespace(settings, environ))
+        if settings.embedding == "openai":  # made now: its settings' errors are reported when the memory opens
+            endpoint = OpenAIEmbedder(settings, environ)
+            return CachedEmbedder(endpoint.name, lambda: endpoint, cache)
+        return CachedEmbedder(LocalMiniLM.name, _local, cache)  # the model loads on the first text not cached
+    return OpenAIEmbedder(settings, environ) if settings.embedding == "openai" else _local()
+
+
+def _local() -> LocalMiniLM:
+    global _LOCAL
+    if _LOCAL is None:
+        _LOCAL = LocalMiniLM()
+    return _LOCAL
 
 
 def _cache_namespace(settings: MemorySettings, environ: Any) -> str:
