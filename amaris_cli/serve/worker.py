@@ -29,14 +29,21 @@ INTERRUPTED = 130
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     global _stopping
     _stopping = True
+    if not _in_job:
+        # No command runs (the worker imports, or waits for one): nothing to save or resume, so it leaves at
+        # once. A KeyboardInterrupt raised inside an import may surface as another error (in a class body's
+        # __set_name__ Python wraps it in a RuntimeError), with a traceback on the server's stderr.
+        os._exit(INTERRUPTED)
     signal.default_int_handler(signum, frame)
 
 
 _stopping = False
+_in_job = False
 
 
 def run_job(argv: list[str], log: str) -> int:
     """The command `amaris ARGV`, its stdout and stderr appended to `log`; its exit code."""
+    global _in_job
     from amaris_cli.cli import main
 
     saved = os.dup(1), os.dup(2)
@@ -47,6 +54,7 @@ def run_job(argv: list[str], log: str) -> int:
         os.dup2(out.fileno(), 2)
     sys.argv = ["amaris", *argv]
     try:
+        _in_job = True
         main()
         code = 0
     except SystemExit as exc:
@@ -54,6 +62,7 @@ def run_job(argv: list[str], log: str) -> int:
     except KeyboardInterrupt:
         code = INTERRUPTED
     finally:
+        _in_job = False
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(saved[0], 1)
