@@ -11,6 +11,7 @@ waits until the preloads in flight are done, and then finds the modules loaded.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections.abc import Callable
 
@@ -20,15 +21,20 @@ _idle = threading.Event()
 _idle.set()
 _thread: threading.Thread | None = None
 _running = False  # under _lock: the preload thread takes further jobs (it may be alive a moment longer)
+EXIT_WAIT_S = 30.0  # the longest a process's exit waits for imports in flight
+_exit_hooked = False
 
 
 def ahead(job: Callable[[], None]) -> None:
     """Run `job` (imports) in the preload thread, after the jobs queued before it. A job's error is
     ignored: the code that needs the import does it again and reports the error there."""
-    global _thread, _running
+    global _thread, _running, _exit_hooked
     with _lock:
         _pending.append(job)
         _idle.clear()
+        if not _exit_hooked:
+            _exit_hooked = True
+            atexit.register(_finish)
         if not _running:
             _running = True
             _thread = threading.Thread(target=_run, name="amaris-preload", daemon=True)
@@ -54,3 +60,10 @@ def settle() -> None:
     """Wait for the preloads queued so far (call it before importing what they import)."""
     if threading.current_thread() is not _thread:
         _idle.wait()
+
+
+def _finish() -> None:
+    """At exit, let the imports in flight end: the interpreter would stop the daemon thread inside a C
+    extension's initialization (onnxruntime's, ChromaDB's), whose threads then die with the process in
+    C++'s std::terminate ("terminate called without an active exception", exit -6)."""
+    _idle.wait(EXIT_WAIT_S)

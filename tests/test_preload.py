@@ -77,3 +77,17 @@ def test_httpx_is_whole_before_the_first_request() -> None:
             "print(type(sys.modules['httpx'].Response).__name__)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "type", done.stderr
+
+
+def test_a_process_that_exits_while_a_job_runs_lets_it_finish(tmp_path) -> None:
+    """The interpreter's exit waits for the imports in flight (preload._finish) instead of stopping the daemon
+    thread inside them."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "finished"
+    program = ("import time\nfrom amaris_cli import preload\n"
+               f"preload.ahead(lambda: (time.sleep(0.5), open({str(marker)!r}, 'w').close()))\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert marker.exists(), "the process exited in the middle of a preload job"
