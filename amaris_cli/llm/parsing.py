@@ -157,6 +157,15 @@ def extract_json_object(text: str) -> dict[str, Any]:
     if not text or not text.strip():
         raise ReplyError("the reply was empty")
     body = _strip_thinking(text).strip()
+    if body.startswith("{"):
+        # The common reply (and every reply under response_format): the body is one valid object and nothing
+        # else, so it is the one candidate the scan below would find, and any "<think>" is inside it.
+        try:
+            whole = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            whole = None
+        if isinstance(whole, dict) and whole:
+            return whole
     if body.startswith("["):
         try:
             if isinstance(orjson.loads(body), list):
