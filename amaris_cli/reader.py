@@ -23,6 +23,7 @@ from amaris_cli.config import Settings
 from amaris_cli.errors import InputError
 from amaris_cli.figures import RewardFigures, VersionFlips, flip_figures, hacking_figures, reward_figures
 from amaris_cli.jsonio import iter_jsonl
+from amaris_cli.llm.calllog import usage_row
 from amaris_cli.models import (
     AnalysisRecord,
     Deactivated,
@@ -178,7 +179,8 @@ class RunReader:
         calls answered from a record (`source` "replay", "cache", ...) spent nothing and are counted apart."""
         table: UsageTable = {}
         for call in iter_jsonl(self.run.calls_path):
-            row = table.setdefault(str(call.get("step")), {}).setdefault(call["agent"], dict.fromkeys(USAGE_KEYS, 0))
+            row = table.setdefault(str(call.get("step")), {}).setdefault(usage_row(call["agent"], call.get("context") or ""),
+                                                                        dict.fromkeys(USAGE_KEYS, 0))
             usage = call.get("usage") or {}
             prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
             row["calls"] += 1

@@ -80,7 +80,13 @@ def test_a_version_that_rewards_a_probe_hack_is_refused_and_the_previous_one_car
     assert "version 0 carried forward as version 1" in " ".join(printed.split())
     shown = invoke("inspect", run, "--step", 0)
     assert "adoption gate: refused" in " ".join(shown.stdout.split()) + " ".join(shown.stderr.split())
-    assert json.loads(invoke("inspect", run, "--json").stdout)["steps"][0]["gate"]["decision"] == "refused"
+    inspected = json.loads(invoke("inspect", run, "--json").stdout)
+    assert inspected["steps"][0]["gate"]["decision"] == "refused"
+    # The gate's calls have their own row of the usage table: the scorer's row is the step's rollouts.
+    scoring = [c for c in read_jsonl(run / "calls.jsonl") if c["agent"] == "scorer" and c["step"] == 0
+               and not c["context"].startswith("group:gate:")]
+    assert inspected["usage"]["0"]["gate"]["calls"] == gate["calls"]
+    assert inspected["usage"]["0"]["scorer"]["calls"] == len(scoring) > 0
     # The next step is scored with the carried-forward version, which pays no hack more than v0 did.
     assert PLANTED not in (run / "rubrics/step-000001.json").read_text()
 

@@ -314,6 +314,41 @@ def test_report_shows_an_updates_rejected_edits_with_the_reasons(tmp_path: Path,
         browser.close()
 
 
+def test_report_shows_the_adoption_gates_verdict_its_gains_and_the_refused_edits(tmp_path: Path, chromium: str,
+                                                                               screenshots: Path) -> None:
+    """A version the gate refused (test_gate.py's planted criterion): the updates list says so, and the update
+    page shows the gate's reason, each hack family's gain under both versions and the edits it refused."""
+    from tests.test_gate import PLANTED, add, make_run, scripted_update, step0
+
+    run = make_run(tmp_path)
+    step0(run, tmp_path, scripted_update(add(PLANTED)))
+    gate = read_json(run / "steps/000000/update.json")["gate"]
+    assert gate["decision"] == "refused"
+    out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    browser = Browser(chromium, profile)
+    try:
+        page = browser.open(out.resolve().as_uri() + "#/updates")
+        page.wait("document.body.dataset.ready === '1' && !!document.querySelector('#main table')")
+        row = page.eval("[...document.querySelectorAll('#main table tr')][1].innerText")
+        assert "refused" in row.split("\t")[4], row
+        page.eval("location.hash = '#/update/0'")
+        page.wait("!!document.querySelector('table.gate')")
+        shown = " ".join(page.eval("document.getElementById('main').innerText").split())
+        assert "Adoption gate refused" in shown and " ".join(gate["reason"].split()) in shown
+        families = page.eval("[...document.querySelectorAll('table.gate tr')].slice(1)"
+                             ".map(tr => [...tr.cells].map(c => c.innerText.trim()))")
+        assert families == [[f["family"], str(f["probes"]), f"{f['previous_gain']:.3f}", f"{f['new_gain']:.3f}"]
+                            for f in gate["families"]]
+        refused = page.eval("[...document.querySelectorAll('table.refused tr')].slice(1).map(tr => tr.cells[4].innerText)")
+        assert refused == [PLANTED]
+        page.screenshot(screenshots / "report-gate.png")
+        assert page.events("Runtime.exceptionThrown") == []
+    finally:
+        browser.close()
+
+
 def check_markup_stays_text(page: Page) -> None:
     page.eval("location.hash = '#/step/0?open=s0-r00'")
     page.wait("location.hash.startsWith('#/step/0') && !!document.querySelector('details[open] .rbody')")

@@ -63,6 +63,15 @@ class CallRecord(BaseModel):
     source: Source = "model"
 
 
+GATE_CONTEXT = "group:gate:"  # the adoption gate's calls (gate.py scores its probes with score_group's contexts)
+
+
+def usage_row(agent: str, context: str) -> str:
+    """The usage table's row of a call: the adoption gate's calls are made with the scorer's settings, but
+    counted apart from scoring, so that a step's scorer calls are its rollouts' and the gate's cost shows."""
+    return "gate" if agent == "scorer" and context.startswith(GATE_CONTEXT) else agent
+
+
 def call_line(*, ts: str, agent: str, step: int | None, context: str, request_hash: str, model: str,
               base_url: str | None, messages: list[dict[str, Any]] | None, params: dict[str, Any],
               response: str | None, usage: Usage, finish_reason: str | None, latency_s: float, attempts: int,

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
 from amaris_cli.llm.cache import CallCache
-from amaris_cli.llm.calllog import CallLog, Usage, Written, answered_recently, call_line
+from amaris_cli.llm.calllog import CallLog, Usage, Written, answered_recently, call_line, usage_row
 from amaris_cli.llm.endpoint import (
     EndpointFatal,
     fatal_content_type,
@@ -443,7 +443,7 @@ class LLMClient:
         if budget is not None and budget != params[agent.token_limit_param]:
             params = {**params, agent.token_limit_param: budget}
         rhash = request_hash(name, agent.model, messages, params)
-        usage = self.usage.setdefault(name, AgentUsage())
+        usage = self.usage.setdefault(usage_row(name, context), AgentUsage())
 
         def record(reply: _Reply | None, error: str | None, attempts: int, started: float, source: str = "model",
                    pointer: bool = False) -> Written | None:

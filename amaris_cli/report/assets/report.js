@@ -541,11 +541,11 @@
     return [h("div", { class: "crumbs" }, link("#/", "overview"), " / rubrics"), h("h2", {}, "Rubric versions"), table];
   }
   function updatesView() {
-    const table = h("table", {}, h("tr", {}, ["after step", "instance", "strategy", "rubric", "applied", "rejected", "static entries", "queries", "memory hits"].map((c) => h("th", {}, c))));
+    const table = h("table", {}, h("tr", {}, ["after step", "instance", "strategy", "rubric", "adoption gate", "applied", "rejected", "static entries", "queries", "memory hits"].map((c) => h("th", {}, c))));
     for (const { update: u, retrieval: r } of D.updates) {
       table.appendChild(h("tr", { class: "click", onclick: () => go(updateHref(u.step)) },
         h("td", {}, link(updateHref(u.step), "step " + u.step)), h("td", {}, u.instance_id ?? "-"), h("td", {}, h("span", { class: "badge strategy" }, u.strategy)),
-        h("td", {}, `v${u.from_version} → v${u.to_version}`), h("td", {}, u.applied.length), h("td", {}, u.rejected.length),
+        h("td", {}, `v${u.from_version} → v${u.to_version}`), h("td", {}, gateBadge(u.gate)), h("td", {}, u.applied.length), h("td", {}, u.rejected.length),
         h("td", {}, r ? r.static.length : "-"), h("td", {}, r ? r.queries.length : "-"), h("td", {}, r ? r.dynamic.length : "-")));
     }
     return [h("div", { class: "crumbs" }, link("#/", "overview"), " / updates"), h("h2", {}, "Updates"), D.updates.length ? table : h("p", { class: "note" }, "No update yet.")];
@@ -559,6 +559,21 @@
   function editRow(m) {
     return [h("td", {}, h("span", { class: "badge " + (m.op === "add" ? "added" : m.op === "remove" ? "removed" : "changed") }, m.op)),
       h("td", { class: "mono" }, m.id ?? "-"), h("td", {}, m.kind ?? "-"), h("td", { class: "num" }, m.weight ?? "-"), h("td", {}, m.text ?? "-")];
+  }
+  function gateBadge(gate) {
+    if (!gate) return "-";
+    return h("span", { class: "badge " + (gate.decision === "refused" ? "removed" : gate.decision === "adopted" ? "added" : "changed"), title: gate.reason }, gate.decision);
+  }
+  function gateSection(u) {
+    const g = u.gate;
+    if (!g) return [h("h3", {}, "Adoption gate"), h("p", { class: "note" }, "Not run (no change proposed, or the gate is off).")];
+    const out = [h("h3", {}, "Adoption gate ", gateBadge(g)), h("p", { class: g.decision === "refused" ? "err" : "" }, g.reason),
+      h("p", { class: "note" }, `${g.calls} judge requests (the step's own: ${g.step_calls}; budget for built-in probes ${g.budget}); margin ${fmt(g.margin, 2)}; controls' ordered pairs turned over ${g.flipped_pairs} of ${g.ordered_pairs} (at most ${fmt(g.max_flips, 2)}).`)];
+    if (g.families.length) out.push(h("table", { class: "gate" }, h("tr", {}, ["hack family", "probes", `gain under v${g.previous_version}`, "gain under the new version"].map((c, i) => h("th", { class: i ? "num" : "" }, c))),
+      g.families.map((f) => h("tr", {}, h("td", {}, f.family), h("td", { class: "num" }, f.probes), h("td", { class: "num" }, fmt(f.previous_gain, 3)), h("td", { class: f.new_gain > f.previous_gain + g.margin ? "num err" : "num" }, fmt(f.new_gain, 3))))));
+    if (g.refused_edits.length) out.push(h("h3", {}, `Refused edits (${g.refused_edits.length}): version ${g.previous_version} carried forward`),
+      h("table", { class: "refused" }, h("tr", {}, ["op", "criterion", "kind", "weight", "text", "updater's reason"].map((c) => h("th", {}, c))), g.refused_edits.map((m) => h("tr", {}, editRow(m), h("td", {}, m.reason || "-")))));
+    return out;
   }
   function updateView(step) {
     const ups = D.updates.filter((u) => u.update.step === step);
@@ -574,6 +589,7 @@
       out.push(u.applied.length ? h("table", { class: "applied" }, h("tr", {}, ["op", "criterion", "kind", "weight", "text", "updater's reason"].map((c) => h("th", {}, c))), u.applied.map((m) => h("tr", {}, editRow(m), h("td", {}, m.reason || "-")))) : h("p", { class: "note" }, "none"));
       out.push(h("h3", {}, `Rejected edits (${u.rejected.length})`));
       out.push(u.rejected.length ? h("table", { class: "rejected" }, h("tr", {}, ["op", "criterion", "kind", "weight", "text", "updater's reason", "why amaris rejected it"].map((c) => h("th", {}, c))), u.rejected.map((x) => h("tr", {}, editRow(x.modification), h("td", {}, x.modification.reason || "-"), h("td", { class: "err" }, x.reason)))) : h("p", { class: "note" }, "none"));
+      out.push(...gateSection(u));
       if (u.deactivated.length) out.push(h("h3", {}, "Deactivated (max_active_adaptive)"), h("table", {}, h("tr", {}, h("th", {}, "criterion"), h("th", { class: "num" }, "spread"), h("th", {}, "reason")), u.deactivated.map((d) => h("tr", {}, h("td", { class: "mono" }, d.criterion_id), h("td", { class: "num" }, fmt(d.spread, 3)), h("td", {}, d.reason)))));
       out.push(h("h3", {}, "Retrieval"));
       if (!r) { out.push(h("p", { class: "note" }, "No retrieval record.")); continue; }
