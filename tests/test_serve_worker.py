@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+from pathlib import Path
+
+import orjson
+
+from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
+from tests.conftest import invoke, judge_env, new_run, process_env, step_file, wait_until
 
 PROGRAM = """
 import os, signal, threading, time
@@ -37,3 +44,34 @@ def test_an_interrupt_while_the_worker_waits_for_a_command_ends_it_quietly() -> 
     done = subprocess.run([sys.executable, "-c", program], stdin=subprocess.PIPE, capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode, done.stderr) == (130, "")
+
+
+def test_an_interrupt_during_a_command_ends_it_as_ctrl_c_ends_amaris_evolve(tmp_path: Path) -> None:
+    """The server stops while a step evolves: the worker's command is interrupted as Ctrl-C interrupts `amaris
+    evolve` (asyncio cancels its task, which finishes its cleanup), answers 130, leaves, and prints nothing;
+    a later evolve finishes the step. (With the worker's own handler during the command, the KeyboardInterrupt
+    was raised inside the event loop: this failed in about one run of three, "Task was destroyed but it is
+    pending!" on the worker's stderr.)"""
+    with SimJudge(SimJudgeConfig(latency=0.3)) as sim:
+        run = new_run(tmp_path)
+        assert invoke("score", step_file(0), "--run", run, "--step", 0, env=judge_env(sim)).exit_code == 0
+        worker = subprocess.Popen([sys.executable, "-m", "amaris_cli.serve.worker"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=process_env(sim))
+        assert worker.stdin is not None and worker.stdout is not None and worker.stderr is not None
+        try:
+            job = {"argv": ["evolve", "--run", str(run), "--step", "0", "--quiet"], "log": str(tmp_path / "evolve.log")}
+            worker.stdin.write(orjson.dumps(job) + b"\n")
+            worker.stdin.flush()
+            calls = run / "calls.jsonl"
+            wait_until(lambda: b'"analyzer"' in calls.read_bytes(), 60, "the command's first analysis")
+            worker.send_signal(signal.SIGINT)
+            assert orjson.loads(worker.stdout.readline()) == {"code": 130}
+            assert worker.wait(60) == 130
+            assert worker.stderr.read().decode() == ""
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        assert "interrupted" in (tmp_path / "evolve.log").read_text().lower()
+        again = invoke("evolve", "--run", run, "--step", 0, env=judge_env(sim))
+        assert again.exit_code == 0, again.stderr

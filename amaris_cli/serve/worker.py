@@ -26,24 +26,15 @@ import orjson
 INTERRUPTED = 130
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    global _stopping
-    _stopping = True
-    if not _in_job:
-        # No command runs (the worker imports, or waits for one): nothing to save or resume, so it leaves at
-        # once. A KeyboardInterrupt raised inside an import may surface as another error (in a class body's
-        # __set_name__ Python wraps it in a RuntimeError), with a traceback on the server's stderr.
-        os._exit(INTERRUPTED)
-    signal.default_int_handler(signum, frame)
-
-
-_stopping = False
-_in_job = False
+def _leave(signum: int, frame: FrameType | None) -> None:
+    """SIGINT while no command runs (the worker imports, or waits for a step): nothing to save or resume, so
+    the worker leaves at once. A KeyboardInterrupt raised inside an import may surface as another error (in a
+    class body's __set_name__ Python wraps it in a RuntimeError), with a traceback on the server's stderr."""
+    os._exit(INTERRUPTED)
 
 
 def run_job(argv: list[str], log: str) -> int:
     """The command `amaris ARGV`, its stdout and stderr appended to `log`; its exit code."""
-    global _in_job
     from amaris_cli.cli import main
 
     saved = os.dup(1), os.dup(2)
@@ -53,8 +44,11 @@ def run_job(argv: list[str], log: str) -> int:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
     sys.argv = ["amaris", *argv]
+    # While the command runs, Ctrl-C is Python's, as in `amaris evolve` itself: asyncio's runner then cancels the
+    # command's task and lets it finish its cleanup (with another handler, the KeyboardInterrupt was raised
+    # inside the event loop and left the task pending: "Task was destroyed but it is pending!").
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        _in_job = True
         main()
         code = 0
     except SystemExit as exc:
@@ -62,7 +56,7 @@ def run_job(argv: list[str], log: str) -> int:
     except KeyboardInterrupt:
         code = INTERRUPTED
     finally:
-        _in_job = False
+        signal.signal(signal.SIGINT, _leave)
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(saved[0], 1)
@@ -86,7 +80,7 @@ def _preload() -> None:
 
 
 def main() -> int:
-    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGINT, _leave)
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # nothing but replies on the protocol's stream
     try:
@@ -95,7 +89,7 @@ def main() -> int:
             job = orjson.loads(line)
             code = run_job(list(job["argv"]), str(job["log"]))
             replies.write(orjson.dumps({"code": code}) + b"\n")
-            if _stopping:
+            if code == INTERRUPTED:  # the server stops: its interrupt ended the command
                 return INTERRUPTED
     except KeyboardInterrupt:
         return INTERRUPTED
