@@ -136,7 +136,6 @@ class MemorySettings(_Section):
     embedding_model: str = "text-embedding-3-small"
     embedding_base_url: str | None = None
     embedding_api_key_env: str = "OPENAI_API_KEY"
-    embedding_cache: str | None = None  # a directory of vectors by text, shared by runs (memory/embedcache.py)
     url: str | None = None
     namespace: str = Field(default="amaris", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,60}$")
 
@@ -275,7 +274,7 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
 
     OPENAI_BASE_URL sets the default endpoint; AMARIS_<KEY> sets a default agent key and
     AMARIS_<AGENT>_<KEY> one agent's key (e.g. AMARIS_SCORER_MODEL); AMARIS_CONCURRENCY the
-    overall limit; AMARIS_MEMORY_URL and AMARIS_EMBEDDING_CACHE the memory's `url` and `embedding_cache`.
+    overall limit; AMARIS_MEMORY_URL the memory's `url`.
     """
     agents: dict[str, dict[str, Any]] = {}
     if environ.get("OPENAI_BASE_URL"):
@@ -290,9 +289,7 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     if environ.get("AMARIS_CONCURRENCY"):
         layer["llm"] = {"concurrency": environ["AMARIS_CONCURRENCY"]}
     if environ.get("AMARIS_MEMORY_URL"):
-        layer.setdefault("memory", {})["url"] = environ["AMARIS_MEMORY_URL"]
-    if environ.get("AMARIS_EMBEDDING_CACHE"):
-        layer.setdefault("memory", {})["embedding_cache"] = environ["AMARIS_EMBEDDING_CACHE"]
+        layer["memory"] = {"url": environ["AMARIS_MEMORY_URL"]}
     return layer
 
 

@@ -273,9 +273,9 @@ def _preload_memory(settings: Settings) -> None:
         try:
             import chromadb  # noqa: F401
 
-            if settings.memory.embedding == "local" and not settings.memory.embedding_cache:  # else: on a miss
-                from amaris_cli.memory.embeddings import make_embedder
+            from amaris_cli.memory.embeddings import cache_directory, make_embedder
 
+            if settings.memory.embedding == "local" and cache_directory() is None:  # with a cache: on a miss
                 make_embedder(settings.memory)
         except Exception:  # noqa: BLE001 - the memory loads them again when it is opened and reports the error
             pass

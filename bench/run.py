@@ -945,6 +945,7 @@ def main() -> None:
                         help="another amaris tree (e.g. `git worktree add /tmp/base main`): cases 2, 8 and 9 also "
                              "measure it, interleaved, and print this / baseline")
     args = parser.parse_args()
+    os.environ.pop("AMARIS_EMBEDDING_CACHE", None)  # the model's work is measured, not a cache's (its commands' too)
     global BASELINE
     if args.baseline is not None:
         BASELINE = args.baseline.resolve()

@@ -105,8 +105,8 @@ def test_processes_writing_one_cache_at_once_all_succeed(tmp_path: Path) -> None
 def test_a_cache_path_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "cache"
     blocker.write_text("not a directory")
-    with pytest.raises(ConfigError, match=r"memory.embedding_cache .*/cache/sub: cannot create the directory \(Not a directory\)"):
-        make_embedder(MemorySettings(embedding_cache=str(blocker / "sub")))
+    with pytest.raises(ConfigError, match=r"AMARIS_EMBEDDING_CACHE .*/cache/sub: cannot create the directory \(Not a directory\)"):
+        make_embedder(MemorySettings(), {"AMARIS_EMBEDDING_CACHE": str(blocker / "sub")})
 
 
 def test_a_loop_writes_the_same_files_with_the_cache_off_cold_and_warm(tmp_path: Path, judge) -> None:

@@ -101,7 +101,7 @@ def test_the_steps_hack_is_found_by_memory_search_and_a_rebuild_is_the_same(tmp_
 
 
 def test_batching_by_length_gives_each_text_its_own_vector() -> None:
-    embedder = make_embedder(MemorySettings())
+    embedder = make_embedder(MemorySettings(), environ={})  # the model itself, not the suite's embedding cache
     assert isinstance(embedder, LocalMiniLM)
     rng = random.Random(3)
     words = "the grader answer rounded units step total price minus sign verified note marks".split()

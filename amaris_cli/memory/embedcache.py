@@ -1,4 +1,4 @@
-"""An on-disk cache of embeddings, shared by runs: `memory.embedding_cache` (or AMARIS_EMBEDDING_CACHE).
+"""An on-disk cache of embeddings, shared by runs: the directory AMARIS_EMBEDDING_CACHE names.
 
 Embedding is the memory's cost (about 17 ms of CPU per text with the local model on the 2-core machine),
 and the same texts are embedded again and again: an ablation sweep replays one logged run into several
@@ -53,7 +53,7 @@ class EmbeddingCache:
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"memory.embedding_cache {directory}: cannot create the directory ({exc.strerror})") from None
+            raise ConfigError(f"AMARIS_EMBEDDING_CACHE {directory}: cannot create the directory ({exc.strerror})") from None
         self.path = directory / (re.sub(r"[^A-Za-z0-9._-]+", "_", embedder_name) + ".sqlite")
         self._local = threading.local()  # one connection per thread: sqlite3 connections are not shared
 
@@ -65,7 +65,7 @@ class EmbeddingCache:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
             except sqlite3.Error as exc:
-                raise ConfigError(f"memory.embedding_cache {self.path}: {exc}") from None
+                raise ConfigError(f"AMARIS_EMBEDDING_CACHE {self.path}: {exc}") from None
             self._local.db = db
         return db
 

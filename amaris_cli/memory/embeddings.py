@@ -104,15 +104,23 @@ def make_embedder(settings: MemorySettings, environ: Any = None) -> Embedder:
     from amaris_cli import preload
 
     preload.settle()  # the model's load in the preload thread ends first (preload.py)
-    if settings.embedding_cache:
+    directory = cache_directory(environ)
+    if directory is not None:
         from amaris_cli.memory.embedcache import CachedEmbedder, EmbeddingCache
 
-        cache = EmbeddingCache(Path(settings.embedding_cache).expanduser(), _cache_namespace(settings, environ))
+        cache = EmbeddingCache(directory, _cache_namespace(settings, environ))
         if settings.embedding == "openai":  # made now: its settings' errors are reported when the memory opens
             endpoint = OpenAIEmbedder(settings, environ)
             return CachedEmbedder(endpoint.name, lambda: endpoint, cache)
         return CachedEmbedder(LocalMiniLM.name, _local, cache)  # the model loads on the first text not cached
     return OpenAIEmbedder(settings, environ) if settings.embedding == "openai" else _local()
+
+
+def cache_directory(environ: Any = None) -> Path | None:
+    """The embedding cache's directory (memory/embedcache.py), from AMARIS_EMBEDDING_CACHE: where this machine
+    keeps vectors, not a setting of a run (it changes no result), so it is never saved in run.json."""
+    value = (os.environ if environ is None else environ).get("AMARIS_EMBEDDING_CACHE")
+    return Path(value).expanduser() if value else None
 
 
 def _local() -> LocalMiniLM:
