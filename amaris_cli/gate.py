@@ -40,6 +40,7 @@ from amaris_cli.agents.group_scorer import score_group, split_to_fit
 from amaris_cli.config import Settings
 from amaris_cli.errors import AgentFailed, InputError, InputErrors
 from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
+from amaris_cli.llm.calllog import GATE_KEY
 from amaris_cli.models import (
     AnalysisRecord,
     GateFamily,
@@ -258,7 +259,7 @@ def budgets(session: Session, step: int, updates: int) -> tuple[int, list[int]]:
 
 
 async def _judge(session: Session, rubric: RubricSet, item: Item, step: int) -> dict[str, float]:
-    records = await score_group(session.kit, rubric, item.rollouts(), step, f"gate:{item.key}")
+    records = await score_group(session.kit, rubric, item.rollouts(), step, GATE_KEY + item.key)
     failed = [r for r in records if r.status != "scored" or r.reward is None]
     if failed:  # no reward is guessed: the version is not checked, so it is not adopted either (update.py)
         raise AgentFailed(f"step {step}: the adoption gate could not judge its probes of {item.key} with rubric "

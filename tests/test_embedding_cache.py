@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,10 @@ def test_a_texts_vector_is_the_same_in_any_batch_to_the_bit() -> None:
     model = LocalMiniLM()
     together = model.embed(TEXTS)
     alone = [model.embed([t])[0] for t in TEXTS]
-    reordered = model.embed(TEXTS[::-1])[::-1]
-    assert together == alone == reordered
+    # Among other texts the batches (16 texts of similar length) hold other neighbours and other padding.
+    others = [f"Step {i} rollout r{i}: " + "the answer is wrong and the grader is asked for marks " * (i % 9) for i in range(29)]
+    mixed = model.embed(others[:13] + TEXTS + others[13:])[13:17]
+    assert together == alone == mixed
 
 
 def test_the_cache_gives_the_models_vectors_and_asks_it_only_for_new_texts(tmp_path: Path) -> None:
@@ -100,6 +103,20 @@ def test_processes_writing_one_cache_at_once_all_succeed(tmp_path: Path) -> None
     assert [w.exitcode for w in workers] == [0, 0, 0]
     seen = EmbeddingCache(tmp_path, "n").get([f"text {j}" for j in range(64)])
     assert len(seen) == 64 and all(v[0] == len(f"text {j}") for j, v in seen.items())
+
+
+def test_a_damaged_cache_file_is_a_clear_error_naming_it(tmp_path: Path) -> None:
+    writer = EmbeddingCache(tmp_path, "ns")
+    CachedEmbedder("ns", Recording, writer).embed(TEXTS)
+    path = writer.path
+    with sqlite3.connect(path) as db:  # the vectors into the database file itself, out of the WAL
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    data[4096:] = b"\xff" * (len(data) - 4096)  # every page after the header's
+    path.write_bytes(bytes(data))
+    cache = EmbeddingCache(tmp_path, "ns")
+    with pytest.raises(ConfigError, match=rf"AMARIS_EMBEDDING_CACHE {cache.path}: .*only a cache: delete the file"):
+        CachedEmbedder("ns", Recording, EmbeddingCache(tmp_path, "ns")).embed(TEXTS)
 
 
 def test_a_cache_path_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:

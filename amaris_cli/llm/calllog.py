@@ -63,12 +63,15 @@ class CallRecord(BaseModel):
     source: Source = "model"
 
 
-GATE_CONTEXT = "group:gate:"  # the adoption gate's calls (gate.py scores its probes with score_group's contexts)
+GATE_KEY = "gate:"  # the group key of the adoption gate's calls (gate.py); score_group makes it "group:gate:ITEM"
+GATE_CONTEXT = "group:" + GATE_KEY
 
 
 def usage_row(agent: str, context: str) -> str:
     """The usage table's row of a call: the adoption gate's calls are made with the scorer's settings, but
-    counted apart from scoring, so that a step's scorer calls are its rollouts' and the gate's cost shows."""
+    counted apart from scoring, so that a step's scorer calls are its rollouts' and the gate's cost shows.
+    Known from the context alone (calls.jsonl has nothing else): a scorer call of a user's rollout whose id,
+    or group whose instance id, begins "group:gate:" or "gate:" would be counted as the gate's."""
     return "gate" if agent == "scorer" and context.startswith(GATE_CONTEXT) else agent
 
 

@@ -577,7 +577,7 @@ class LLMClient:
         answers known to be long. `contract`: the answer's exact JSON schema, sent when the format is
         json_schema (llm/schemas.py). Raises EndpointFatal when the endpoint cannot answer at all.
         """
-        usage = self.usage.setdefault(agent, AgentUsage())
+        usage = self.usage.setdefault(usage_row(agent, context), AgentUsage())
         settings = self._agents[agent]
         answer: Answer[T] = Answer(value=None, error=None)
         convo = list(messages)

@@ -7,9 +7,10 @@ the same digests. A vector depends on its text alone (the local model's vector o
 batch, to the bit: tests/test_embedding_cache.py), so a cached vector is the vector the model would give
 and a run reads the same vectors with or without the cache, warm or cold.
 
-One SQLite file per embedder (WAL: several processes read and write it at once), keyed by the SHA-256 of the
-text: the cache holds no text. The vector is kept as float32 when that is exact (the local model's are) and
-as float64 otherwise (an endpoint's JSON numbers).
+One SQLite file per embedder and model version (WAL: several processes read and write it at once), keyed by
+the SHA-256 of the text: the cache holds no text. Vectors are kept as float64, as the embedders return them.
+A cache that cannot be read or written is an error naming its file: it is only a cache, so deleting the file
+is always safe.
 """
 
 from __future__ import annotations
@@ -34,16 +35,11 @@ def _key(text: str) -> bytes:
 
 
 def _pack(vector: list[float]) -> bytes:
-    single = struct.pack(f"<{len(vector)}f", *vector)
-    if list(struct.unpack(f"<{len(vector)}f", single)) == vector:
-        return b"f" + single
-    return b"d" + struct.pack(f"<{len(vector)}d", *vector)
+    return struct.pack(f"<{len(vector)}d", *vector)
 
 
 def _unpack(blob: bytes) -> list[float]:
-    kind, body = blob[:1], blob[1:]
-    size = 4 if kind == b"f" else 8
-    return list(struct.unpack(f"<{len(body) // size}{kind.decode()}", body))
+    return list(struct.unpack(f"<{len(blob) // 8}d", blob))
 
 
 class EmbeddingCache:
@@ -57,6 +53,10 @@ class EmbeddingCache:
         self.path = directory / (re.sub(r"[^A-Za-z0-9._-]+", "_", embedder_name) + ".sqlite")
         self._local = threading.local()  # one connection per thread: sqlite3 connections are not shared
 
+    def _failed(self, exc: sqlite3.Error) -> ConfigError:
+        return ConfigError(f"AMARIS_EMBEDDING_CACHE {self.path}: {exc} (it is only a cache: delete the file, or unset "
+                           "AMARIS_EMBEDDING_CACHE)")
+
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
@@ -65,7 +65,7 @@ class EmbeddingCache:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
             except sqlite3.Error as exc:
-                raise ConfigError(f"AMARIS_EMBEDDING_CACHE {self.path}: {exc}") from None
+                raise self._failed(exc) from None
             self._local.db = db
         return db
 
@@ -73,22 +73,30 @@ class EmbeddingCache:
         """The cached vectors of `texts`, by position."""
         keys = [_key(t) for t in texts]
         found: dict[bytes, list[float]] = {}
-        for start in range(0, len(keys), 500):  # SQLite's limit on parameters
-            part = keys[start : start + 500]
-            rows = self._db().execute(f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(part))})", part)
-            found.update((key, _unpack(blob)) for key, blob in rows)
+        try:
+            for start in range(0, len(keys), 500):  # SQLite's limit on parameters
+                part = keys[start : start + 500]
+                rows = self._db().execute(f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(part))})",
+                                          part)
+                found.update((key, _unpack(blob)) for key, blob in rows)
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
         return {i: found[k] for i, k in enumerate(keys) if k in found}
 
     def put(self, texts: list[str], vectors: list[list[float]]) -> None:
         rows = [(_key(t), _pack(v)) for t, v in zip(texts, vectors, strict=True)]
         db = self._db()
-        db.execute("BEGIN IMMEDIATE")
         try:
-            db.executemany("INSERT OR IGNORE INTO vectors (key, vector) VALUES (?, ?)", rows)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("INSERT OR IGNORE INTO vectors (key, vector) VALUES (?, ?)", rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
 
 
 class CachedEmbedder:

