@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,18 @@ def embedded(page: str) -> dict[str, object]:
     """The data blocks of the page, decoded as the browser does."""
     blocks = re.findall(rf'<script type="{re.escape(DATA_TYPE)}"[^>]*?(?:id="([^"]+)"|data-step="(\d+)")>([^<]*)</script>', page)
     return {name or f"step-{step}": json.loads(gzip.decompress(base64.b64decode(data))) for name, step, data in blocks}
+
+
+@contextmanager
+def opened(chromium: str, page: Path, tmp_path: Path, where: str = "") -> Iterator[Page]:
+    """The report file `page` at `#where` in a fresh headless chromium (its own profile), closed after."""
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    browser = Browser(chromium, profile)
+    try:
+        yield browser.open(page.resolve().as_uri() + where)
+    finally:
+        browser.close()
 
 
 def test_report_is_one_offline_file_with_the_data_embedded(report_run: Path, report_html: Path) -> None:
@@ -285,11 +298,7 @@ def test_report_shows_an_updates_rejected_edits_with_the_reasons(tmp_path: Path,
     update = read_json(run / "steps/000000/update.json")
     assert [m["text"] for m in update["applied"]] == [good] and len(update["rejected"]) == 2
     out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
-    profile = tmp_path / "profile"
-    profile.mkdir()
-    browser = Browser(chromium, profile)
-    try:
-        page = browser.open(out.resolve().as_uri() + "#/update/0")
+    with opened(chromium, out, tmp_path, "#/update/0") as page:
         page.wait("document.body.dataset.ready === '1' && !!document.querySelector('table.rejected')")
         facts = page.eval("document.getElementById('facts').textContent")
         assert facts.startswith("1 step, 16 rollouts, 2 rubric versions, 1 update. "), facts
@@ -310,8 +319,6 @@ def test_report_shows_an_updates_rejected_edits_with_the_reasons(tmp_path: Path,
         assert applied == [good]
         page.screenshot(screenshots / "report-rejected.png")
         assert page.events("Runtime.exceptionThrown") == []
-    finally:
-        browser.close()
 
 
 def test_report_shows_the_adoption_gates_verdict_its_gains_and_the_refused_edits(tmp_path: Path, chromium: str,
@@ -325,11 +332,7 @@ def test_report_shows_the_adoption_gates_verdict_its_gains_and_the_refused_edits
     gate = read_json(run / "steps/000000/update.json")["gate"]
     assert gate["decision"] == "refused"
     out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
-    profile = tmp_path / "profile"
-    profile.mkdir()
-    browser = Browser(chromium, profile)
-    try:
-        page = browser.open(out.resolve().as_uri() + "#/updates")
+    with opened(chromium, out, tmp_path, "#/updates") as page:
         page.wait("document.body.dataset.ready === '1' && !!document.querySelector('#main table')")
         row = page.eval("[...document.querySelectorAll('#main table tr')][1].innerText")
         assert "refused" in row.split("\t")[4], row
@@ -345,8 +348,6 @@ def test_report_shows_the_adoption_gates_verdict_its_gains_and_the_refused_edits
         assert refused == [PLANTED]
         page.screenshot(screenshots / "report-gate.png")
         assert page.events("Runtime.exceptionThrown") == []
-    finally:
-        browser.close()
 
 
 def check_markup_stays_text(page: Page) -> None:
@@ -368,11 +369,7 @@ def test_report_of_10000_rollouts_is_small_and_opens(tmp_path: Path, screenshots
     chromium = find_chromium()
     if chromium is None:
         pytest.skip("chromium is not installed: the size was checked, not the page")
-    profile = tmp_path / "profile"
-    profile.mkdir()
-    browser = Browser(chromium, profile)
-    try:
-        page = browser.open(out.resolve().as_uri() + "#/step/0")
+    with opened(chromium, out, tmp_path, "#/step/0") as page:
         page.wait("!!document.querySelector('.pager')", timeout=60)
         assert "of 10000 matching" in page.eval("document.querySelector('.pager').textContent")
         assert page.eval("document.querySelectorAll('details.rollout').length") == 50, "one page of rollouts at a time"
@@ -380,8 +377,6 @@ def test_report_of_10000_rollouts_is_small_and_opens(tmp_path: Path, screenshots
         top = summary["hacking"][0]
         assert set_filter(page, "pattern", top["pattern"]) == top["count"]
         page.screenshot(screenshots / "report-10000.png")
-    finally:
-        browser.close()
 
 
 def test_without_matplotlib_the_html_is_still_written(report_run: Path, tmp_path: Path,
@@ -442,11 +437,7 @@ def test_per_instance_report_links_each_step_to_its_instance_rubrics(tmp_path: P
     assert {r["instance"] for r in overview["rubrics"]} == {None, "six-times-seven", "five-plus-five"}
     assert {(k["instance"], k["version"]) for k in overview["steps"][1]["rubrics"]} == {
         ("six-times-seven", 1), ("five-plus-five", 1)}
-    profile = tmp_path / "profile"
-    profile.mkdir()
-    browser = Browser(chromium, profile)
-    try:
-        page = browser.open(out.resolve().as_uri() + "#/step/1")
+    with opened(chromium, out, tmp_path, "#/step/1") as page:
         page.wait("document.body.dataset.ready === '1' && !!document.querySelector('details.rollout')")
         links = page.eval("[...document.querySelectorAll('#main a[href^=\"#/rubric/\"]')].map(a => a.getAttribute('href'))")
         assert len(links) == 2
@@ -457,8 +448,6 @@ def test_per_instance_report_links_each_step_to_its_instance_rubrics(tmp_path: P
         page.eval("location.hash = '#/update/0'")
         page.wait("document.querySelectorAll('.rationale').length === 2")
         assert page.events("Runtime.exceptionThrown") == []
-    finally:
-        browser.close()
 
 
 def test_long_texts_keep_head_and_tail_and_say_where_the_rest_is() -> None:
