@@ -327,7 +327,9 @@ def test_a_judge_failure_is_an_explicit_failure_never_a_made_up_score(tmp_path, 
     refused = sim_factory(agent_faults={"scorer": "401"})
     run = new_run(tmp_path, "refused")
     with served(run, refused) as server:
-        answer = httpx.post(f"{server.url}/score", json={**body(rows(0)[0]), "metadata": {"current_step": 0}})
+        # The server's first judgement imports the SDK: seconds on a loaded machine, past httpx's default 5 s.
+        answer = httpx.post(f"{server.url}/score", json={**body(rows(0)[0]), "metadata": {"current_step": 0}},
+                            timeout=60)
     assert answer.status_code == 502 and "401" in answer.json()["error"]
 
 

@@ -88,9 +88,9 @@ def test_a_step_completes_once_every_shard_is_in_also_across_a_restart(tmp_path,
         one = client.rollouts_complete(0, shard=1, shards=2)
         assert (one.state, one.missing_shards, one.rollouts) == ("open", [0], 4)
         assert client.rollouts_complete(0, shard=1, shards=2) == one  # a repeated shard changes nothing
-        other = httpx.post(f"{server.url}/complete", json={"step": 0, "shard": 0, "shards": 3})
+        other = httpx.post(f"{server.url}/complete", json={"step": 0, "shard": 0, "shards": 3}, timeout=60)
         assert other.status_code == 409 and "completed by 2 shards" in other.json()["error"]
-        assert httpx.post(f"{server.url}/complete", json={"step": 0}).status_code == 409
+        assert httpx.post(f"{server.url}/complete", json={"step": 0}, timeout=60).status_code == 409
         (held,) = client.health().open
         assert (held.shards, held.shards_in) == (2, [1])
     finally:
@@ -122,7 +122,7 @@ def test_a_restarted_trainer_discards_the_step_a_crash_left_open(tmp_path, sim) 
                          trainer_state=SimpleNamespace(global_step=0))
         assert all(isinstance(x, float) for x in rewards) and client.health().open == []
         assert "step 0: discarded with its 3 judged rollout(s)" in server.stderr
-        gone = httpx.post(f"{server.url}/discard", json={"step": 0})
+        gone = httpx.post(f"{server.url}/discard", json={"step": 0}, timeout=60)
         assert gone.status_code == 409 and "not open" in gone.json()["error"]
         assert client.rubric_updated(0, timeout=120).state == "done"
     assert sorted(r["output"] for r in step_rollouts(run, 0)) == sorted(r["output"] for r in data[3:7])
