@@ -103,10 +103,9 @@ class CachedEmbedder:
     """An embedder that asks its model only for the texts the cache does not hold. The model is made on the
     first text the cache does not hold: a process whose texts are all cached never loads it."""
 
-    def __init__(self, name: str, make_model: Callable[[], Embedder], cache: EmbeddingCache) -> None:
+    def __init__(self, name: str, model: Callable[[], Embedder], cache: EmbeddingCache) -> None:
         self.name = name
-        self._make_model = make_model
-        self._model: Embedder | None = None
+        self._model = model  # the process's one model (embeddings.py), made on its first call
         self._cache = cache
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -114,8 +113,6 @@ class CachedEmbedder:
         missing = list(dict.fromkeys(t for i, t in enumerate(texts) if i not in cached))  # each text once
         fresh: dict[str, list[float]] = {}
         if missing:
-            if self._model is None:
-                self._model = self._make_model()
-            fresh = dict(zip(missing, self._model.embed(missing), strict=True))
+            fresh = dict(zip(missing, self._model().embed(missing), strict=True))
             self._cache.put(missing, [fresh[t] for t in missing])
         return [cached[i] if i in cached else fresh[t] for i, t in enumerate(texts)]

