@@ -2,8 +2,8 @@
 them against OpenRLHF's own code: its SingleTurnAgentExecutor generates one response, POSTs it to
 `--reward.remote_url` and reads the answer. The generation engine is the one stand-in (vLLM needs a
 GPU): it returns fixed token ids, so the request OpenRLHF builds from them and the reading of our answer
-are OpenRLHF's code, unchanged. Skipped when openrlhf (installed with --no-deps by .ci/run) or torch is
-missing."""
+are OpenRLHF's code, unchanged. The tests that run OpenRLHF's code skip when openrlhf (installed with
+--no-deps by .ci/run) or torch is missing."""
 
 from __future__ import annotations
 
@@ -12,19 +12,28 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 
-pytest.importorskip("torch", reason="torch is not installed (.ci/run installs the real trainers)")
-pytest.importorskip("trl", reason="trl is not installed (.ci/run installs the real trainers)")  # tiny_trainers' stack
-agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf is not installed (.ci/run installs it)")
+from amaris_cli.serve.client import AmarisClient
+from amaris_cli.serve.openrlhf import OPENRLHF_PATH, OpenRLHFRequest, OpenRLHFResponse
+from tests.conftest import new_run
+from tests.real_trainers import IN_PROCESS_TRL, require
+from tests.served import served
+from tests.test_reference_client import recording_server
 
-from pydantic import ValidationError  # noqa: E402
+pytestmark = IN_PROCESS_TRL  # tests/real_trainers.py
 
-from amaris_cli.serve.client import AmarisClient  # noqa: E402
-from amaris_cli.serve.openrlhf import OPENRLHF_PATH, OpenRLHFRequest, OpenRLHFResponse  # noqa: E402
-from tests.conftest import new_run  # noqa: E402
-from tests.served import served  # noqa: E402
-from tests.test_reference_client import recording_server  # noqa: E402
-from tests.tiny_trainers import tokenizer  # noqa: E402
+
+@pytest.fixture(scope="module")
+def agent(trainers):
+    """OpenRLHF's agent module (installed with --no-deps by .ci/run), after tiny_trainers' stack."""
+    return require("openrlhf.utils.agent")[0]
+
+
+@pytest.fixture(scope="module")
+def tok(trainers, agent):
+    return trainers.tokenizer()
+
 
 PROMPT = "[user] What is 6 * 7?\n[assistant] "
 RESPONSE = "6 * 7 = 42. Final answer: 42"
@@ -40,18 +49,17 @@ class Engine:
         return SimpleNamespace(outputs=[SimpleNamespace(token_ids=self.token_ids, finish_reason="stop", logprobs=None)])
 
 
-def execute(url: str, tok, response_ids: list[int], label: str) -> dict:
+def execute(agent, url: str, tok, response_ids: list[int], label: str) -> dict:
     executor = agent.SingleTurnAgentExecutor(remote_rm_url=f"{url}{OPENRLHF_PATH}")
     params = SimpleNamespace(max_tokens=64, logprobs=None)
     return asyncio.run(executor.execute(PROMPT, label, params, 256, tok, Engine(response_ids)))
 
 
-def test_openrlhf_request_and_answer_shapes() -> None:
-    tok = tokenizer()
+def test_openrlhf_request_and_answer_shapes(agent, tok) -> None:
     answer = OpenRLHFResponse.of([0.75], judge_failed=[0.0])
     response_ids = tok(RESPONSE)["input_ids"] + [tok.eos_token_id]
     with recording_server({"/get_reward": answer.model_dump_json().encode()}) as (url, seen):
-        output = execute(url, tok, response_ids, label="42")
+        output = execute(agent, url, tok, response_ids, label="42")
     assert [(r["method"], r["path"]) for r in seen] == [("POST", "/get_reward")]
     request = OpenRLHFRequest.model_validate_json(seen[0]["body"])
     assert set(json.loads(seen[0]["body"])) == {"query", "prompts", "labels"}
@@ -72,15 +80,14 @@ def test_openrlhf_request_that_cannot_be_split_is_an_error_not_a_guess() -> None
         OpenRLHFRequest(query=["a", "b"], prompts=["a"], labels=[])
 
 
-def test_amaris_serve_answers_openrlhf_as_its_remote_reward_model(tmp_path, sim) -> None:
+def test_amaris_serve_answers_openrlhf_as_its_remote_reward_model(agent, tok, tmp_path, sim) -> None:
     """OpenRLHF's executor against `amaris serve --rollouts-per-step 2`: each response is one rollout of the
     server's open step (the request names none), its reward the judge's score, read by OpenRLHF's code."""
-    tok = tokenizer()
     run = new_run(tmp_path, "openrlhf")
     wrong = "6 * 7 = 41. Final answer: 41"
     with served(run, sim, "--rollouts-per-step", 2) as server:
-        right_out = execute(server.url, tok, tok(RESPONSE)["input_ids"] + [tok.eos_token_id], label="42")
-        wrong_out = execute(server.url, tok, tok(wrong)["input_ids"] + [tok.eos_token_id], label="42")
+        right_out = execute(agent, server.url, tok, tok(RESPONSE)["input_ids"] + [tok.eos_token_id], label="42")
+        wrong_out = execute(agent, server.url, tok, tok(wrong)["input_ids"] + [tok.eos_token_id], label="42")
         assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
     rollouts = [json.loads(x) for x in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
     assert [(r["input"], r["output"], r["supplemental_context"]) for r in rollouts] == [

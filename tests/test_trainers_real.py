@@ -1,7 +1,7 @@
 """The reward adapters driven by the real trainers against a real `amaris serve`: TRL's GRPOTrainer
 training a tiny model on CPU, and verl's reward managers fed real `DataProto` batches, loading
 examples/serve/verl_reward.py the way verl loads a custom reward function. Skipped (with the reason)
-when torch, trl or verl is not installed; `.ci/run` installs them (CPU torch)."""
+when torch, trl or verl is not installed (tests/real_trainers.py); `.ci/run` installs them (CPU torch)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,13 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed (.ci/run installs the real trainers)")
-pytest.importorskip("trl", reason="trl is not installed (.ci/run installs the real trainers)")
-verl = pytest.importorskip("verl", reason="verl is not installed (.ci/run installs the real trainers)")
+from amaris_cli.serve.adapters import TRLReward
+from amaris_cli.serve.client import AmarisClient
+from tests.conftest import EXAMPLES, new_run
+from tests.real_trainers import IN_PROCESS_TRL, OTHERS
+from tests.served import served
 
-from omegaconf import OmegaConf  # noqa: E402  (verl's dependency)
-
-from amaris_cli.serve.adapters import TRLReward  # noqa: E402
-from amaris_cli.serve.client import AmarisClient  # noqa: E402
-from tests.conftest import EXAMPLES, new_run  # noqa: E402
-from tests.served import served  # noqa: E402
-from tests.tiny_trainers import grpo, tokenizer, verl_batch  # noqa: E402
-
+pytestmark = pytest.mark.usefixtures("trainers")  # tests/real_trainers.py: skips without them
 warnings.filterwarnings("ignore", category=UserWarning)
 EXAMPLE = EXAMPLES / "serve" / "verl_reward.py"
 
@@ -57,8 +52,9 @@ SCHEDULES = {
 }
 
 
+@IN_PROCESS_TRL
 @pytest.mark.parametrize("schedule", list(SCHEDULES), ids=list(SCHEDULES))
-def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(tmp_path, sim, schedule) -> None:
+def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(trainers, tmp_path, sim, schedule) -> None:
     accumulation, per_generation, iterations, steps, generations = SCHEDULES[schedule]
     run = new_run(tmp_path, "trl")
     with served(run, sim) as server:
@@ -72,7 +68,7 @@ def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(tmp_path, si
             seen.append((kwargs["trainer_state"].global_step, got, (run / f"steps/{k:06d}/scores.jsonl").exists()))
             return got
 
-        trainer = grpo([amaris], steps=steps, gradient_accumulation_steps=accumulation,
+        trainer = trainers.grpo([amaris], steps=steps, gradient_accumulation_steps=accumulation,
                        steps_per_generation=per_generation, num_iterations=iterations,
                        conversational=schedule == "steps_per_generation 2")
         wait_evolved(server.url, generations - 1)
@@ -92,19 +88,18 @@ def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(tmp_path, si
     assert logged, "TRL logged no reward of the amaris function"
 
 
-def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(tmp_path, sim) -> None:
+@IN_PROCESS_TRL
+def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trainers, tmp_path, sim) -> None:
     from trl import GRPOConfig, GRPOTrainer
-
-    from tests.tiny_trainers import arithmetic, model
 
     run = new_run(tmp_path, "eval")
     with served(run, sim) as server:
-        tok = tokenizer()
+        tok = trainers.tokenizer()
         args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
                           per_device_eval_batch_size=4, max_completion_length=4, max_steps=1, report_to=[],
                           use_cpu=True, save_strategy="no", disable_tqdm=True)
-        trainer = GRPOTrainer(model=model(tok), processing_class=tok, reward_funcs=[TRLReward(server.url)], args=args,
-                              train_dataset=arithmetic(8), eval_dataset=arithmetic(4))
+        trainer = GRPOTrainer(model=trainers.model(tok), processing_class=tok, reward_funcs=[TRLReward(server.url)], args=args,
+                              train_dataset=trainers.arithmetic(8), eval_dataset=trainers.arithmetic(4))
         trainer.train()
         with pytest.raises(RuntimeError, match="TRL is evaluating"):
             trainer.evaluate()
@@ -119,6 +114,7 @@ ROWS = [{"question": f"What is {i} + {i}?", "response": f"{i} + {i} = {2 * i}. F
 
 def custom_reward(name: str) -> Any:
     """The example's function as verl loads `reward.custom_reward_function` (its own loader and wrapper)."""
+    from omegaconf import OmegaConf  # verl's dependency
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     return get_custom_reward_fn(OmegaConf.create({"reward": {"custom_reward_function": {
@@ -144,8 +140,10 @@ def assert_steps_hold(run: Path, got: dict[int, list[float]]) -> None:
 LEGACY = ["naive", "dapo", "prime"]
 
 
+@OTHERS
 @pytest.mark.parametrize("manager", LEGACY)
-def test_verl_legacy_managers_without_a_step_fill_the_servers_steps(tmp_path, sim, monkeypatch, manager) -> None:
+def test_verl_legacy_managers_without_a_step_fill_the_servers_steps(trainers, tmp_path, sim, monkeypatch,
+                                                                   manager) -> None:
     """The legacy managers pass no step: each response joins the server's open step, which
     --rollouts-per-step closes after a batch's responses."""
     from verl.workers.reward_manager import DAPORewardManager, NaiveRewardManager, PrimeRewardManager
@@ -153,62 +151,68 @@ def test_verl_legacy_managers_without_a_step_fill_the_servers_steps(tmp_path, si
     run = new_run(tmp_path, manager)
     with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
-        tok = tokenizer()
+        tok = trainers.tokenizer()
         cls = {"naive": NaiveRewardManager, "dapo": DAPORewardManager, "prime": PrimeRewardManager}[manager]
         scorer = cls(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score"))
         got = {}
         for step in range(2):
-            data = verl_batch(tok, ROWS)
+            data = trainers.verl_batch(tok, ROWS)
             got[step] = final_rewards(scorer(data), data)
         wait_evolved(server.url, 1)
     assert_steps_hold(run, got)
 
 
-def test_verl_legacy_naive_without_a_step_or_rollouts_per_step_is_refused(tmp_path, sim, monkeypatch) -> None:
+@OTHERS
+def test_verl_legacy_naive_without_a_step_or_rollouts_per_step_is_refused(trainers, tmp_path, sim,
+                                                                          monkeypatch) -> None:
     from verl.workers.reward_manager import NaiveRewardManager
 
     run = new_run(tmp_path, "refused")
     with served(run, sim) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
-        tok = tokenizer()
+        tok = trainers.tokenizer()
         scorer = NaiveRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score"))
         with pytest.raises(ValueError, match="--rollouts-per-step"):
-            scorer(verl_batch(tok, ROWS))
+            scorer(trainers.verl_batch(tok, ROWS))
     assert not (run / "steps").exists()
 
 
-def test_verl_batch_manager_makes_each_batch_a_step(tmp_path, sim, monkeypatch) -> None:
+@OTHERS
+def test_verl_batch_manager_makes_each_batch_a_step(trainers, tmp_path, sim, monkeypatch) -> None:
     from verl.workers.reward_manager import BatchRewardManager
 
     run = new_run(tmp_path, "batch")
     with served(run, sim) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
-        tok = tokenizer()
+        tok = trainers.tokenizer()
         scorer = BatchRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score_batch"))
         got = {}
         for step in range(2):
-            data = verl_batch(tok, ROWS)
+            data = trainers.verl_batch(tok, ROWS)
             got[step] = final_rewards(scorer(data), data)
             assert (run / f"steps/{step:06d}/scores.jsonl").exists(), "the batch is complete when the call returns"
         wait_evolved(server.url, 1)
     assert_steps_hold(run, got)
 
 
-def test_verl_reward_loop_takes_the_step_verl_streams_with_the_rollout(tmp_path, sim, monkeypatch) -> None:
+@OTHERS
+def test_verl_reward_loop_takes_the_step_verl_streams_with_the_rollout(trainers, tmp_path, sim,
+                                                                       monkeypatch) -> None:
     """verl 0.9's trainer scores through the reward loop, one response at a time in a thread pool, with
     the agent loop's `tool_extra_fields` (`global_steps`: the weights' version) merged into extra_info."""
+    from omegaconf import OmegaConf
     from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
 
     run = new_run(tmp_path, "loop")
     with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
-        tok = tokenizer()
+        tok = trainers.tokenizer()
 
         async def score(step: int) -> list[float]:
             manager = NaiveRewardManager(config=OmegaConf.create({}), tokenizer=tok,
                                          compute_score=custom_reward("compute_score"))
             fields = [{"global_steps": step, "min_global_steps": step, "max_global_steps": step} for _ in ROWS]
-            data = verl_batch(tok, ROWS, tool_extra_fields=fields)
+            data = trainers.verl_batch(tok, ROWS, tool_extra_fields=fields)
             results = await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
             return [r["reward_score"] for r in results]
 
@@ -235,6 +239,7 @@ def torchrun(url: str, out: Path, *, steps: int, per_generation: int) -> list[di
     return [json.loads(Path(f"{out}.{rank}.json").read_text()) for rank in range(2)]
 
 
+@OTHERS
 def test_trl_grpo_trainer_in_two_processes_under_rollouts_per_step(tmp_path, sim) -> None:
     """Each process scores its shard of a generation (8 of 16 completions); --rollouts-per-step 16
     completes the step once both shards are in, and the adapters leave completion to the server."""
@@ -250,6 +255,7 @@ def test_trl_grpo_trainer_in_two_processes_under_rollouts_per_step(tmp_path, sim
         assert len(mine) == 16 and mine == sorted(s["reward"] for s in scores(run, k))
 
 
+@OTHERS
 def test_trl_grpo_trainer_in_two_processes_completes_each_step_from_both_shards(tmp_path, sim) -> None:
     run = new_run(tmp_path, "shards")
     with served(run, sim) as server:
@@ -260,7 +266,8 @@ def test_trl_grpo_trainer_in_two_processes_completes_each_step_from_both_shards(
         assert sorted(x for r in ranks for x in r["calls"][k]["rewards"]) == sorted(s["reward"] for s in scores(run, k))
 
 
-def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_than_join_it(tmp_path, sim,
+@OTHERS
+def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_than_join_it(trainers, tmp_path, sim,
                                                                                          monkeypatch) -> None:
     from verl.workers.reward_manager import BatchRewardManager
 
@@ -270,9 +277,9 @@ def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_tha
         for row in ROWS[:2]:  # a crashed run's partial batch: scored, never completed
             client.score(row["question"], "left over", step=0, instance_id=str(row["index"]))
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
-        tok = tokenizer()
+        tok = trainers.tokenizer()
         scorer = BatchRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score_batch"))
-        data = verl_batch(tok, ROWS)
+        data = trainers.verl_batch(tok, ROWS)
         got = final_rewards(scorer(data), data)
         wait_evolved(server.url, 1)
     assert [r["output"] for r in rollouts(run, 0)] == ["left over", "left over"]
