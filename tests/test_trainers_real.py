@@ -106,6 +106,48 @@ def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trai
     assert step_dirs(run) == [0]
 
 
+def resumable_grpo(trainers, url: str, out: Path, seen: list[tuple[int, list[float | None]]]) -> Any:
+    """TRL's GRPOTrainer with a checkpoint after every optimizer step, two optimizer steps per generation."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    reward = TRLReward(url)  # a new process's adapter: made anew when a training resumes
+
+    def amaris(prompts, completions, **kwargs):
+        got = reward(prompts, completions, **kwargs)
+        seen.append((kwargs["trainer_state"].global_step, got))
+        return got
+
+    tok = trainers.tokenizer()
+    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=4, steps_per_generation=2,
+                      max_completion_length=4, max_steps=4, report_to=[], use_cpu=True, save_strategy="steps",
+                      save_steps=1, seed=0, disable_tqdm=True)
+    return GRPOTrainer(model=trainers.model(tok), processing_class=tok, reward_funcs=[amaris], args=args,
+                       train_dataset=trainers.arithmetic(64))
+
+
+@IN_PROCESS_TRL
+def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_the_crashed_run_completed(
+        trainers, tmp_path, sim) -> None:
+    """A training crashes after optimizer step 4 (amaris steps 0 and 1 complete) and resumes from its checkpoint
+    at step 1, in the middle of generation 0. TRL generates afresh at the checkpoint (at optimizer steps 1 and
+    3): those are new rollouts, amaris steps 2 and 3; the crashed run's steps keep their files."""
+    run = new_run(tmp_path, "resumed")
+    with served(run, sim) as server:
+        first: list[tuple[int, list[float | None]]] = []
+        resumable_grpo(trainers, server.url, tmp_path / "out", first).train()
+        assert [g for g, _ in first] == [0, 2] and step_dirs(run) == [0, 1]
+        kept = {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)}
+        resumed: list[tuple[int, list[float | None]]] = []
+        resumable_grpo(trainers, server.url, tmp_path / "out", resumed).train(
+            resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))
+        wait_evolved(server.url, 3)
+    assert [g for g, _ in resumed] == [1, 3]
+    assert step_dirs(run) == [0, 1, 2, 3]
+    assert {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)} == kept
+    for k, (_, got) in zip((2, 3), resumed, strict=True):
+        assert len(got) == 8 and sorted(got) == sorted(s["reward"] for s in scores(run, k)), f"step {k}"
+
+
 # --- verl ------------------------------------------------------------------------------------------
 
 ROWS = [{"question": f"What is {i} + {i}?", "response": f"{i} + {i} = {2 * i}. Final answer: {2 * i}",

@@ -235,6 +235,7 @@ class TRLReward(_ServedReward):
         self.max_workers = max_workers
         self.__name__ = name  # TRL names the reward in its logs after this
         self._at: tuple[int, int] | None = None  # (global_step, generations seen during it)
+        self._origin: tuple[int, int] | None = None  # (global_step, amaris step) of this adapter's first generation
 
     def _step(self, kwargs: dict[str, Any]) -> tuple[int, TRLSchedule | None]:
         given = self.stepper.given()
@@ -253,12 +254,30 @@ class TRLReward(_ServedReward):
             return self.stepper.counted(), schedule
         if schedule is None:
             return global_step, None  # a caller without TRL's trainer: its global_step names the batch
+        if self._origin is None:
+            self._origin = (global_step, self._first_step(schedule, global_step))
+        origin, first = self._origin
+        since = global_step - origin  # TRL's generations are scheduled from where this training (re)started
         seen = self._at[1] if self._at is not None and self._at[0] == global_step else 0
-        if seen >= schedule.generations_in(global_step):
+        if since < 0 or seen >= schedule.generations_in(since):
             raise RuntimeError(f"TRL generated more often during optimizer step {global_step} than its schedule "
-                               f"({schedule}) allows: the generations cannot be numbered")
+                               f"({schedule}, from optimizer step {origin}) allows: the generations cannot be numbered")
         self._at = (global_step, seen + 1)
-        return schedule.first_generation(global_step) + seen, schedule
+        return first + schedule.first_generation(since) + seen, schedule
+
+    def _first_step(self, schedule: TRLSchedule, global_step: int) -> int:
+        """The amaris step of this adapter's first generation. A training that starts at optimizer step 0 makes
+        generation 0. One resumed from a checkpoint starts generating afresh at the checkpoint's step (TRL keeps
+        no generation buffer in a checkpoint), often after the server has completed the steps its crashed run
+        went on to: those steps keep the crashed run's rollouts, and the resumed generations follow the last
+        of them (they are new rollouts, scored with the rubric that has evolved meanwhile)."""
+        try:
+            latest = self.client.rubric_status().step  # the run's last complete step
+        except ServeError as exc:
+            if exc.status != 404:  # 404: no step is complete yet
+                raise
+            latest = -1
+        return max(schedule.first_generation(global_step), latest + 1)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         step, schedule = self._step(kwargs)
