@@ -108,32 +108,19 @@ def preload_sdk() -> None:
     rubric version it needs, the score of its step. The first request then finds the module loaded, or
     waits for the rest of the import. Call it after the command has imported its own modules: two
     threads importing the same modules at the same time could meet in a circular import.
-
-    The cyclic garbage collector is off while the SDK is imported (once per process): the import creates
-    some 10^5 objects that live as long as the process, and Python 3.11 runs a full collection each time the
-    long-lived objects grew by a quarter, over an ever larger heap. Once the import is done, the objects that
-    exist are moved out of later collections (gc.freeze: they are modules, classes and the command's own
-    state) and collection resumes."""
-    import gc
+    Like every preload, it runs without the cyclic garbage collector (preload.py)."""
     import sys
 
     from amaris_cli import preload
 
     if "openai" in sys.modules:
         return
-    collecting = gc.isenabled()
-    if collecting:
-        gc.disable()
 
     def load() -> None:
         try:
             import openai  # noqa: F401
         except Exception:  # noqa: BLE001 - the first request imports it again and reports the error
             pass
-        finally:
-            if collecting:
-                gc.freeze()
-                gc.enable()
 
     preload.ahead(load)
 

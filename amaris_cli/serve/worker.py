@@ -67,16 +67,20 @@ def run_job(argv: list[str], log: str) -> int:
 
 
 def _preload() -> None:
-    """What every evolution imports, once, while no job waits for it."""
-    import amaris_cli.cli  # noqa: F401
-    import amaris_cli.jobs  # noqa: F401
-    import amaris_cli.stages.evolve  # noqa: F401
+    """What every evolution imports, once, while no job waits for it (without the garbage collector, as
+    every preload: amaris_cli/preload.py)."""
+    from amaris_cli.preload import without_collection
 
-    try:
-        import chromadb  # noqa: F401
-        import openai  # noqa: F401
-    except Exception:  # noqa: BLE001 - the job imports them again and reports the error
-        pass
+    with without_collection():
+        import amaris_cli.cli  # noqa: F401
+        import amaris_cli.jobs  # noqa: F401
+        import amaris_cli.stages.evolve  # noqa: F401
+
+        try:
+            import chromadb  # noqa: F401
+            import openai  # noqa: F401
+        except Exception:  # noqa: BLE001 - the job imports them again and reports the error
+            pass
 
 
 def main() -> int:
