@@ -264,8 +264,9 @@ def test_verl_reward_loop_takes_the_step_verl_streams_with_the_rollout(trainers,
     assert all("global_steps" not in r["metadata"] and "num_turns" not in r["metadata"] for r in rollouts(run, 3))
 
 
-def torchrun(url: str, out: Path, *, steps: int, per_generation: int) -> list[dict[str, Any]]:
-    """TRL's GRPOTrainer in two CPU processes (torch.distributed over gloo on 127.0.0.1)."""
+def torchrun(urls: list[str], out: Path, *, steps: int, per_generation: int) -> list[list[dict[str, Any]]]:
+    """TRL's GRPOTrainer in two CPU processes (torch.distributed over gloo on 127.0.0.1), trained against
+    each server in turn; what each rank saw, per server."""
     import socket
     import subprocess
     import sys
@@ -274,38 +275,31 @@ def torchrun(url: str, out: Path, *, steps: int, per_generation: int) -> list[di
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-                           "127.0.0.1", "--master_port", str(port), "-m", "tests.tiny_trainers", url, str(steps),
-                           str(per_generation), str(out)], cwd=EXAMPLES.parent, capture_output=True, text=True,
+                           "127.0.0.1", "--master_port", str(port), "-m", "tests.tiny_trainers", str(steps),
+                           str(per_generation), str(out), *urls], cwd=EXAMPLES.parent, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(Path(f"{out}.{rank}.json").read_text()) for rank in range(2)]
-
-
-@OTHERS
-def test_trl_grpo_trainer_in_two_processes_under_rollouts_per_step(tmp_path, sim) -> None:
-    """Each process scores its shard of a generation (8 of 16 completions); --rollouts-per-step 16
-    completes the step once both shards are in, and the adapters leave completion to the server."""
-    run = new_run(tmp_path, "ranks")
-    with served(run, sim, "--rollouts-per-step", 16) as server:
-        ranks = torchrun(server.url, tmp_path / "seen", steps=4, per_generation=2)
-        wait_evolved(server.url, 1)
-    assert [r["world"] for r in ranks] == [2, 2]
-    assert all([c["global_step"] for c in r["calls"]] == [0, 2] for r in ranks)
-    assert step_dirs(run) == [0, 1]
-    for k in (0, 1):
-        mine = sorted(x for r in ranks for x in r["calls"][k]["rewards"])
-        assert len(mine) == 16 and mine == sorted(s["reward"] for s in scores(run, k))
+    return [[json.loads(Path(f"{out}.{i}.{rank}.json").read_text()) for rank in range(2)] for i in range(len(urls))]
 
 
 @OTHERS
 def test_trl_grpo_trainer_in_two_processes_completes_each_step_from_both_shards(tmp_path, sim) -> None:
-    run = new_run(tmp_path, "shards")
-    with served(run, sim) as server:
-        ranks = torchrun(server.url, tmp_path / "seen", steps=4, per_generation=2)
-        wait_evolved(server.url, 1)
-    assert step_dirs(run) == [0, 1]
-    for k in (0, 1):
-        assert sorted(x for r in ranks for x in r["calls"][k]["rewards"]) == sorted(s["reward"] for s in scores(run, k))
+    """Each process scores its shard of a generation (8 of 16 completions). Against a server with
+    --rollouts-per-step 16, that completes the step once both shards are in and the adapters leave
+    completion to it; against one without, each shard sends /complete with its rank and the server
+    completes the step when both are in. (One pair of processes trains against both servers.)"""
+    counted, ranked = new_run(tmp_path, "ranks"), new_run(tmp_path, "shards")
+    with served(counted, sim, "--rollouts-per-step", 16) as by_count, served(ranked, sim) as by_rank:
+        trainings = torchrun([by_count.url, by_rank.url], tmp_path / "seen", steps=4, per_generation=2)
+        wait_evolved(by_count.url, 1)
+        wait_evolved(by_rank.url, 1)
+    for run, ranks in zip((counted, ranked), trainings, strict=True):
+        assert [r["world"] for r in ranks] == [2, 2]
+        assert all([c["global_step"] for c in r["calls"]] == [0, 2] for r in ranks)
+        assert step_dirs(run) == [0, 1]
+        for k in (0, 1):
+            mine = sorted(x for r in ranks for x in r["calls"][k]["rewards"])
+            assert len(mine) == 16 and mine == sorted(s["reward"] for s in scores(run, k)), f"{run.name} step {k}"
 
 
 @OTHERS

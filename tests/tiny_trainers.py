@@ -124,26 +124,29 @@ def verl_batch(tok: PreTrainedTokenizerFast, rows: Sequence[dict[str, Any]], *, 
 
 
 def main() -> None:
-    """One process of a multi-process GRPO run (`torchrun --nproc_per_node 2 -m tests.tiny_trainers URL
-    STEPS STEPS_PER_GENERATION OUT`): TRLReward against the server at URL; each process writes the global
-    steps and rewards it saw to OUT.RANK.json."""
+    """One process of a multi-process GRPO run (`torchrun --nproc_per_node 2 -m tests.tiny_trainers STEPS
+    STEPS_PER_GENERATION OUT URL...`): for each URL in turn, a training with TRLReward against the server
+    there (one pair of processes trains against several servers: each process pays the imports once); each
+    process writes the global steps and rewards it saw in training i to OUT.i.RANK.json."""
     import json
     import sys
 
     from amaris_cli.serve.adapters import TRLReward
 
-    url, steps, per_generation, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    reward = TRLReward(url)
-    seen: list[dict[str, Any]] = []
+    steps, per_generation, out, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    def recording(reward: TRLReward, seen: list[dict[str, Any]]) -> Callable[..., list[float | None]]:
+        def amaris(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+            got = reward(prompts, completions, **kwargs)
+            seen.append({"global_step": kwargs["trainer_state"].global_step, "rewards": got})
+            return got
 
-    def amaris(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        got = reward(prompts, completions, **kwargs)
-        seen.append({"global_step": kwargs["trainer_state"].global_step, "rewards": got})
-        return got
+        return amaris
 
-    trainer = grpo([amaris], steps=steps, steps_per_generation=per_generation)
-    with open(f"{out}.{trainer.accelerator.process_index}.json", "w") as f:
-        json.dump({"world": trainer.accelerator.num_processes, "calls": seen}, f)
+    for i, url in enumerate(urls):
+        seen: list[dict[str, Any]] = []
+        trainer = grpo([recording(TRLReward(url), seen)], steps=steps, steps_per_generation=per_generation)
+        with open(f"{out}.{i}.{trainer.accelerator.process_index}.json", "w") as f:
+            json.dump({"world": trainer.accelerator.num_processes, "calls": seen}, f)
 
 
 if __name__ == "__main__":
