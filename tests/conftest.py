@@ -6,6 +6,7 @@ talk to the sim-judge over loopback through the real SDK.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import typer.testing
 from typer.testing import CliRunner
 
 from amaris_cli.cli import app
@@ -140,6 +142,11 @@ def judge_env(judge: SimJudge, **extra: str) -> dict[str, str]:
     env = {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": PLANTED_KEY}
     env.update(extra)
     return env
+
+
+# typer's CliRunner builds the app's click command again on every invoke (30 ms of CPU, most of an error
+# case's invoke); the command is the same object each time, as in an `amaris` process, which builds it once.
+typer.testing._get_command = functools.cache(typer.testing._get_command)
 
 
 def invoke(*args: object, env: dict[str, str] | None = None) -> Result:
