@@ -5,6 +5,8 @@ are installed (tests/test_trainers_real.py skips otherwise; bench/trl_step.py ne
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import string
 import tempfile
 import time
@@ -75,7 +77,9 @@ def grpo(reward_funcs: Sequence[Callable[..., Any]], *, steps: int, gradient_acc
     from trl import GRPOConfig, GRPOTrainer
 
     tok = tokenizer()
-    args = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="amaris-grpo-"), per_device_train_batch_size=per_device_batch,
+    output_dir = tempfile.mkdtemp(prefix="amaris-grpo-")
+    atexit.register(shutil.rmtree, output_dir, True)  # the trainer saves nothing there, but TRL wants one
+    args = GRPOConfig(output_dir=output_dir, per_device_train_batch_size=per_device_batch,
                       num_generations=num_generations, gradient_accumulation_steps=gradient_accumulation_steps,
                       steps_per_generation=steps_per_generation, num_iterations=num_iterations,
                       max_completion_length=completion_tokens, max_steps=steps, logging_steps=1, report_to=[],
