@@ -127,7 +127,7 @@ def resumable_grpo(trainers, url: str, out: Path, seen: list[tuple[int, list[flo
 
 @IN_PROCESS_TRL
 def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_the_crashed_run_completed(
-        trainers, tmp_path, sim) -> None:
+        trainers, tmp_path, sim, caplog) -> None:
     """A training crashes after optimizer step 4 (amaris steps 0 and 1 complete) and resumes from its checkpoint
     at step 1, in the middle of generation 0. TRL generates afresh at the checkpoint (at optimizer steps 1 and
     3): those are new rollouts, amaris steps 2 and 3; the crashed run's steps keep their files."""
@@ -136,12 +136,16 @@ def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_t
         first: list[tuple[int, list[float | None]]] = []
         resumable_grpo(trainers, server.url, tmp_path / "out", first).train()
         assert [g for g, _ in first] == [0, 2] and step_dirs(run) == [0, 1]
+        assert not [r for r in caplog.records if r.name == "amaris"], "a fresh training is numbered from step 0 silently"
         kept = {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)}
         resumed: list[tuple[int, list[float | None]]] = []
         resumable_grpo(trainers, server.url, tmp_path / "out", resumed).train(
             resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))
         wait_evolved(server.url, 3)
     assert [g for g, _ in resumed] == [1, 3]
+    assert [r.getMessage() for r in caplog.records if r.name == "amaris"] == [
+        "amaris: the run's steps up to 1 are complete; this training's generations from optimizer step 1 are "
+        "numbered from step 2 (a training resumed after its crashed run went on)"]
     assert step_dirs(run) == [0, 1, 2, 3]
     assert {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)} == kept
     for k, (_, got) in zip((2, 3), resumed, strict=True):

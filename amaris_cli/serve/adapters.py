@@ -30,6 +30,7 @@ mode the server must complete steps itself (its answers wait for the step's evol
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -42,6 +43,8 @@ import orjson
 
 from amaris_cli.serve.api import ScoreResponse
 from amaris_cli.serve.client import DEFAULT_URL, AmarisClient, ServeError
+
+_log = logging.getLogger("amaris")
 
 Complete = Literal["auto", "on_next_step", "each_call", "never"]
 StepSource = int | Callable[[], int] | None
@@ -277,7 +280,12 @@ class TRLReward(_ServedReward):
             if exc.status != 404:  # 404: no step is complete yet
                 raise
             latest = -1
-        return max(schedule.first_generation(global_step), latest + 1)
+        first = schedule.first_generation(global_step)
+        if latest >= first:
+            _log.warning("amaris: the run's steps up to %d are complete; this training's generations from optimizer "
+                         "step %d are numbered from step %d (a training resumed after its crashed run went on)",
+                         latest, global_step, latest + 1)
+        return max(first, latest + 1)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         step, schedule = self._step(kwargs)
