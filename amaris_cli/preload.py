@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -68,15 +69,19 @@ def _run() -> None:
 @contextmanager
 def without_collection() -> Iterator[None]:
     """Imports without the cyclic garbage collector, their objects frozen after (see the module's docstring).
-    A no-op when collection is already off (a preload inside another, or the user turned it off)."""
+    A no-op when collection is already off (a preload inside another, or the user turned it off). Nothing is
+    frozen when nothing was imported: a freeze also keeps for good the cycles the other threads hold at that
+    moment, once a process, not on every job of a long-lived one (serve's worker preloads on every step)."""
     if not gc.isenabled():
         yield
         return
+    modules = len(sys.modules)
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
+        if len(sys.modules) > modules:
+            gc.freeze()
         gc.enable()
 
 

@@ -91,3 +91,32 @@ def test_a_process_that_exits_while_a_job_runs_lets_it_finish(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert marker.exists(), "the process exited in the middle of a preload job"
+
+
+def test_a_job_imports_without_the_collector_and_freezes_only_what_it_imported(tmp_path, monkeypatch) -> None:
+    """A job runs with the cyclic collector off; the objects are frozen after a job that imported a module,
+    and not after one that imported nothing (serve's worker preloads on every step: a freeze each time
+    would keep for good whatever cycles the running evolution holds)."""
+    import gc
+    import sys
+
+    (tmp_path / "amaris_preload_probe.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "amaris_preload_probe", raising=False)
+    seen: list[bool] = []
+
+    def importing() -> None:
+        seen.append(gc.isenabled())
+        import amaris_preload_probe  # noqa: F401
+
+    frozen = gc.get_freeze_count()
+    preload.ahead(lambda: seen.append(gc.isenabled()))
+    preload.settle()
+    assert seen == [False] and gc.isenabled()
+    assert gc.get_freeze_count() == frozen, "a job that imported nothing froze the process's objects"
+    gc.collect()  # nothing new to freeze but what was made meanwhile
+    frozen = gc.get_freeze_count()
+    preload.ahead(importing)
+    preload.settle()
+    assert seen == [False, False] and gc.isenabled()
+    assert gc.get_freeze_count() > frozen, "the objects of a job's imports were not frozen"
