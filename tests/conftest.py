@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from amaris_cli.cli import app
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.real_trainers import trainers  # noqa: F401  (a fixture: the real trainers, for the tests that use them)
+from tests.real_trainers import tiny_models, trainers  # noqa: F401  (a fixture: the real trainers, for the tests that use them)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

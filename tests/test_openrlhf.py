@@ -25,14 +25,14 @@ pytestmark = IN_PROCESS_TRL  # tests/real_trainers.py
 
 
 @pytest.fixture(scope="module")
-def agent(trainers):
-    """OpenRLHF's agent module (installed with --no-deps by .ci/run), after tiny_trainers' stack."""
+def agent(tiny_models):
+    """OpenRLHF's agent module (installed with --no-deps by .ci/run), after the tiny model's stack."""
     return require("openrlhf.utils.agent")[0]
 
 
 @pytest.fixture(scope="module")
-def tok(trainers, agent):
-    return trainers.tokenizer()
+def tok(tiny_models, agent):
+    return tiny_models.tokenizer()
 
 
 PROMPT = "[user] What is 6 * 7?\n[assistant] "
