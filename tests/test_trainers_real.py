@@ -106,11 +106,9 @@ def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trai
     assert step_dirs(run) == [0]
 
 
-def resumable_grpo(trainers, url: str, out: Path, seen: list[tuple[int, list[float | None]]]) -> Any:
+def resumable_grpo(trainers, reward: TRLReward, out: Path, seen: list[tuple[int, list[float | None]]]) -> Any:
     """TRL's GRPOTrainer with a checkpoint after every optimizer step, two optimizer steps per generation."""
     from trl import GRPOConfig, GRPOTrainer
-
-    reward = TRLReward(url)  # a new process's adapter: made anew when a training resumes
 
     def amaris(prompts, completions, **kwargs):
         got = reward(prompts, completions, **kwargs)
@@ -130,25 +128,30 @@ def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_t
         trainers, tmp_path, sim, caplog) -> None:
     """A training crashes after optimizer step 4 (amaris steps 0 and 1 complete) and resumes from its checkpoint
     at step 1, in the middle of generation 0. TRL generates afresh at the checkpoint (at optimizer steps 1 and
-    3): those are new rollouts, amaris steps 2 and 3; the crashed run's steps keep their files."""
+    3): those are new rollouts, amaris steps 2 and 3; the crashed run's steps keep their files. Then the same
+    adapter resumes from that checkpoint once more, in the same process (a retry in a notebook): steps 4, 5."""
     run = new_run(tmp_path, "resumed")
     with served(run, sim) as server:
         first: list[tuple[int, list[float | None]]] = []
-        resumable_grpo(trainers, server.url, tmp_path / "out", first).train()
+        resumable_grpo(trainers, TRLReward(server.url), tmp_path / "out", first).train()
         assert [g for g, _ in first] == [0, 2] and step_dirs(run) == [0, 1]
         assert not [r for r in caplog.records if r.name == "amaris"], "a fresh training is numbered from step 0 silently"
         kept = {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)}
+        reward = TRLReward(server.url)  # a new process's adapter: made anew when a training resumes
         resumed: list[tuple[int, list[float | None]]] = []
-        resumable_grpo(trainers, server.url, tmp_path / "out", resumed).train(
+        resumable_grpo(trainers, reward, tmp_path / "out", resumed).train(
             resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))
-        wait_evolved(server.url, 3)
-    assert [g for g, _ in resumed] == [1, 3]
+        again: list[tuple[int, list[float | None]]] = []
+        resumable_grpo(trainers, reward, tmp_path / "again", again).train(
+            resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))
+        wait_evolved(server.url, 5)
+    assert [g for g, _ in resumed] == [1, 3] and [g for g, _ in again] == [1, 3]
     assert [r.getMessage() for r in caplog.records if r.name == "amaris"] == [
-        "amaris: the run's steps up to 1 are complete; this training's generations from optimizer step 1 are "
-        "numbered from step 2 (a training resumed after its crashed run went on)"]
-    assert step_dirs(run) == [0, 1, 2, 3]
+        f"amaris: the run's steps up to {last} are complete; this training's generations from optimizer step 1 are "
+        f"numbered from step {last + 1} (a training resumed after its crashed run went on)" for last in (1, 3)]
+    assert step_dirs(run) == [0, 1, 2, 3, 4, 5]
     assert {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)} == kept
-    for k, (_, got) in zip((2, 3), resumed, strict=True):
+    for k, (_, got) in zip((2, 3, 4, 5), resumed + again, strict=True):
         assert len(got) == 8 and sorted(got) == sorted(s["reward"] for s in scores(run, k)), f"step {k}"
 
 

@@ -188,6 +188,12 @@ class _Stepper:
             self.client.rollouts_complete(self.pending)
             self.pending = None
 
+    def restart(self, *, since: float) -> None:
+        """Another training through the same adapter: the steps the server opened before `since` (the end of
+        the previous training's last call) are leftovers again, handled before the new training's first rollout."""
+        with self.lock:
+            self.started, self.leftovers_done = since, False
+
     def leftovers(self, *, discard_from: int | None = None) -> None:
         """Once, before this adapter's first rollout: the steps the server holds open since before the adapter
         was made (a crashed run's partial batches) are completed, so that new rollouts do not join them, or,
@@ -238,7 +244,9 @@ class TRLReward(_ServedReward):
         self.max_workers = max_workers
         self.__name__ = name  # TRL names the reward in its logs after this
         self._at: tuple[int, int] | None = None  # (global_step, generations seen during it)
-        self._origin: tuple[int, int] | None = None  # (global_step, amaris step) of this adapter's first generation
+        self._origin: tuple[int, int] | None = None  # (global_step, amaris step) of the training's first generation
+        self._training: Any = None  # the TrainerState of the training _origin and _at number (each train() makes one)
+        self._last_call = time.time()  # when the latest call ended (or this adapter was made)
 
     def _step(self, kwargs: dict[str, Any]) -> tuple[int, TRLSchedule | None]:
         given = self.stepper.given()
@@ -257,7 +265,14 @@ class TRLReward(_ServedReward):
             return self.stepper.counted(), schedule
         if schedule is None:
             return global_step, None  # a caller without TRL's trainer: its global_step names the batch
+        state = kwargs.get("trainer_state")
+        if self._origin is not None and state is not self._training:
+            # Another train() through this adapter (a retry in a notebook, train(resume_from_checkpoint=...) after
+            # a crash): numbered afresh, and the steps the last training left open are leftovers again.
+            self._origin = self._at = None
+            self.stepper.restart(since=self._last_call)
         if self._origin is None:
+            self._training = state
             self._origin = (global_step, self._first_step(schedule, global_step))
         origin, first = self._origin
         since = global_step - origin  # TRL's generations are scheduled from where this training (re)started
@@ -288,6 +303,12 @@ class TRLReward(_ServedReward):
         return max(first, latest + 1)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        try:
+            return self._score(prompts, completions, kwargs)
+        finally:
+            self._last_call = time.time()
+
+    def _score(self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list[float | None]:
         step, schedule = self._step(kwargs)
         self.stepper.before(step)
         self.stepper.leftovers(discard_from=step)
