@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,7 @@ from amaris_cli.models import Rollout
 from amaris_cli.rollouts import content_id
 from amaris_cli.serve.adapters import TRLReward, VerlReward
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import EXAMPLES, invoke, new_run
+from tests.conftest import EXAMPLES, invoke, new_run, wait_until
 from tests.served import serve_env, served
 
 TRL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "trl_grpo.jsonl").read_text().splitlines()]
@@ -30,6 +31,39 @@ def stored(run: Path, step: int, name: str = "rollouts.jsonl") -> list[dict]:
 def rewards_by_output(run: Path, step: int) -> dict[str, float | None]:
     outputs = {r["id"]: r["output"] for r in stored(run, step)}
     return {outputs[s["rollout_id"]]: s["reward"] for s in stored(run, step, "scores.jsonl")}
+
+
+class GRPOTrainerShape:
+    """What TRLReward reads of TRL's GRPOTrainer: the reward function gets `log_metric`, a method of the
+    trainer, and the schedule from its args (the real trainer is in tests/test_trainers_real.py)."""
+
+    args = SimpleNamespace(gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1)
+    num_iterations = 1
+    accelerator = SimpleNamespace(process_index=0, num_processes=1)
+    model = SimpleNamespace(training=True)
+
+    def log_metric(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
+def test_trl_reward_resumed_while_the_crashed_runs_last_step_completes_numbers_after_that_step(
+        tmp_path, sim_factory) -> None:
+    """A training resumes (optimizer step 0 again) while the server still completes the step its crashed run
+    completed last, whose judgements are in flight: that step takes no more rollouts, so the resumed
+    generation is the next step, not a 409 "step 0 is being completed"."""
+    run = new_run(tmp_path, "completing")
+    with served(run, sim_factory(latency=2.0)) as server, ThreadPoolExecutor(3) as pool:
+        client = AmarisClient(server.url)
+        crashed = [pool.submit(client.score, "What is 2 + 2?", f"{i}. Final answer: {i}", step=0) for i in (3, 4)]
+        wait_until(lambda: [(s.step, s.rollouts) for s in client.health().open] == [(0, 2)], what="step 0 claimed")
+        completing = pool.submit(client.rollouts_complete, 0)
+        wait_until(lambda: [s.state for s in client.health().open] == ["completing"], what="step 0 completing")
+        trainer = GRPOTrainerShape()
+        got = TRLReward(server.url)(prompts=["What is 2 + 2?"], completions=["2 + 2 = 4. Final answer: 4"],
+                                    log_metric=trainer.log_metric, trainer_state=SimpleNamespace(global_step=0))
+        assert [f.result().step for f in crashed] == [0, 0] and completing.result().step == 0
+    assert len(stored(run, 0)) == 2 and [r["output"] for r in stored(run, 1)] == ["2 + 2 = 4. Final answer: 4"]
+    assert got == [s["reward"] for s in stored(run, 1, "scores.jsonl")]
 
 
 def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, sim) -> None:

@@ -295,6 +295,9 @@ class TRLReward(_ServedReward):
             if exc.status != 404:  # 404: no step is complete yet
                 raise
             latest = -1
+        # A step the server still completes (the crashed run's last batch, its judgements in flight) takes no
+        # more rollouts either: the server holds it, so the status above does not count it yet.
+        latest = max([latest, *(held.step for held in self.client.health().open if held.state != "open")])
         first = schedule.first_generation(global_step)
         if latest >= first:
             _log.warning("amaris: the run's steps up to %d are complete; this training's generations from optimizer "
