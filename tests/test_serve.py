@@ -268,6 +268,8 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         ("POST", "/complete", {"step": 0, "shard": 2, "shards": 2}, 422, "shard 2 of 2"),
         ("POST", "/complete", b"", 409, "no step is open"),
         ("POST", "/discard", {"step": 4}, 404, "step 4 is not open"),
+        ("POST", "/discard", {"step": 4, "opened_before": True}, 422, "opened_before"),
+        ("POST", "/discard", {"step": 4, "opened_before": "1764000000"}, 422, "opened_before"),
         ("GET", "/rubric_status/wait?step=abc", None, 422, "step: expected an integer"),
         ("GET", "/rubric_status/wait?step=0&timeout=-1", None, 422, "timeout"),
         ("GET", "/rubric_status/wait?timeout=soon", None, 422, "timeout"),

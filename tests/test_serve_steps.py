@@ -153,3 +153,26 @@ def test_a_steps_training_metadata_is_its_first_requests_and_replays_byte_for_by
     replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json", env=judge_env(sim))
     assert replayed.exit_code == 0, replayed.stderr
     assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
+
+
+def test_a_discard_for_a_step_opened_before_a_time_spares_the_step_opened_again_since(tmp_path, sim) -> None:
+    """Two processes of a resumed trainer both saw the crashed run's step 0 open. The first discards it and
+    scores its generation into step 0, which opens again; the second's discard of the step it saw (opened
+    before its adapter was made) must not drop the first one's new rollouts: a 409, the step kept."""
+    from amaris_cli.serve.client import ServeError
+
+    run = new_run(tmp_path, "discard")
+    with served(run, sim) as server:
+        client = AmarisClient(server.url)
+        client.score("What is 2 + 2?", "5. Final answer: 5", step=0)  # the crashed run's partial batch
+        seen = time.time()  # the processes' adapters are made: step 0 opened before this
+        assert client.discard(0, opened_before=seen).discarded == 1
+        client.score("What is 2 + 2?", "4. Final answer: 4", step=0)  # the first process's new generation
+        try:
+            client.discard(0, opened_before=seen)
+        except ServeError as exc:
+            assert exc.status == 409 and "opened again since" in exc.error, exc
+        else:
+            raise AssertionError("the step opened again was discarded")
+        assert client.rollouts_complete(0).rollouts == 1
+    assert [r["output"] for r in step_rollouts(run, 0)] == ["4. Final answer: 4"]

@@ -208,7 +208,7 @@ class _Stepper:
                 continue
             try:
                 if discard_from is not None and left.step >= discard_from:
-                    self.client.discard(left.step)
+                    self.client.discard(left.step, opened_before=self.started)  # not one reopened since
                 elif left.shards:
                     for shard in range(left.shards):
                         if shard not in left.shards_in:

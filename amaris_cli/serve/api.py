@@ -205,6 +205,9 @@ class Health(BaseModel):
 class DiscardRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     step: int
+    # Only a step that opened before this time (the server's clock, epoch seconds): a trainer's process that
+    # saw a crashed run's step open does not drop the step another process discarded and opened again since.
+    opened_before: float | None = Field(default=None, strict=True, allow_inf_nan=False)  # a number, not true or "5"
 
     @field_validator("step", mode="before")
     @classmethod

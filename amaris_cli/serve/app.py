@@ -147,7 +147,8 @@ class ServeApp:
         return await self.core.complete(request.step, request.shard, request.shards)
 
     async def _discard(self, scope: Scope, body: bytes) -> BaseModel:
-        return await self.core.discard(read_discard_request(body))
+        request = read_discard_request(body)
+        return await self.core.discard(request.step, opened_before=request.opened_before)
 
     async def _openrlhf(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None

@@ -175,9 +175,11 @@ class AmarisClient:
         return _answer(self._client().get("/rubric_status", params={} if step is None else {"step": step}),
                        RubricStatus)
 
-    def discard(self, step: int) -> DiscardResponse:
-        """Drop an open step with its judged rollouts (a crashed run's partial batch)."""
-        return _answer(self._client().post("/discard", json={"step": step}), DiscardResponse)
+    def discard(self, step: int, *, opened_before: float | None = None) -> DiscardResponse:
+        """Drop an open step with its judged rollouts (a crashed run's partial batch); with `opened_before`
+        (epoch seconds), only if it opened before then, else a 409."""
+        body: dict[str, Any] = {"step": step} if opened_before is None else {"step": step, "opened_before": opened_before}
+        return _answer(self._client().post("/discard", json=body), DiscardResponse)
 
     def health(self) -> Health:
         return _answer(self._client().get("/health"), Health)

@@ -640,13 +640,17 @@ class ServeCore:
                            'POST /complete {"step": N}')
         return ReferenceComplete(**(await self.complete(held[0])).model_dump())
 
-    async def discard(self, step: int) -> DiscardResponse:
+    async def discard(self, step: int, *, opened_before: float | None = None) -> DiscardResponse:
         """Drop an open step with its judged rollouts (a crashed trainer's partial batch, to be generated
-        again): its journal goes, nothing of it is written to the run."""
+        again): its journal goes, nothing of it is written to the run. With `opened_before`, only a step
+        that opened before then."""
         st = await self._held(step)
         if st is None:
             raise ApiError(409 if artifacts.rollouts_path(self.run, step).exists() else 404,
                            f"step {step} is not open: only an open step can be discarded", step=step)
+        if opened_before is not None and st.opened_at is not None and st.opened_at >= opened_before:
+            raise ApiError(409, f"step {step} opened at {st.opened_at}, not before {opened_before}: it was opened "
+                                "again since (another process of the trainer discarded the earlier one)", step=step)
         if st.state != "open":
             raise ApiError(409, f"step {step} is being completed: it can no longer be discarded", step=step)
         st.begin_completion()  # takes no more rollouts; those being judged are answered as usual

@@ -124,9 +124,8 @@ def read_complete_request(body: bytes) -> CompleteRequest | None:
     return _validated(CompleteRequest, _json_object(body, "POST /complete"), "POST /complete")
 
 
-def read_discard_request(body: bytes) -> int:
-    request: DiscardRequest = _validated(DiscardRequest, _json_object(body, "POST /discard"), "POST /discard")
-    return request.step
+def read_discard_request(body: bytes) -> DiscardRequest:
+    return _validated(DiscardRequest, _json_object(body, "POST /discard"), "POST /discard")
 
 
 def read_openrlhf_request(body: bytes, instance_field: str | None) -> list[ScoreIntake]:
