@@ -147,8 +147,9 @@ def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_t
         wait_evolved(server.url, 5)
     assert [g for g, _ in resumed] == [1, 3] and [g for g, _ in again] == [1, 3]
     assert [r.getMessage() for r in caplog.records if r.name == "amaris"] == [
-        f"amaris: the run's steps up to {last} are complete; this training's generations from optimizer step 1 are "
-        f"numbered from step {last + 1} (a training resumed after its crashed run went on)" for last in (1, 3)]
+        f"amaris: the run's steps up to {last} are complete (or being completed), so this training's generations from "
+        f"optimizer step 1 are numbered from step {last + 1}: a training resumed after its crashed run went on, or a "
+        "new training in a run that holds another's steps" for last in (1, 3)]
     assert step_dirs(run) == [0, 1, 2, 3, 4, 5]
     assert {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)} == kept
     for k, (_, got) in zip((2, 3, 4, 5), resumed + again, strict=True):

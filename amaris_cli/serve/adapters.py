@@ -300,8 +300,9 @@ class TRLReward(_ServedReward):
         latest = max([latest, *(held.step for held in self.client.health().open if held.state != "open")])
         first = schedule.first_generation(global_step)
         if latest >= first:
-            _log.warning("amaris: the run's steps up to %d are complete; this training's generations from optimizer "
-                         "step %d are numbered from step %d (a training resumed after its crashed run went on)",
+            _log.warning("amaris: the run's steps up to %d are complete (or being completed), so this training's "
+                         "generations from optimizer step %d are numbered from step %d: a training resumed after "
+                         "its crashed run went on, or a new training in a run that holds another's steps",
                          latest, global_step, latest + 1)
         return max(first, latest + 1)
 
