@@ -1,6 +1,6 @@
 """The real trainers' stack (torch, TRL, verl, OpenRLHF), imported by the test that needs it, not when pytest
 collects its file: every xdist worker collects every file, and importing the stack costs each about 5 s of
-CPU (measured: collection took 10.6 s of CPU with it, 5 s without). Tests that use it take the fixture
+CPU (measured: collection took 10.6 s of CPU per worker with it, 3.7 s without). Tests that use it take the fixture
 `trainers`, or `tiny_models` for the tokenizer and model alone (module-scoped; each skips, with the reason,
 when a package is missing), and one of two xdist groups, so that two workers import it (one group would
 make the longest run of the suite)."""

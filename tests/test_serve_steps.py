@@ -13,9 +13,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
 
 from amaris_cli.serve.adapters import TRLReward
-from amaris_cli.serve.client import AmarisClient
+from amaris_cli.serve.client import AmarisClient, ServeError
 from tests.conftest import evolution, invoke, judge_env, new_run, outputs
 from tests.served import serve_env, served, start_server
 from tests.test_serve import rows
@@ -159,8 +160,6 @@ def test_a_discard_for_a_step_opened_before_a_time_spares_the_step_opened_again_
     """Two processes of a resumed trainer both saw the crashed run's step 0 open. The first discards it and
     scores its generation into step 0, which opens again; the second's discard of the step it saw (opened
     before its adapter was made) must not drop the first one's new rollouts: a 409, the step kept."""
-    from amaris_cli.serve.client import ServeError
-
     run = new_run(tmp_path, "discard")
     with served(run, sim) as server:
         client = AmarisClient(server.url)
@@ -168,11 +167,8 @@ def test_a_discard_for_a_step_opened_before_a_time_spares_the_step_opened_again_
         seen = time.time()  # the processes' adapters are made: step 0 opened before this
         assert client.discard(0, opened_before=seen).discarded == 1
         client.score("What is 2 + 2?", "4. Final answer: 4", step=0)  # the first process's new generation
-        try:
+        with pytest.raises(ServeError, match="opened again since") as refused:
             client.discard(0, opened_before=seen)
-        except ServeError as exc:
-            assert exc.status == 409 and "opened again since" in exc.error, exc
-        else:
-            raise AssertionError("the step opened again was discarded")
+        assert refused.value.status == 409
         assert client.rollouts_complete(0).rollouts == 1
     assert [r["output"] for r in step_rollouts(run, 0)] == ["4. Final answer: 4"]

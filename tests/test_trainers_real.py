@@ -106,21 +106,18 @@ def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trai
     assert step_dirs(run) == [0]
 
 
-def resumable_grpo(trainers, reward: TRLReward, out: Path, seen: list[tuple[int, list[float | None]]]) -> Any:
-    """TRL's GRPOTrainer with a checkpoint after every optimizer step, two optimizer steps per generation."""
-    from trl import GRPOConfig, GRPOTrainer
+def resumable_grpo(trainers, reward: TRLReward, out: Path, seen: list[tuple[int, list[float | None]]],
+                   resume_from: Path | None = None) -> Any:
+    """TRL's GRPOTrainer with a checkpoint after every optimizer step, two optimizer steps per generation,
+    trained for 4 optimizer steps (from `resume_from`, a checkpoint, when given)."""
 
     def amaris(prompts, completions, **kwargs):
         got = reward(prompts, completions, **kwargs)
         seen.append((kwargs["trainer_state"].global_step, got))
         return got
 
-    tok = trainers.tokenizer()
-    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=4, steps_per_generation=2,
-                      max_completion_length=4, max_steps=4, report_to=[], use_cpu=True, save_strategy="steps",
-                      save_steps=1, seed=0, disable_tqdm=True)
-    return GRPOTrainer(model=trainers.model(tok), processing_class=tok, reward_funcs=[amaris], args=args,
-                       train_dataset=trainers.arithmetic(64))
+    return trainers.grpo([amaris], steps=4, steps_per_generation=2, completion_tokens=4, checkpoints=out,
+                         resume_from=resume_from)
 
 
 @IN_PROCESS_TRL
@@ -133,17 +130,15 @@ def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_t
     run = new_run(tmp_path, "resumed")
     with served(run, sim) as server:
         first: list[tuple[int, list[float | None]]] = []
-        resumable_grpo(trainers, TRLReward(server.url), tmp_path / "out", first).train()
+        resumable_grpo(trainers, TRLReward(server.url), tmp_path / "out", first)
         assert [g for g, _ in first] == [0, 2] and step_dirs(run) == [0, 1]
         assert not [r for r in caplog.records if r.name == "amaris"], "a fresh training is numbered from step 0 silently"
         kept = {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)}
         reward = TRLReward(server.url)  # a new process's adapter: made anew when a training resumes
         resumed: list[tuple[int, list[float | None]]] = []
-        resumable_grpo(trainers, reward, tmp_path / "out", resumed).train(
-            resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))
+        resumable_grpo(trainers, reward, tmp_path / "out", resumed, resume_from=tmp_path / "out" / "checkpoint-1")
         again: list[tuple[int, list[float | None]]] = []
-        resumable_grpo(trainers, reward, tmp_path / "again", again).train(
-            resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))
+        resumable_grpo(trainers, reward, tmp_path / "again", again, resume_from=tmp_path / "out" / "checkpoint-1")
         wait_evolved(server.url, 5)
     assert [g for g, _ in resumed] == [1, 3] and [g for g, _ in again] == [1, 3]
     assert [r.getMessage() for r in caplog.records if r.name == "amaris"] == [

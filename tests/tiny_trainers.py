@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,24 +73,30 @@ class StepTimes(TrainerCallback):
 def grpo(reward_funcs: Sequence[Callable[..., Any]], *, steps: int, gradient_accumulation_steps: int = 1,
          steps_per_generation: int | None = None, num_iterations: int = 1, per_device_batch: int = 4,
          num_generations: int = 4, completion_tokens: int = 8, conversational: bool = False, hidden: int = 16,
-         layers: int = 1, callbacks: Sequence[TrainerCallback] = ()) -> Any:
-    """TRL's real GRPOTrainer on CPU, trained for `steps` optimizer steps; returns the trainer."""
+         layers: int = 1, callbacks: Sequence[TrainerCallback] = (), checkpoints: Path | None = None,
+         resume_from: Path | None = None) -> Any:
+    """TRL's real GRPOTrainer on CPU, trained for `steps` optimizer steps; returns the trainer. With
+    `checkpoints`, a checkpoint is saved there after every optimizer step; `resume_from` names one to resume."""
     from trl import GRPOConfig, GRPOTrainer
 
     tok = tokenizer()
-    output_dir = tempfile.mkdtemp(prefix="amaris-grpo-")
-    atexit.register(shutil.rmtree, output_dir, True)  # the trainer saves nothing there, but TRL wants one
+    if checkpoints is None:
+        output_dir = tempfile.mkdtemp(prefix="amaris-grpo-")
+        atexit.register(shutil.rmtree, output_dir, True)  # the trainer saves nothing there, but TRL wants one
+    else:
+        output_dir = str(checkpoints)
     args = GRPOConfig(output_dir=output_dir, per_device_train_batch_size=per_device_batch,
                       num_generations=num_generations, gradient_accumulation_steps=gradient_accumulation_steps,
                       steps_per_generation=steps_per_generation, num_iterations=num_iterations,
                       max_completion_length=completion_tokens, max_steps=steps, logging_steps=1, report_to=[],
-                      use_cpu=True, save_strategy="no", seed=0, disable_tqdm=True, dataloader_num_workers=0)
+                      use_cpu=True, save_strategy="no" if checkpoints is None else "steps", save_steps=1, seed=0,
+                      disable_tqdm=True, dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model(tok, hidden=hidden, layers=layers), processing_class=tok,
                           reward_funcs=list(reward_funcs), args=args,
                           train_dataset=arithmetic(64 * max(1, steps), conversational=conversational),
                           callbacks=list(callbacks))
     trainer.remove_callback(PrinterCallback)  # its dict per logged step says nothing a test or benchmark reads
-    trainer.train()
+    trainer.train(resume_from_checkpoint=None if resume_from is None else str(resume_from))
     return trainer
 
 
@@ -138,6 +145,7 @@ def main() -> None:
     from amaris_cli.serve.adapters import TRLReward
 
     steps, per_generation, out, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+
     def recording(reward: TRLReward, seen: list[dict[str, Any]]) -> Callable[..., list[float | None]]:
         def amaris(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
             got = reward(prompts, completions, **kwargs)
