@@ -106,17 +106,11 @@ def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trai
     assert step_dirs(run) == [0]
 
 
-def resumable_grpo(trainers, reward: TRLReward, out: Path, seen: list[tuple[int, list[float | None]]],
+def resumable_grpo(trainers, reward: TRLReward, out: Path, seen: list[dict[str, Any]],
                    resume_from: Path | None = None) -> Any:
     """TRL's GRPOTrainer with a checkpoint after every optimizer step, two optimizer steps per generation,
     trained for 4 optimizer steps (from `resume_from`, a checkpoint, when given)."""
-
-    def amaris(prompts, completions, **kwargs):
-        got = reward(prompts, completions, **kwargs)
-        seen.append((kwargs["trainer_state"].global_step, got))
-        return got
-
-    return trainers.grpo([amaris], steps=4, steps_per_generation=2, completion_tokens=4, checkpoints=out,
+    return trainers.grpo([trainers.recording(reward, seen)], steps=4, steps_per_generation=2, completion_tokens=4, checkpoints=out,
                          resume_from=resume_from)
 
 
@@ -129,25 +123,26 @@ def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_t
     adapter resumes from that checkpoint once more, in the same process (a retry in a notebook): steps 4, 5."""
     run = new_run(tmp_path, "resumed")
     with served(run, sim) as server:
-        first: list[tuple[int, list[float | None]]] = []
+        first: list[dict[str, Any]] = []
         resumable_grpo(trainers, TRLReward(server.url), tmp_path / "out", first)
-        assert [g for g, _ in first] == [0, 2] and step_dirs(run) == [0, 1]
+        assert [c["global_step"] for c in first] == [0, 2] and step_dirs(run) == [0, 1]
         assert not [r for r in caplog.records if r.name == "amaris"], "a fresh training is numbered from step 0 silently"
         kept = {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)}
         reward = TRLReward(server.url)  # a new process's adapter: made anew when a training resumes
-        resumed: list[tuple[int, list[float | None]]] = []
+        resumed: list[dict[str, Any]] = []
         resumable_grpo(trainers, reward, tmp_path / "out", resumed, resume_from=tmp_path / "out" / "checkpoint-1")
-        again: list[tuple[int, list[float | None]]] = []
+        again: list[dict[str, Any]] = []
         resumable_grpo(trainers, reward, tmp_path / "again", again, resume_from=tmp_path / "out" / "checkpoint-1")
         wait_evolved(server.url, 5)
-    assert [g for g, _ in resumed] == [1, 3] and [g for g, _ in again] == [1, 3]
+    assert [c["global_step"] for c in resumed] == [1, 3] and [c["global_step"] for c in again] == [1, 3]
     assert [r.getMessage() for r in caplog.records if r.name == "amaris"] == [
         f"amaris: the run's steps up to {last} are complete (or being completed), so this training's generations from "
         f"optimizer step 1 are numbered from step {last + 1}: a training resumed after its crashed run went on, or a "
         "new training in a run that holds another's steps" for last in (1, 3)]
     assert step_dirs(run) == [0, 1, 2, 3, 4, 5]
     assert {k: (run / f"steps/{k:06d}/rollouts.jsonl").read_bytes() for k in (0, 1)} == kept
-    for k, (_, got) in zip((2, 3, 4, 5), resumed + again, strict=True):
+    for k, call in zip((2, 3, 4, 5), resumed + again, strict=True):
+        got = call["rewards"]
         assert len(got) == 8 and sorted(got) == sorted(s["reward"] for s in scores(run, k)), f"step {k}"
 
 

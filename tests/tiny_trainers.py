@@ -134,6 +134,17 @@ def verl_batch(tok: PreTrainedTokenizerFast, rows: Sequence[dict[str, Any]], *, 
     return DataProto(batch=batch, non_tensor_batch=non_tensor)
 
 
+def recording(reward: Callable[..., list[float | None]], seen: list[dict[str, Any]]) -> Callable[..., list[float | None]]:
+    """`reward` as a TRL reward function that also records each call's optimizer step and rewards in `seen`."""
+
+    def amaris(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        got = reward(prompts, completions, **kwargs)
+        seen.append({"global_step": kwargs["trainer_state"].global_step, "rewards": got})
+        return got
+
+    return amaris
+
+
 def main() -> None:
     """One process of a multi-process GRPO run (`torchrun --nproc_per_node 2 -m tests.tiny_trainers STEPS
     STEPS_PER_GENERATION OUT URL...`): for each URL in turn, a training with TRLReward against the server
@@ -145,15 +156,6 @@ def main() -> None:
     from amaris_cli.serve.adapters import TRLReward
 
     steps, per_generation, out, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-
-    def recording(reward: TRLReward, seen: list[dict[str, Any]]) -> Callable[..., list[float | None]]:
-        def amaris(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-            got = reward(prompts, completions, **kwargs)
-            seen.append({"global_step": kwargs["trainer_state"].global_step, "rewards": got})
-            return got
-
-        return amaris
-
     for i, url in enumerate(urls):
         seen: list[dict[str, Any]] = []
         trainer = grpo([recording(TRLReward(url), seen)], steps=steps, steps_per_generation=per_generation)
