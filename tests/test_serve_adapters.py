@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ import pytest
 
 from amaris_cli.models import Rollout
 from amaris_cli.rollouts import content_id
+from amaris_cli.serve import adapters
 from amaris_cli.serve.adapters import TRLReward, VerlReward
 from amaris_cli.serve.client import AmarisClient
 from tests.conftest import EXAMPLES, invoke, new_run, wait_until
@@ -64,6 +66,43 @@ def test_trl_reward_resumed_while_the_crashed_runs_last_step_completes_numbers_a
         assert [f.result().step for f in crashed] == [0, 0] and completing.result().step == 0
     assert len(stored(run, 0)) == 2 and [r["output"] for r in stored(run, 1)] == ["2 + 2 = 4. Final answer: 4"]
     assert got == [s["reward"] for s in stored(run, 1, "scores.jsonl")]
+
+
+def skewed_clock(monkeypatch, seconds: float) -> None:
+    """The adapter's machine's clock, `seconds` off the server's (a trainer on another machine)."""
+    monkeypatch.setattr(adapters, "time", SimpleNamespace(time=lambda: time.time() + seconds))
+
+
+def first_trl_call(url: str, reward: TRLReward, completion: str) -> list[float | None]:
+    return reward(prompts=["What is 2 + 2?"], completions=[completion], log_metric=GRPOTrainerShape().log_metric,
+                  trainer_state=SimpleNamespace(global_step=0))
+
+
+def test_a_crashed_runs_step_is_a_leftover_though_the_trainers_clock_is_behind_the_servers(
+        tmp_path, sim, monkeypatch) -> None:
+    """The crashed run's partial batch opened step 0 a moment before the resumed training made its adapter;
+    the trainer's machine's clock is ten minutes behind the server's. Read on one clock, the step opened
+    before the adapter was made: it is dropped, and the resumed generation is step 0 alone."""
+    run = new_run(tmp_path, "behind")
+    with served(run, sim) as server:
+        AmarisClient(server.url).score("What is 2 + 2?", "5. Final answer: 5", step=0)  # the crashed run's
+        skewed_clock(monkeypatch, -600)
+        first_trl_call(server.url, TRLReward(server.url), "2 + 2 = 4. Final answer: 4")
+    assert [r["output"] for r in stored(run, 0)] == ["2 + 2 = 4. Final answer: 4"]
+
+
+def test_a_step_another_process_opened_after_the_adapter_is_joined_though_the_trainers_clock_is_ahead(
+        tmp_path, sim, monkeypatch) -> None:
+    """Another process of the same training opens step 0 after this process made its adapter; this process's
+    machine's clock is ten minutes ahead of the server's. The step is not a leftover of an earlier run: its
+    first call joins it rather than dropping the other process's rollout."""
+    run = new_run(tmp_path, "ahead")
+    with served(run, sim) as server:
+        skewed_clock(monkeypatch, 600)
+        reward = TRLReward(server.url)
+        AmarisClient(server.url).score("What is 2 + 2?", "4. Final answer: 4", step=0)  # the other process's
+        first_trl_call(server.url, reward, "2 + 2 = 4. Final answer: 4")
+    assert sorted(r["output"] for r in stored(run, 0)) == ["2 + 2 = 4. Final answer: 4", "4. Final answer: 4"]
 
 
 def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, sim) -> None:

@@ -124,7 +124,7 @@ class _Stepper:
         self.rollouts_per_step: int | None = None
         self.resolved = False
         self.lock = threading.Lock()  # verl's reward loop calls from a thread pool
-        self.started = time.time()  # a step the server opened before this is a leftover of an earlier run
+        self.started = time.time()  # (this machine's clock) a step the server opened before is a leftover
         self.leftovers_done = False
 
     def resolve_mode(self) -> Complete:
@@ -203,12 +203,20 @@ class _Stepper:
             if self.leftovers_done:
                 return
             self.leftovers_done = True
-        for left in self.client.health().open:
-            if left.state != "open" or (left.opened_at is not None and left.opened_at >= self.started):
+        asked = time.time()
+        health = self.client.health()
+        # `started` is this machine's clock, `opened_at` the server's: the trainer may run on another machine
+        # whose clock is off by more than the moments between making the adapter and another of the
+        # training's processes opening a step. The server's answer carries its clock (to within half the
+        # request's round trip); an older server's does not, and the two clocks are then taken as one.
+        offset = 0.0 if health.now is None else health.now - (asked + time.time()) / 2
+        started = self.started + offset
+        for left in health.open:
+            if left.state != "open" or (left.opened_at is not None and left.opened_at >= started):
                 continue
             try:
                 if discard_from is not None and left.step >= discard_from:
-                    self.client.discard(left.step, opened_before=self.started)  # not one reopened since
+                    self.client.discard(left.step, opened_before=started)  # not one reopened since
                 elif left.shards:
                     for shard in range(left.shards):
                         if shard not in left.shards_in:

@@ -200,6 +200,9 @@ class Health(BaseModel):
     open_steps: list[int]
     open: list[OpenStepStatus] = Field(default_factory=list)
     version: str
+    # The server's clock as it answered (epoch seconds), against which a client on another machine reads
+    # `opened_at` and sends `opened_before`; None from an older server.
+    now: float | None = None
 
 
 class DiscardRequest(BaseModel):
