@@ -18,6 +18,7 @@ from amaris_cli.models import Rollout
 from amaris_cli.rollouts import content_id
 from amaris_cli.serve import adapters
 from amaris_cli.serve.adapters import TRLReward, VerlReward
+from amaris_cli.serve.api import Health
 from amaris_cli.serve.client import AmarisClient
 from tests.conftest import EXAMPLES, invoke, new_run, wait_until
 from tests.served import serve_env, served
@@ -79,27 +80,38 @@ def first_trl_call(url: str, reward: TRLReward, completion: str) -> list[float |
 
 
 def test_a_crashed_runs_step_is_a_leftover_though_the_trainers_clock_is_behind_the_servers(
-        tmp_path, sim, monkeypatch) -> None:
-    """The crashed run's partial batch opened step 0 a moment before the resumed training made its adapter;
-    the trainer's machine's clock is ten minutes behind the server's. Read on one clock, the step opened
-    before the adapter was made: it is dropped, and the resumed generation is step 0 alone."""
+        tmp_path, sim_factory, monkeypatch) -> None:
+    """The crashed run's partial batch opened step 0 a second before the resumed training made its adapter
+    (its judgement took that long); the trainer's machine's clock is ten minutes behind the server's. Read on
+    one clock, the step opened before the adapter was made: it is dropped, and the resumed generation is step 0
+    alone."""
     run = new_run(tmp_path, "behind")
-    with served(run, sim) as server:
+    with served(run, sim_factory(latency=1.0)) as server:
         AmarisClient(server.url).score("What is 2 + 2?", "5. Final answer: 5", step=0)  # the crashed run's
         skewed_clock(monkeypatch, -600)
         first_trl_call(server.url, TRLReward(server.url), "2 + 2 = 4. Final answer: 4")
     assert [r["output"] for r in stored(run, 0)] == ["2 + 2 = 4. Final answer: 4"]
 
 
+class SlowToReachHealth(AmarisClient):
+    """A client whose /health requests take a second to reach the server (a busy network or server): the
+    server's clock in the answer is then a second later than the middle of the round trip."""
+
+    def health(self) -> Health:
+        time.sleep(1.0)
+        return super().health()
+
+
 def test_a_step_another_process_opened_after_the_adapter_is_joined_though_the_trainers_clock_is_ahead(
         tmp_path, sim, monkeypatch) -> None:
     """Another process of the same training opens step 0 after this process made its adapter; this process's
-    machine's clock is ten minutes ahead of the server's. The step is not a leftover of an earlier run: its
-    first call joins it rather than dropping the other process's rollout."""
+    machine's clock is ten minutes ahead of the server's, and its /health requests are slow to reach the
+    server. The step is not a leftover of an earlier run: the first call joins it rather than dropping the
+    other process's rollout."""
     run = new_run(tmp_path, "ahead")
     with served(run, sim) as server:
         skewed_clock(monkeypatch, 600)
-        reward = TRLReward(server.url)
+        reward = TRLReward(server.url, client=SlowToReachHealth(server.url))
         AmarisClient(server.url).score("What is 2 + 2?", "4. Final answer: 4", step=0)  # the other process's
         first_trl_call(server.url, reward, "2 + 2 = 4. Final answer: 4")
     assert sorted(r["output"] for r in stored(run, 0)) == ["2 + 2 = 4. Final answer: 4", "4. Final answer: 4"]

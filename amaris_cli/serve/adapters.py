@@ -203,13 +203,15 @@ class _Stepper:
             if self.leftovers_done:
                 return
             self.leftovers_done = True
-        asked = time.time()
         health = self.client.health()
         # `started` is this machine's clock, `opened_at` the server's: the trainer may run on another machine
         # whose clock is off by more than the moments between making the adapter and another of the
-        # training's processes opening a step. The server's answer carries its clock (to within half the
-        # request's round trip); an older server's does not, and the two clocks are then taken as one.
-        offset = 0.0 if health.now is None else health.now - (asked + time.time()) / 2
+        # training's processes opening a step. The server's answer carries its clock, stamped at some moment
+        # before the answer arrived, so its clock minus ours is at least `now` minus the arrival: taken at that
+        # bound, a step the training opened is never read as opened before the adapter was made, whatever the
+        # round trip (at worst a crashed run's step opened within the round trip before it is read as this
+        # training's). An older server sends no clock, and the two clocks are then taken as one.
+        offset = 0.0 if health.now is None else health.now - time.time()
         started = self.started + offset
         for left in health.open:
             if left.state != "open" or (left.opened_at is not None and left.opened_at >= started):

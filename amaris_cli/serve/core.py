@@ -822,7 +822,7 @@ class ServeCore:
                       mode=self.options.mode.value, lag=self.options.lag,
                       rollouts_per_step=self.options.rollouts_per_step,
                       open_steps=sorted(self.steps), open=[self.steps[s].status() for s in sorted(self.steps)],
-                      version=__version__, now=round(time.time(), 3))
+                      version=__version__, now=time.time())
 
 
 def _settled(task: asyncio.Task[Any], _: object = None) -> None:
