@@ -379,6 +379,27 @@ def test_report_of_10000_rollouts_is_small_and_opens(tmp_path: Path, screenshots
         page.screenshot(screenshots / "report-10000.png")
 
 
+def test_plot_titles_are_text_not_mathtext(tmp_path: Path) -> None:
+    """A pattern name is the analyzer's words and a criterion text the updater's: matplotlib would read
+    "$...$" in a title as a formula, and "$\\frac$" made `amaris report` fail with a traceback (no PNG)."""
+    pytest.importorskip("matplotlib")
+    analysis = {"overall_assessment": "x", "stage_performance": "x", "advancement_strategy": "x", "observations": [],
+                "reward_hacking": {"patterns": [{"pattern": "$\\frac$", "evidence": "e", "severity": "high"}],
+                                   "detected": True},
+                "rubric_judgement": {"assessment": "x", "missing_criteria": [], "misjudged": False}}
+    run = new_run(tmp_path)
+    with SimJudge(SimJudgeConfig(scripted={"analyzer": [json.dumps(analysis)]})) as sim:
+        result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--no-dynamic", env=judge_env(sim))
+        assert result.exit_code == 0, result.stderr
+    patterns = [p["pattern"] for a in read_jsonl(run / "steps/000000/analyses.jsonl")
+                for p in a["analysis"]["reward_hacking"]["patterns"]]
+    assert "$\\frac$" in patterns
+    out = tmp_path / "r.html"
+    result = invoke("report", run, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert out.with_name("r-hacking.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
 def test_without_matplotlib_the_html_is_still_written(report_run: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError

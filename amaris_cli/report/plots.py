@@ -67,6 +67,13 @@ def plots(overview: Overview) -> dict[str, bytes] | None:
     plt = pyplot()
     if plt is None:
         return None
+    # Titles hold criterion texts and the analyzer's pattern names (untrusted): text, never mathtext, which
+    # would render "$5 and $6" as a formula and raise on "$\frac$", losing every plot of the run.
+    with plt.rc_context({"text.parse_math": False}):
+        return _draw(plt, overview)
+
+
+def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     steps = [s.step for s in overview.steps]
 
