@@ -306,6 +306,23 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         assert http.get("/health").json()["open_steps"] == [0]
 
 
+def test_a_request_from_a_web_page_changes_nothing(tmp_path, sim) -> None:
+    """A page in a browser beside the server can send a POST with a text/plain body (no CORS preflight) to
+    127.0.0.1; the browser marks it with an Origin header, which no trainer's client sends. Such requests
+    are refused before their body is read: no rollout of theirs is judged or written, no step is completed."""
+    run = new_run(tmp_path, "web")
+    ok = {"id": "page", "prompt": "What is 2+2?", "response": "Final answer: 4", "metadata": {"current_step": 0}}
+    page = {"origin": "https://attacker.example", "content-type": "text/plain;charset=UTF-8"}
+    with served(run, sim) as server, httpx.Client(base_url=server.url) as http:
+        for path, payload in (("/score", ok), ("/complete", {"step": 0}), ("/discard", {"step": 0})):
+            answer = http.post(path, content=orjson.dumps(payload), headers=page)
+            assert answer.status_code == 403 and "Origin header" in answer.json()["error"], (path, answer.text)
+        assert http.get("/health", headers=page).status_code == 403
+        assert http.get("/health").json()["open_steps"] == []
+        assert not (run / "steps").exists() or not list((run / "steps").rglob("rollouts.jsonl"))
+        assert http.post("/score", content=orjson.dumps(ok), headers={"content-type": "text/plain"}).status_code == 200
+
+
 def test_a_judge_failure_is_an_explicit_failure_never_a_made_up_score(tmp_path, sim_factory) -> None:
     failing = sim_factory(agent_fault_rate={"scorer": 0.4})
     run = new_run(tmp_path, "fail")

@@ -110,6 +110,12 @@ class ServeApp:
         handler = methods.get(scope["method"])
         if handler is None:
             raise ApiError(405, f"{scope['path']} takes {', '.join(sorted(methods))}, not {scope['method']}")
+        if any(name == b"origin" for name, _ in scope.get("headers", [])):
+            # A browser sends Origin with every cross-site request and every POST; trainers' HTTP clients never
+            # do. Without this, any web page open beside the server could POST rollouts (a text/plain body is
+            # sent without a CORS preflight), complete or discard steps of the training.
+            raise ApiError(403, "requests from a web page (with an Origin header) are refused: amaris serve "
+                                "takes requests from trainers' HTTP clients only")
         body = await _read_body(scope, receive, self.core.stopping)
         # The answer may take long (a sync score, a rubric wait): stop waiting when the client goes away.
         work = asyncio.ensure_future(handler(scope, body))
