@@ -258,6 +258,11 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
                           "changed since; re-run the stage to recompute)", style="bold"))
     if detail.get("rubric"):
         parts.append(criteria_table(detail))
+    own = [r for r in detail.get("rubrics", []) if r["instance"] is not None]
+    if own:  # a per-instance run: the instances' ids are rollout text, not printed here
+        versions = describe_steps(sorted({r["version"] for r in own}))
+        parts.append(Text(f"scored with the instances' own rubrics: {len(own)} instance(s), version {versions} "
+                          "(rubrics/instances/ID/step-N.json; `amaris report` shows each)"))
     if detail.get("training"):
         given = ", ".join(f"{k} {v!r}" for k, v in detail["training"].items())
         parts.append(Text(f"training, as the trainer's requests gave it: {given}"))

@@ -80,7 +80,9 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
                                 "dynamic": [{"id": h.id, "step": h.step, "type": h.type, "distance": h.distance,
                                              "query": h.query} for h in retrieval.dynamic]}
                                if retrieval else None)
-        if detail["rubric_version"] is not None:
+        scoring = reader.scoring_rubrics(step)
+        detail["rubrics"] = [{"instance": instance, "version": version} for instance, version in scoring]
+        if detail["rubric_version"] is not None and all(instance is None for instance, _ in scoring):
             rubric = run.load_rubric(detail["rubric_version"])
             detail["rubric"] = [c.model_dump(mode="json") | {"anchor": c in rubric.anchors} for c in rubric.criteria]
         detail["usage"] = reader.usage.get(str(step), {})

@@ -114,6 +114,13 @@ class RunReader:
         except InputError:
             return []
 
+    def scoring_rubrics(self, step: int) -> list[tuple[str | None, int]]:
+        """The rubrics that scored the step, as (instance, version): in a per-instance run an instance's own
+        rubric where it has one, else the global rubric of that version."""
+        keys = {(i if i is not None and self.run.rubric_path(v, i).exists() else None, v)
+                for i, v in {(s.instance_id, s.rubric_version) for s in self.scores(step)}}
+        return sorted(keys, key=lambda k: (k[0] or "", k[1]))
+
     def summary(self, step: int, instance_id: str | None = None) -> SummaryRecord | None:
         return next((s for s in self.summaries(step) if s.instance_id == instance_id), None)
 

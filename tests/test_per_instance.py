@@ -55,6 +55,15 @@ def test_each_instance_evolves_its_own_rubric(tmp_path: Path, sim) -> None:
     retrieval = json.loads((run / "steps/000001/instances" / six / "retrieval.json").read_text())
     assert retrieval["static"] and all(e["id"].endswith(six) for e in retrieval["static"])
     assert all(f":{six}:" in h["id"] or h["id"].endswith(six) for h in retrieval["dynamic"])
+    # inspect shows the rubrics that scored step 1 (each instance's own version 1; there is no global one)
+    shown = invoke("inspect", run, "--step", "1", "--json")
+    assert shown.exit_code == 0, shown.stderr
+    detail = json.loads(shown.stdout)["detail"]
+    assert detail["rubrics"] == [{"instance": "five-plus-five", "version": 1},
+                                 {"instance": "six-times-seven", "version": 1}] and "rubric" not in detail
+    shown = invoke("inspect", run, "--step", "1")
+    assert shown.exit_code == 0
+    assert "scored with the instances' own rubrics: 2 instance(s), version 1" in " ".join(shown.stderr.split())
 
 
 def test_instance_rubric_file_errors_name_the_line(tmp_path: Path) -> None:

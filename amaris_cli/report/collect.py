@@ -312,20 +312,18 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
     updates: list[dict[str, Any]] = []
     rubric_cache: dict[tuple[str | None, int], RubricSet] = {}
 
-    def rubrics_for(scores: list[ScoreRecord]) -> list[tuple[str | None, int]]:
-        """The rubrics that scored the step: (instance, version), the instance's own when it has one."""
-        keys = {(i if i is not None and run.rubric_path(v, i).exists() else None, v)
-                for i, v in {(s.instance_id, s.rubric_version) for s in scores}}
-        for key in keys - rubric_cache.keys():
+    def rubrics_for(step: int) -> list[tuple[str | None, int]]:
+        keys = reader.scoring_rubrics(step)
+        for key in set(keys) - rubric_cache.keys():
             rubric_cache[key] = run.load_rubric(key[1], key[0])
-        return sorted(keys, key=lambda k: (k[0] or "", k[1]))
+        return keys
 
     for step in steps:
         scores, analyses = reader.scores(step), reader.analyses(step)
         for s in scores:
             if s.instance_id is not None and s.instance_id not in instances:
                 instances.append(s.instance_id)
-        used = rubrics_for(scores)
+        used = rubrics_for(step)
         kinds = {c.id: c.kind for key in used for c in rubric_cache[key].criteria}
         steps_out.append(step_view(reader, step, kinds, used))
         blocks[step] = rollout_block(step, reader.rollouts(step), scores, analyses, text_limit)
