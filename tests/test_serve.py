@@ -276,7 +276,7 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         ("GET", "/rubric_status?step=7", None, 404, "step 7 has no rollouts"),
         ("GET", "/rubric_status", None, 404, "no step is complete yet"),
     ]
-    with served(run, sim) as server, httpx.Client(base_url=server.url) as http:
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         for method, path, payload, status, reason in cases:
             content = payload if isinstance(payload, bytes) or payload is None else orjson.dumps(payload)
             answer = http.request(method, path, content=content)
@@ -313,7 +313,7 @@ def test_a_request_from_a_web_page_changes_nothing(tmp_path, sim) -> None:
     run = new_run(tmp_path, "web")
     ok = {"id": "page", "prompt": "What is 2+2?", "response": "Final answer: 4", "metadata": {"current_step": 0}}
     page = {"origin": "https://attacker.example", "content-type": "text/plain;charset=UTF-8"}
-    with served(run, sim) as server, httpx.Client(base_url=server.url) as http:
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         for path, payload in (("/score", ok), ("/complete", {"step": 0}), ("/discard", {"step": 0})):
             answer = http.post(path, content=orjson.dumps(payload), headers=page)
             assert answer.status_code == 403 and "Origin header" in answer.json()["error"], (path, answer.text)
