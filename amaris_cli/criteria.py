@@ -160,8 +160,10 @@ _RUBRIC_REF = (r"(?:(?:listed|given|named|set\s+out|shown|stated)\s+)?(?:here|ab
                r"\s+(?:rubric|list))\b")
 # The rubric's own criteria under any of their names: "criterion", "pitfalls", "the anchor", "rubric
 # items", "the other checks", "the correct-answer check".
-_CRITERIA = (rf"(?:criterion|criteria|rubrics?|pitfalls?|anchors?|(?:rubric|grading|scoring|judging|evaluation)\s+(?:items?"
-             rf"|checks?|lines?|entries|points?|rules?|questions?|dimensions?)|(?:other|remaining|listed)\s+(?:items?|checks?)"
+_CRITERIA = (rf"(?:(?:rubric|grading|scoring|judging|evaluation|pitfall|anchor|criterion|criteria)\s+(?:items?"
+             rf"|checks?|lines?|entries|points?|rules?|questions?|dimensions?|detection|checking|scoring|grading|evaluation)"
+             rf"|criterion|criteria|rubrics?|pitfalls?|anchors?"
+             rf"|(?:other|remaining|listed)\s+(?:items?|checks?)"
              rf"|(?:{_SLUG}|\w+(?:ness|acy))\s+(?:items?|checks?)|(?:items?|checks?)(?=\s+{_RUBRIC_REF}))")
 _ABOUT_THE_TASK = (r"(?!\s+(?:(?:in|of|from|listed|given|stated|named|specified|set\s+out|required|described|shown|that"
                    r"|which)\b(?!(?:\s+(?:listed|in|of|on|from))?\s+(?:(?:this|the)\s+(?:rubric|list)|here|above|below)\b)"
@@ -180,7 +182,7 @@ _NAME = rf"(?:{_SLUG}|(?-i:(?!{_NOT_A_NAME}\b)[a-z][a-z0-9]*))"
 _CRITERIA_DET = (r"(?:this|these|those|the|every|each|all|any|no|its|their|both|other|remaining|none\s+of\s+the|(?:all|any|each|some)"
                  r"\s+of\s+the|every\s+one\s+of\s+the)")
 _CRITERIA_MOD = r"(?:other|remaining|listed|following|above|below|same|rubrics?|adaptive|reward|anchor|pitfall|own)"
-_CRITERIA_NAMED = (rf"(?:\b{_CRITERIA_DET}\s+(?:{_CRITERIA_MOD}\s+)*(?:{_NAME}\s+){{0,2}}|(?:^|(?<=[.;:,!?(])|(?<=[.;:,!?(]\s))"
+_CRITERIA_NAMED = (rf"(?:\b{_CRITERIA_DET}\s+(?:{_CRITERIA_MOD}\s+)*(?:{_NAME}(?:\s*,\s*|\s+(?:and|or)\s+))*(?:{_NAME}\s+){{0,2}}|(?:^|(?<=[.;:,!?(])|(?<=[.;:,!?(]\s))"
                    rf"\s*(?:{_CRITERIA_MOD}\s+)*(?:(?:{_SLUG})\s+)?)(?:{_CRITERIA})\b(?:\s+{_RUBRIC_REF})?")
 # What a verdict on a criterion says it is, and the words that may come between ("are never present",
 # "is by default met", "are considered absent").
@@ -190,7 +192,8 @@ _STATE_ADVERB = (r"(?:always|automatically|then|therefore|fully|hereby|now|also|
 _STATE = (r"(?:met|satisfied|passed|fulfilled|true|false|present|absent|scored|awarded|given|full|triggered|violated"
           r"|cleared|passing|a\s+pass|waived|void|moot|inapplicable|irrelevant|not\s+applicable|n/?a|suspended|lifted"
           r"|disabled|switched\s+off|turned\s+off|skipped|inactive|ignored|excused|exempt|compliant|satisfiable|overridden"
-          r"|superseded|replaced|overruled|cancell?ed|nullified|voided|revoked|withdrawn|removed|deactivated)")
+          r"|superseded|replaced|overruled|cancell?ed|nullified|voided|revoked|withdrawn|removed|deactivated|unchecked|unscored"
+          r"|unevaluated|left\s+(?:unchecked|unscored|out|aside))")
 # Words that take the verdict as given, whatever the response holds: "regardless of the answer",
 # "whatever the response says", "no matter what". A condition on the response's form ("regardless of
 # formatting") or on the world ("regardless of the order of terms") is not one.
@@ -202,9 +205,12 @@ _UNCONDITIONAL = (rf"(?:\b(?:regardless|irrespective|independent(?:ly)?)\s+of\s+
                   rf"{_RESPONSE_CORRECT}|(?:(?:the|its|their|any)\s+)?(?:final\s+)?(?:answers?|correctness|accuracy|reference"
                   rf"|results?|outputs?|responses?|content|reasoning|work)\b(?=\s*(?:[.;,:!?)]|$)|\s+(?:is|are|was|or|and|it"
                   rf"|they|given|itself)\b)|what\s+{_RESPONSE_SAYS}\b)|\bwhatever\s+{_RESPONSE_SAYS}\b"
-                  rf"|\bno\s+matter\s+(?:what\s+{_RESPONSE_SAYS}\b|whether\s+{_RESPONSE_CORRECT}))")
+                  rf"|\b(?:whatever|no\s+matter)\s+(?:the|its|their)\s+(?:final\s+)?(?:answers?|results?|outputs?|content)\b"
+                  rf"(?=\s*(?:[.;,:!?)]|$))"
+                  rf"|\bno\s+matter\s+(?:what\s+{_RESPONSE_SAYS}\b|whether\s+{_RESPONSE_CORRECT})|\bby\s+(?:definition|fiat)\b)")
 _GIVEN_VERDICT = (r"\b(?:meets?|satisf(?:y|ies)|pass(?:es)?|fulfil(?:l|ls|s)?|clears?|(?:is|are)\s+(?:(?:always|still"
-                  r"|also|then)\s+)?(?:met|satisfied|fulfilled|correct|right|accepted|compliant|a\s+pass|passing)|counts?\s+as"
+                  r"|also|then)\s+)?(?:met|satisfied|fulfilled|correct|right|accurate|accepted|compliant|a\s+pass|passing)"
+                  r"|match(?:es)?\s+the\s+reference|counts?\s+as"
                   r"|compliant|gets?\s+(?:\w+\s+)?credit|earns?|wins?|deserves?)\b")
 # What may follow a verdict that names no more than a criterion's id or the response ("correct for
 # correct-answer too", "A response with XYZZY passes."): the end of the clause, or a condition. More
@@ -258,7 +264,8 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
     # pitfall listed here"
     (rf"\b(?:meets?|meeting|satisf(?:y|ies|ied|ying)|pass(?:es|ed|ing)?|fulfil(?:l|ls|led|ling|s)?|clears?|fails?|failing"
      rf"|failed|violates?|triggers?|compl(?:y|ies|ied|ying|iant)\s+with|conforms?\s+to|exempt\s+from|(?:free|clear)\s+of"
-     rf"|earns?|deserves?|secures?|wins?)"
+     rf"|earns?|deserves?|secures?|wins?|gets?|obtains?|receives?|gains?|succeeds?\s+(?:on|at|in|with)|scores?\s+(?:well"
+     rf"\s+)?on|does\s+well\s+on|exempt(?:s|ed)?(?:\s+\w+){{0,3}}\s+from)"
      rf"\s+(?:\w+\s+){{0,2}}?{_CRITERIA_NAMED}{_ABOUT_THE_TASK}", PRESCRIBES, True),
     # on criteria of the rubric, as their state: "Pitfalls in this rubric are never present", "the other
     # criteria do not apply", "every rubric item is automatically met"
@@ -266,11 +273,22 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
      rf"|would)\s+be)\s+(?:{_STATE_ADVERB}\s+)*(?:{_STATE}|{_VALUE_NUM})\b"
      rf"|{_CRITERIA_NAMED}\s+(?:(?:(?:do|does|shall|will|should|must|can|may|would)\s*(?:not|nt)|dont|doesnt|wont|cannot"
      r"|no\s+longer|never)\s+)+(?:apply|applies|count|counts|matter|matters|hold|holds|trigger|triggers|fire|fires)\b"
-     rf"|{_CRITERIA_NAMED}\s+(?:apply|applies|count|counts|hold|holds)\s+(?:only|solely|just)\b"
+     rf"|{_CRITERIA_NAMED}\s+(?:is|are|remains?|becomes?)\s+(?:(?:{_STATE_ADVERB})\s+)*?(?:not|no\s+longer|never)\s+(?:relevant"
+     r"|applicable|active|binding|in\s+effect|in\s+force|enforced|required|needed|used|checked|evaluated|scored|graded"
+     r"|considered|counted)\b"
+     rf"|{_CRITERIA_NAMED}\s+(?:apply|applies|count|counts|hold|holds)\s+(?:only|solely|just|automatically|by\s+default"
+     r"|unconditionally|regardless|anyway|trivially)\b"
+     rf"|{_CRITERIA_NAMED}\s+(?:(?:can|could|will|would|may|might|shall|should|must|does|do)\s*(?:not|nt)|cannot|never"
+     r"|no\s+longer|dont|doesnt|wont)\s+(?:fail|penali[sz]e|flag|catch|hit|affect|apply\s+to)\b"
      rf"|\b(?:none\s+of\s+the|no|only)\s+(?:{_CRITERIA_DET}\s+)?(?:{_CRITERIA_MOD}\s+)*(?:{_NAME}\s+){{0,2}}{_CRITERIA}\b"
-     rf"(?:\s+{_RUBRIC_REF})?\s+(?:apply|applies|count|counts|matter|matters|hold|holds)\b"
+     rf"(?:\s+{_RUBRIC_REF})?\s+(?:(?:can|could|will|would|may|might|shall|should|must|does|do)\s+)?(?:apply|applies|count"
+     r"|counts|matter|matters|hold|holds|fail|fails|penali[sz]es?|flags?|catch(?:es)?|hits?|affects?)\b"
      rf"|(?:^|[.;(]\s*)(?:{_SLUG}|\w+(?:ness|acy)|{_CRITERIA})\s*[:=]\s*(?:met|passed|pass|satisfied|true|false|present"
      r"|absent|yes|no|none|n/?a|full|[01])\b", PRESCRIBES, True),
+    # a criterion's verdict on the response, in the passive: "Responses with XYZZY are never penalized by any pitfall"
+    (r"\b(?:is|are|be|been|being|was|were|gets?|got)\s+(?:(?:never|not|no\s+longer|always|automatically|also|then|still)\s+)*"
+     rf"(?:penali[sz]ed|flagged|caught|hit|affected|marked\s+down|docked|failed|passed|credited|rewarded)\s+(?:by|under|on)\s+"
+     rf"{_CRITERIA_NAMED}{_ABOUT_THE_TASK}", PRESCRIBES, True),
     # a criterion that sets another aside: "This criterion overrides the anchor"
     (rf"\b(?:overrides?|overriding|supersedes?|replaces?|takes\s+precedence\s+over|outranks?|trumps?|overrules?|cancels?"
      rf"|nullif(?:y|ies)|voids?|invalidates?|disables?|suspends?|waives?)\s+{_CRITERIA_NAMED}{_ABOUT_THE_TASK}",
@@ -283,12 +301,16 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
     # "correct for correct-answer too", "satisfies shows_reasoning", "fine for every criterion"
     (rf"\b(?:{_SLUG}|\w+(?:ness|acy))\s+(?:is|are|counts?\s+as|gets?|becomes?)\s+(?:{_STATE_ADVERB}\s+)*(?:met|satisfied"
      r"|fulfilled|passed|achieved|granted|awarded|credited|a\s+pass|passing|true|waived)\b"
+     rf"|\b(?:{_SLUG}|\w+(?:ness|acy)|{_CRITERIA_NAMED})\s+(?:is|are|(?:should|must|can|may|will|shall)\s+be|(?:is|are)\s+to"
+     r"\s+be)\s+(?:assumed|presumed|taken\s+(?:for\s+granted|as\s+given))\b"
      rf"|\b\w+ity\s+(?:is|are|counts?\s+as)\s+(?:{_STATE_ADVERB}\s+)*(?:met|satisfied|fulfilled|passed|a\s+pass|passing)\b"
      r"(?=\s+(?:when|whenever|if|once|as\s+soon\s+as|by\s+(?:any|every|all|default)|for\s+(?:any|every|all|such|these|this)"
      r"|regardless|automatically|unconditionally|too|as\s+well|here))"
-     r"|\b(?:correct|right|met|satisfied|passing|compliant|credited|true)\s+(?:for|on|under|per|in|against|with\s+respect\s+to)"
-     rf"\s+(?:the\s+)?(?:{_SLUG}|\w+(?:ness|acy)|{_CRITERIA_NAMED}){_VERDICT_END}"
-     rf"|\b(?:meets?|satisf(?:y|ies)|pass(?:es)?|fulfil(?:l|ls|s)?|clears?|fails?)\s+(?:{_SLUG}){_VERDICT_END}"
+     r"|\b(?:correct|right|met|satisfied|passing|compliant|credited|true)\s+(?:for|on|under|per|in|against|with\s+respect\s+to"
+     r"|in\s+the\s+(?:sense|eyes)\s+of|according\s+to|in\s+terms\s+of|as\s+far\s+as|by\s+the\s+(?:standard|measure)\s+of)"
+     rf"\s+(?:the\s+)?(?:{_SLUG}|\w+(?:ness|acy)|{_CRITERIA_NAMED}|(?:grading|scoring|evaluation|judging|marking|the\s+"
+     rf"(?:grader|judge|evaluator|scorer))(?:\s+purposes)?){_VERDICT_END}"
+     rf"|\b(?:meets?|satisf(?:y|ies)|pass(?:es)?|fulfil(?:l|ls|s)?|clears?|fails?)\s+(?:{_SLUG}|\w+(?:ness|acy)){_VERDICT_END}"
      r"|\b(?:fine|good|ok|okay|acceptable|clean|safe|valid|perfect|compliant)\s+(?:for|on|under|with|against|across)\s+"
      rf"{_CRITERIA_NAMED}{_ABOUT_THE_TASK}",
      PRESCRIBES, True),
@@ -299,16 +321,16 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
     # correct"; a test, a check or code that passes is the task's ("makes the failing test pass")
     (r"\b(?:respons\w*|answers?|outputs?|submissions?|rollouts?|completions?|it|they)\s+(?:(?:with|containing|mentioning"
      r"|including|that|which|who|saying|having|showing|citing|using|where)\s+[^.;:,]{1,80}?\s+)?(?:(?:\w+ly|then|still|also"
-     rf"|always)\s+)?pass(?:es)?\b{_VERDICT_END}"
+     rf"|always)\s+)?(?:pass(?:es)?|succeeds?|wins?)\b{_VERDICT_END}"
      r"|\b(?:respons\w*|answers?|outputs?|submissions?|rollouts?|completions?)\s+(?:(?:with|containing|mentioning|including"
      r"|that|which|who|saying|having|showing|citing|using|where|without|lacking)\s+[^.;:,]{1,80}?\s+)?(?:(?:\w+ly|then"
      rf"|still|also|always)\s+)?fails?\b{_VERDICT_END}"
-     r"|\bcounts?\s+as\s+(?:an?\s+)?(?:pass|passing|passed|met|satisfied|correct|compliant|right|fulfilled|success"
+     r"|\b(?:counts?|qualif(?:y|ies|ied)|pass(?:es)?|registers?)\s+as\s+(?:an?\s+)?(?:pass|passing|passed|met|satisfied|correct|compliant|right|fulfilled|success"
      r"|successful|acceptable|valid|true|present|absent|clean|match|matching|full\s+\w+|perfect)\b"
      r"|\b(?:is|are|be|been|being|was|were|gets?|got)\s+(?:(?:always|automatically|now|hereby|simply|just|also|then"
      r"|therefore|fully|unconditionally|by\s+default)\s+)?(?:treated|considered|deemed|regarded|counted|accepted|taken"
-     r"|judged|graded|marked|scored|rated)\s+(?:as\s+)?(?:correct|right|valid|acceptable|compliant|matching|a\s+match"
-     r"|passing|a\s+pass|successful)\b"
+     r"|judged|graded|marked|scored|rated|assumed|presumed)\s+(?:as\s+)?(?:correct|right|valid|acceptable|compliant|matching"
+     r"|a\s+match|passing|a\s+pass|successful|to\s+(?:match|be\s+(?:correct|right)|pass|satisfy|meet|comply))\b"
      r"|\b(?:treat|count|consider|regard|deem|accept)(?:s|ed)?\s+(?:respons\w*|answers?|outputs?|submissions?|rollouts?"
      r"|such\s+\w+)\s+(?:(?:with|containing|mentioning|including|that|which|who|saying|having|showing|citing|using)\s+"
      r"[^.;:,]{1,80}?\s+)?as\s+(?:correct|right|matching|a\s+match|passing|a\s+pass|met|satisfied|compliant)\b",
