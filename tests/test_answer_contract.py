@@ -91,6 +91,33 @@ def test_a_length_cut_at_a_verdict_number_is_never_repaired_into_that_number(tmp
     assert scores(run)["right"]["reward"] == round((2 + score) / 3, 6)
 
 
+_SECOND_THOUGHT = [  # a key given twice: a JSON reader keeps the last value, the judge may have meant either
+    '{"verdicts": [{"criterion_id": "correct-answer", "reason": "r", "score": 1, "score": 0}, '
+    '{"criterion_id": "shows-reasoning", "reason": "r", "score": 0.5}]}',
+    '{"verdicts": [{"criterion_id": "correct-answer", "reason": "draft", "score": 0}, '
+    '{"criterion_id": "shows-reasoning", "reason": "draft", "score": 0}], '
+    '"verdicts": [{"criterion_id": "correct-answer", "reason": "r", "score": 1}, '
+    '{"criterion_id": "shows-reasoning", "reason": "r", "score": 0.5}]}',
+    # not valid JSON, so json-repair reads it, and keeps one of the two values as silently
+    "{'verdicts': [{'criterion_id': 'correct-answer', 'reason': 'r', 'score': 1, 'score': 0}, "
+    "{'criterion_id': 'shows-reasoning', 'reason': 'r', 'score': 0.5}]}",
+    "{'verdicts': [{'criterion_id': 'correct-answer', 'reason': 'r', 'score': 1, 0}, "
+    "{'criterion_id': 'shows-reasoning', 'reason': 'r', 'score': 0.5}]}",
+]
+
+
+@pytest.mark.parametrize("reply", _SECOND_THOUGHT)
+def test_a_key_given_twice_is_invalid_never_the_last_value(tmp_path: Path, sim_factory, reply: str) -> None:
+    judge = sim_factory(scripted={"scorer": [reply] * 3})
+    run = new_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 4, result.stderr
+    record = scores(run)["right"]
+    assert record["status"] == "failed" and record["reward"] is None, record
+    assert "twice" in record["error"]
+    assert "twice" in judge.requests[1]["messages"][-1]["content"], "the re-ask tells the judge what was wrong"
+
+
 @pytest.mark.parametrize(("reply", "reward"), [
     ({"correct-answer": True, "shows-reasoning": "partial"}, (2 + 0.5) / 3),
     ({"correct-answer": "7/10", "shows-reasoning": "50%"}, (1.4 + 0.5) / 3),

@@ -27,6 +27,11 @@ def test_a_think_tag_quoted_inside_the_answer_is_text() -> None:
     assert extract_json_object(reply) == {"reason": "the response leaves a <think> tag open", "score": 0}
 
 
+def test_colons_inside_strings_are_not_keys() -> None:
+    assert extract_json_object('{"reason": "a: b", "note": "c\\u003a d", "score": 1}') == {
+        "reason": "a: b", "note": "c: d", "score": 1}
+
+
 def test_structural_repairs_keep_literal_values() -> None:
     assert extract_json_object("{'score': 0.5, 'ok': true,}") == {"score": 0.5, "ok": True}
 
@@ -42,6 +47,12 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 0.9}\nIf the rubric were lenient: {"score": 1}', "2 different JSON objects"),
     ('<think>Draft: {"score": 1}', "never closed"),
     ('<think>a</think> {"score": 1} <think>b', "never closed"),
+    ('{"score": 1, "score": 0}', "key 'score' twice"),  # a JSON reader keeps the last value silently
+    ('Verdict: {"v": [{"score": 1, "score": 0}]}', "key 'score' twice"),
+    ('{"verdicts": [], "verdicts": [1]}', "key 'verdicts' twice"),
+    ('{"r": "a\\u003ab", "s": 1, "s": 2}', "key 's' twice"),  # an escaped ':' does not hide the dropped key
+    ("{'score': 1, 'score': 0}", "drop the value 1"),  # json-repair keeps the last value as silently
+    ('{"score": 1, 0}', "drop the value 0"),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

@@ -9,7 +9,10 @@ JSON object; code fences and chatter around it are fine. It is invalid when
   - an object is cut before its closing brace (a truncated answer is not repaired into a verdict);
   - an object is not valid JSON and json-repair would have to invent a value: json-repair fixes
     structure only (quotes, trailing commas, comments); every number and boolean of the repaired
-    object must be written, complete, in the reply (`"score": 0.` is not 0.0).
+    object must be written, complete, in the reply (`"score": 0.` is not 0.0), and every one written
+    in it must be in the repaired object (`"score": 1, 0` is not 1);
+  - an object gives a key twice (`"score": 1, ..., "score": 0`, or a second "verdicts" list): a JSON
+    reader silently keeps the last value, but which one the judge meant is as open as between two objects.
 A reply cut by the token limit (`finish_reason == "length"`) is invalid too; the client checks that.
 
 Scores (`normalize_score`) are on one scale, the one the scorer prompt states: a number from 0 to 1.
@@ -130,6 +133,34 @@ def _invented(value: Any, literals: Counter[Any], path: str = "") -> str | None:
     return None
 
 
+def _duplicate_key(span: str, value: dict[str, Any]) -> str | None:
+    """The problem with a valid JSON `span` (read as `value`) that gives a key twice in one object, or None.
+
+    Each key has one structural ':'; `value` written again has one per key it kept, plus the same ':'
+    inside strings (more if the span escaped one as \\u003a). Fewer means a key was given twice, and
+    only then does the standard library read the span again to name it (as jsonlimits does for rollouts)."""
+    colons = span.count(":") + span.count("\\u003a") + span.count("\\u003A")
+    if orjson.dumps(value).count(b":") >= colons:
+        return None
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                raise ReplyError(f"the JSON object gives the key {key!r} twice in one object; which value is meant "
+                                 "is ambiguous: give each key once")
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(span, object_pairs_hook=pairs)
+    except ReplyError as exc:
+        return str(exc)
+    except ValueError:  # orjson read it; a quirk the standard library reads otherwise is not the judge's
+        return None
+    return None
+
+
 def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
     """The object in a balanced `{...}` span and the problem with it, or None if it is not an answer."""
     try:
@@ -137,7 +168,7 @@ def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
     except orjson.JSONDecodeError:
         value = None
     if isinstance(value, dict):
-        return (value, None) if value else None
+        return (value, _duplicate_key(span, value)) if value else None
     if ":" not in span:  # braces in prose ("{x}"), not an object
         return None
     import json_repair  # only for a reply that is not valid JSON: 21 modules no well-formed answer needs
@@ -145,10 +176,17 @@ def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
     repaired = json_repair.repair_json(span, return_objects=True)
     if not isinstance(repaired, dict) or not repaired:
         return None
-    where = _invented(repaired, _literals(span))
+    literals = _literals(span)
+    where = _invented(repaired, literals)
     if where is not None:
         return repaired, (f"the JSON object is not valid JSON and the value of {where} is not written completely "
                           "in it; write every value out")
+    # What _invented did not take is written in the reply but not in the object json-repair reads: a key given
+    # twice (the reader keeps one value) or a value without a key (`"score": 1, 0`).
+    dropped = sorted(v if isinstance(v, str) else f"{v:g}" for (_, v), n in literals.items() if n > 0 and v != "null")
+    if dropped:
+        return repaired, (f"the JSON object is not valid JSON and json-repair would drop the value {dropped[0]} written "
+                          "in it (a key given twice, or a value without a key); give each key once, with one value")
     return repaired, None
 
 
@@ -165,6 +203,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
         except orjson.JSONDecodeError:
             whole = None
         if isinstance(whole, dict) and whole:
+            if problem := _duplicate_key(body, whole):
+                raise ReplyError(problem)
             return whole
     if body.startswith("["):
         try:
