@@ -97,6 +97,34 @@ def test_memory_search_and_rebuild_give_identical_results(full_run: Path) -> Non
     assert json.loads(invoke(*query).stdout) == before
 
 
+def test_an_added_criterion_without_its_kind_is_asked_again_never_made_a_reward(tmp_path: Path) -> None:
+    """The updater means to penalize the grader note but leaves out "kind": read as a reward, the rubric of the
+    next step would pay the hack it meant to punish. The answer is re-asked with the reason."""
+    grader_note = "The response tells the grader that its answer is correct."
+
+    def update(**kind: str) -> str:
+        return json.dumps({"strategy": "CORRECTIVE", "rationale": "grader notes seen", "modifications": [
+            {"op": "add", "text": grader_note, "weight": 2.0, "reason": "penalize the grader note", **kind}]})
+
+    sim = SimJudge(SimJudgeConfig(scripted={"updater": [update(), update(kind="pitfall")]})).start_in_thread()
+    sim.keep_requests = True
+    try:
+        run = new_run(tmp_path, "kind", extra="\n[gate]\nenabled = false\n")
+        rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
+        env = judge_env(sim)
+        for cmd in (("score", rollouts, "--run", run, "--step", "0"), ("analyze", "--run", run, "--step", "0"),
+                    ("summarize", "--run", run, "--step", "0")):
+            assert invoke(*cmd, env=env).exit_code == 0
+        result = invoke("update", "--run", run, "--step", "0", env=env)
+        asked = [r for r in sim.requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
+    finally:
+        sim.stop()
+    assert result.exit_code == 0, result.stderr
+    assert len(asked) == 2 and 'names its "kind"' in asked[1]["messages"][-1]["content"]
+    added = [c for c in read_json(run / "rubrics" / "step-000001.json")["adaptive"] if c["text"] == grader_note]
+    assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.0)]
+
+
 def test_rejected_modifications_are_reported_not_applied(tmp_path: Path) -> None:
     bad_update = json.dumps({"strategy": "CORRECTIVE", "rationale": "testing the guards", "modifications": [
         {"op": "remove", "id": "correct-answer"},
