@@ -115,10 +115,24 @@ def _render_messages(messages: list[Any]) -> str:
     parts = []
     for m in messages:
         if isinstance(m, Mapping):
-            parts.append(f"[{m.get('role', 'user')}]\n{_content_text(m.get('content'))}")
+            parts.append(f"[{m.get('role', 'user')}]\n{_message_text(m)}")
         else:
             parts.append(str(m))
     return "\n\n".join(parts)
+
+
+# What a chat message can carry besides its text: the judge is shown text only, so a message holding one of
+# these is refused rather than judged without it (an agent's tool call rendered as an empty turn, a response
+# judged as "" because its content was a call).
+_UNSHOWN = ("tool_calls", "function_call", "audio")
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    carried = [key for key in _UNSHOWN if message.get(key)]
+    if carried:
+        raise _BadContent(f"a chat message ({message.get('role')!r}) carries {carried[0]!r}, which amaris cannot show "
+                          "the judge (it judges text); give the text to judge with --map input=... --map output=...")
+    return _content_text(message.get("content"))
 
 
 class _BadContent(ValueError):
@@ -135,8 +149,12 @@ def _content_text(content: Any) -> str:
         return content
     if content is None:
         return ""
-    if isinstance(content, list) and all(isinstance(p, Mapping) and isinstance(p.get("text", ""), str) for p in content):
-        return "".join(p.get("text", "") for p in content)  # OpenAI content parts
+    if isinstance(content, list) and all(isinstance(p, Mapping) for p in content):  # OpenAI content parts
+        for part in content:
+            if not isinstance(part.get("text"), str):  # an image, audio or file part: the judge would not see it
+                raise _BadContent(f"message content holds a part of type {_short(part.get('type'), 40)} that is not "
+                                  "text; amaris judges text only, and a rollout judged without it would be judged wrong")
+        return "".join(p["text"] for p in content)
     raise _BadContent(f"message content must be a string or a list of text parts, got {type(content).__name__}")
 
 
@@ -150,7 +168,10 @@ def _split_messages(messages: list[Any]) -> tuple[str, str] | None:
     """(input, output) from a chat list whose last assistant turn is the output."""
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "assistant":
-            return _render_messages(messages[:index]), _content_text(messages[index].get("content"))
+            if index < len(messages) - 1:  # the turns after the output would be judged as if never said
+                raise _BadContent(f"the chat goes on after its last assistant turn (a {messages[-1].get('role')!r} turn "
+                                  "follows it), so that turn is not the response; end the chat with the response")
+            return _render_messages(messages[:index]), _message_text(messages[index])
     return None
 
 
@@ -209,7 +230,10 @@ class _LineReader:
         if _is_message_list(input_value):
             input_value = _render_messages(input_value)
         if _is_message_list(output_value):  # TRL conversational completions
-            output_value = _content_text(output_value[-1].get("content"))
+            if len(output_value) > 1:  # a multi-turn completion: its last message alone is not the response
+                raise bad(f"field {out_src!r} holds {len(output_value)} messages; amaris judges one response: "
+                          "give its text with --map output=...")
+            output_value = _message_text(output_value[-1])
         if not isinstance(input_value, str):
             raise bad(f"field {in_src!r} must be a string, got {type(input_value).__name__}")
         if not isinstance(output_value, str):

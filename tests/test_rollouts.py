@@ -47,6 +47,45 @@ def test_trl_conversational_completion_list(tmp_path: Path) -> None:
     assert (r.input, r.output) == ("[user]\nhi", "hello")
 
 
+_IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+_CALL = {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "rm", "arguments": '{"path": "/"}'}}]}
+
+
+@pytest.mark.parametrize(("row", "reason"), [
+    # what the judge would not see: an image (OpenAI's part, TRL's VLM placeholder), an agent's tool call
+    ({"prompt": [{"role": "user", "content": [{"type": "text", "text": "How many cats?"}, _IMAGE]}], "completion": "3"},
+     "part of type 'image_url' that is not text"),
+    ({"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "How many cats?"}]}],
+      "completion": "3"}, "part of type 'image' that is not text"),
+    ({"prompt": "Draw a cat.", "completion": [{"role": "assistant", "content": [{"type": "text", "text": "Here:"}, _IMAGE]}]},
+     "part of type 'image_url'"),
+    ({"messages": [{"role": "user", "content": "Clean up."}, _CALL, {"role": "tool", "content": "ok"},
+                   {"role": "assistant", "content": "Done."}]}, "carries 'tool_calls'"),
+    ({"messages": [{"role": "user", "content": "Clean up."}, _CALL]}, "carries 'tool_calls'"),  # output "" before
+    # turns after the response, and a multi-turn completion whose last message alone was kept
+    ({"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
+                   {"role": "user", "content": "and 3+3?"}]}, "goes on after its last assistant turn (a 'user' turn"),
+    ({"prompt": [{"role": "user", "content": "Clean up."}],
+      "completion": [_CALL, {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Done."}]},
+     "'completion' holds 3 messages"),
+])
+def test_chat_content_the_judge_would_not_see_is_an_error_never_dropped(tmp_path: Path, row: dict, reason: str) -> None:
+    path = write_jsonl(tmp_path / "r.jsonl", [{"id": "ok", "input": "p", "output": "o"}, {"id": "x", **row}])
+    with pytest.raises(InputErrors) as info:
+        read_rollouts(path)
+    [error] = info.value.errors
+    assert error.line == 2 and reason in error.reason, error.reason
+    assert str(info.value).startswith(f"{path}:2: ")
+
+
+def test_text_parts_and_an_empty_tool_call_list_are_read(tmp_path: Path) -> None:
+    rows = [{"prompt": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+             "completion": [{"role": "assistant", "content": "hello", "tool_calls": []}]}]
+    [r] = read_rollouts(write_jsonl(tmp_path / "r.jsonl", rows))
+    assert (r.input, r.output) == ("[user]\nhi", "hello")
+
+
 def test_map_option_reads_any_field(tmp_path: Path) -> None:
     rows = [{"q": {"text": "p"}, "a": "o", "meta": {"idx": 12}}]
     mapping = parse_mapping(["input=q.text", "output=a", "id=meta.idx"])
