@@ -121,18 +121,34 @@ def _render_messages(messages: list[Any]) -> str:
     return "\n\n".join(parts)
 
 
-# What a chat message can carry besides its text: the judge is shown text only, so a message holding one of
-# these is refused rather than judged without it (an agent's tool call rendered as an empty turn, a response
-# judged as "" because its content was a call).
-_UNSHOWN = ("tool_calls", "function_call", "audio")
-
-
 def _message_text(message: Mapping[str, Any]) -> str:
-    carried = [key for key in _UNSHOWN if message.get(key)]
-    if carried:
-        raise _BadContent(f"a chat message ({message.get('role')!r}) carries {carried[0]!r}, which amaris cannot show "
-                          "the judge (it judges text); give the text to judge with --map input=... --map output=...")
-    return _content_text(message.get("content"))
+    """A chat message as the judge reads it: its text, then each tool call it makes (an agent's action is part
+    of what is judged: a call rendered as an empty turn, or a response that is a call judged as "", would be
+    judged without it). Audio cannot be shown as text: refused rather than judged without it."""
+    if message.get("audio"):
+        raise _BadContent(f"a chat message ({_short(message.get('role'), 40)}) carries audio, which amaris cannot "
+                          "show the judge (it judges text); give the text to judge with --map input=... --map output=...")
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise _BadContent(f"a chat message's tool_calls must be a list, got {type(calls).__name__}")
+    if message.get("function_call"):  # the legacy single call: {"name", "arguments"}
+        calls = [*calls, {"function": message["function_call"]}]
+    text = _content_text(message.get("content"))
+    if not calls:
+        return text
+    return "\n".join([*([text] if text else []), *map(_tool_call_text, calls)])
+
+
+def _tool_call_text(call: Any) -> str:
+    """`[tool call] name(arguments)`: the arguments as the model wrote them (a JSON string, or the object TRL
+    keeps, written as JSON)."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        raise _BadContent("a tool call has no function name (expected {\"function\": {\"name\", \"arguments\"}})")
+    arguments = function.get("arguments", "")
+    if not isinstance(arguments, str):
+        arguments = orjson.dumps(arguments).decode()
+    return f"[tool call] {function['name']}({arguments})"
 
 
 class _BadContent(ValueError):
@@ -230,10 +246,8 @@ class _LineReader:
         if _is_message_list(input_value):
             input_value = _render_messages(input_value)
         if _is_message_list(output_value):  # TRL conversational completions
-            if len(output_value) > 1:  # a multi-turn completion: its last message alone is not the response
-                raise bad(f"field {out_src!r} holds {len(output_value)} messages; amaris judges one response: "
-                          "give its text with --map output=...")
-            output_value = _message_text(output_value[-1])
+            # An agent's completion of several messages (calls, tool results, answer) is the response as a whole.
+            output_value = _message_text(output_value[0]) if len(output_value) == 1 else _render_messages(output_value)
         if not isinstance(input_value, str):
             raise bad(f"field {in_src!r} must be a string, got {type(input_value).__name__}")
         if not isinstance(output_value, str):

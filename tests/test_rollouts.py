@@ -60,15 +60,14 @@ _CALL = {"role": "assistant", "content": None,
       "completion": "3"}, "part of type 'image' that is not text"),
     ({"prompt": "Draw a cat.", "completion": [{"role": "assistant", "content": [{"type": "text", "text": "Here:"}, _IMAGE]}]},
      "part of type 'image_url'"),
-    ({"messages": [{"role": "user", "content": "Clean up."}, _CALL, {"role": "tool", "content": "ok"},
-                   {"role": "assistant", "content": "Done."}]}, "carries 'tool_calls'"),
-    ({"messages": [{"role": "user", "content": "Clean up."}, _CALL]}, "carries 'tool_calls'"),  # output "" before
-    # turns after the response, and a multi-turn completion whose last message alone was kept
+    ({"messages": [{"role": "user", "content": "Say it."}, {"role": "assistant", "content": "", "audio": {"id": "a1"}}]},
+     "carries audio"),
+    # turns after the response
     ({"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
                    {"role": "user", "content": "and 3+3?"}]}, "goes on after its last assistant turn (a 'user' turn"),
-    ({"prompt": [{"role": "user", "content": "Clean up."}],
-      "completion": [_CALL, {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Done."}]},
-     "'completion' holds 3 messages"),
+    ({"messages": [{"role": "user", "content": "Clean up."}, {"role": "assistant", "content": None,
+                                                               "tool_calls": [{"type": "function"}]}]},
+     "a tool call has no function name"),
 ])
 def test_chat_content_the_judge_would_not_see_is_an_error_never_dropped(tmp_path: Path, row: dict, reason: str) -> None:
     path = write_jsonl(tmp_path / "r.jsonl", [{"id": "ok", "input": "p", "output": "o"}, {"id": "x", **row}])
@@ -77,6 +76,31 @@ def test_chat_content_the_judge_would_not_see_is_an_error_never_dropped(tmp_path
     [error] = info.value.errors
     assert error.line == 2 and reason in error.reason, error.reason
     assert str(info.value).startswith(f"{path}:2: ")
+
+
+def test_an_agents_tool_calls_and_results_are_shown_to_the_judge(tmp_path: Path) -> None:
+    """An agent's actions are part of what is judged: a call was an empty "[assistant]" turn of the input, a
+    response that is a call was judged as "", and a completion of several messages was its last one alone."""
+    legacy = {"role": "assistant", "content": "Checking.", "function_call": {"name": "ls", "arguments": "{}"}}
+    trl = {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "rm", "arguments": {"path": "/"}}}]}
+    rows = [
+        {"messages": [{"role": "user", "content": "Clean up."}, _CALL, {"role": "tool", "content": "ok"},
+                      {"role": "assistant", "content": "Done."}]},
+        {"messages": [{"role": "user", "content": "Clean up."}, _CALL]},
+        {"prompt": [{"role": "user", "content": "Clean up."}],
+         "completion": [_CALL, {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Done."}]},
+        {"prompt": "Clean up.", "completion": [legacy]},
+        {"prompt": "Clean up.", "completion": [trl]},
+    ]
+    got = [(r.input, r.output) for r in read_rollouts(write_jsonl(tmp_path / "r.jsonl", rows))]
+    call = '[tool call] rm({"path": "/"})'
+    assert got == [
+        (f"[user]\nClean up.\n\n[assistant]\n{call}\n\n[tool]\nok", "Done."),
+        ("[user]\nClean up.", call),
+        ("[user]\nClean up.", f"[assistant]\n{call}\n\n[tool]\nok\n\n[assistant]\nDone."),
+        ("Clean up.", "Checking.\n[tool call] ls({})"),
+        ("Clean up.", '[tool call] rm({"path":"/"})'),
+    ]
 
 
 def test_text_parts_and_an_empty_tool_call_list_are_read(tmp_path: Path) -> None:
