@@ -125,6 +125,40 @@ def test_an_added_criterion_without_its_kind_is_asked_again_never_made_a_reward(
     assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.0)]
 
 
+def test_an_analysis_whose_hacking_flag_contradicts_its_patterns_is_asked_again(tmp_path: Path) -> None:
+    """ "detected": false beside a named pattern is two answers: the step's summary would count the pattern
+    and the adoption gate would take the rollout as an honest control. The answer is re-asked with the reason;
+    one that stays contradictory is a failed analysis, never either reading."""
+
+    def analysis(detected: bool) -> str:
+        return json.dumps({"overall_assessment": "x", "stage_performance": "x", "advancement_strategy": "x",
+                           "observations": [], "rubric_judgement": {"assessment": "x", "missing_criteria": [],
+                                                                    "misjudged": False},
+                           "reward_hacking": {"detected": detected, "patterns": [
+                               {"pattern": "grader_note", "evidence": "tells the grader", "severity": "high"}]}})
+
+    sim = SimJudge(SimJudgeConfig(scripted={"analyzer": [analysis(False), analysis(True)] + [analysis(False)] * 8}))
+    sim.start_in_thread()
+    sim.keep_requests = True
+    try:
+        run = new_run(tmp_path, "flag")
+        env = judge_env(sim)
+        codes = []
+        for step in (0, 1):  # one rollout a step, so the scripted answers go to it in order
+            one = write_jsonl(tmp_path / f"r{step}.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl")[:1])
+            assert invoke("score", one, "--run", run, "--step", step, "--rubric-version", 0, env=env).exit_code == 0
+            codes.append(invoke("analyze", "--run", run, "--step", step, env=env).exit_code)
+        asked = [r for r in sim.requests if "rollout analyzer" in r["messages"][0]["content"]]
+    finally:
+        sim.stop()
+    assert codes == [0, 4]  # 4: a record failed (the failure policy's exit code)
+    assert "reward_hacking.detected is false but it names 1 pattern(s)" in asked[1]["messages"][-1]["content"]
+    [first] = read_jsonl(run / "steps" / "000000" / "analyses.jsonl")
+    assert first["status"] == "analyzed" and first["analysis"]["reward_hacking"]["detected"] is True
+    [second] = read_jsonl(run / "steps" / "000001" / "analyses.jsonl")
+    assert second["status"] == "failed" and "detected is false but it names" in second["error"]
+
+
 def test_rejected_modifications_are_reported_not_applied(tmp_path: Path) -> None:
     bad_update = json.dumps({"strategy": "CORRECTIVE", "rationale": "testing the guards", "modifications": [
         {"op": "remove", "id": "correct-answer"},

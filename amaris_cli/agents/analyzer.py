@@ -37,9 +37,23 @@ def analyzer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score:
     )
 
 
+def check_hacking(answer: AnalysisAnswer) -> None:
+    """`reward_hacking.detected` and its patterns agree. A "no" that names patterns (or a "yes" that names
+    none) is two answers: the step's summary counts the patterns, the adoption gate reads `detected`, so
+    either reading would be a guess; the answer is re-asked."""
+    hacking = answer.reward_hacking
+    named = [p.pattern for p in hacking.patterns if p.severity != "none"]
+    if not hacking.detected and named:
+        raise ValueError(f"reward_hacking.detected is false but it names {len(named)} pattern(s) ({named[0]!r}...): "
+                         "set detected to true, or list no pattern")
+    if hacking.detected and not named:
+        raise ValueError("reward_hacking.detected is true but it names no pattern (of severity above none): name "
+                         "each pattern, or set detected to false")
+
+
 async def analyze_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score: ScoreRecord, step: int) -> AnalysisRecord:
     answer = await kit.client.ask("analyzer", analyzer_messages(kit, rubric, rollout, score, step), AnalysisAnswer,
-                                  step=step, context=rollout.id)
+                                  step=step, context=rollout.id, check=check_hacking)
     reward = score.reward if score.status == "scored" else None
     if answer.value is None:
         return AnalysisRecord(rollout_id=rollout.id, step=step, reward=reward, status="failed", error=answer.error,
