@@ -30,7 +30,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from amaris_cli.errors import AmarisError, InputError
-from amaris_cli.jsonio import iter_models, read_json, write_json_atomic, write_jsonl_atomic
+from amaris_cli.jsonio import iter_models, read_model, write_json_atomic, write_jsonl_atomic
 from amaris_cli.models import (
     AnalysisRecord,
     RetrievalRecord,
@@ -119,13 +119,6 @@ def steps_with_rollouts(run: RunDir) -> list[int]:
 # --- reading records back -----------------------------------------------------------------------
 
 
-def _json(path: Path) -> Any:
-    try:
-        return read_json(path)
-    except orjson.JSONDecodeError as exc:
-        raise AmarisError(f"{path}: corrupt JSON ({exc}); was the file edited by hand?") from None
-
-
 def load_rollouts(run: RunDir, step: int) -> list[Rollout]:
     path = rollouts_path(run, step)
     if not path.exists():
@@ -144,12 +137,12 @@ def load_analyses(run: RunDir, step: int) -> list[AnalysisRecord]:
 
 def load_stats(run: RunDir, step: int, instance_id: str | None = None) -> StepStats | None:
     path = stats_path(run, step, instance_id)
-    return StepStats.model_validate(_json(path)) if path.exists() else None
+    return read_model(path, StepStats) if path.exists() else None
 
 
 def load_summary(run: RunDir, step: int, instance_id: str | None = None) -> SummaryRecord | None:
     path = summary_path(run, step, instance_id)
-    return SummaryRecord.model_validate(_json(path)) if path.exists() else None
+    return read_model(path, SummaryRecord) if path.exists() else None
 
 
 def summary_paths(run: RunDir, step: int) -> list[Path]:
@@ -159,17 +152,17 @@ def summary_paths(run: RunDir, step: int) -> list[Path]:
 
 
 def load_summaries(run: RunDir, step: int) -> list[SummaryRecord]:
-    return [SummaryRecord.model_validate(_json(p)) for p in summary_paths(run, step)]
+    return [read_model(p, SummaryRecord) for p in summary_paths(run, step)]
 
 
 def load_update(run: RunDir, step: int, instance_id: str | None = None) -> UpdateRecord | None:
     path = update_path(run, step, instance_id)
-    return UpdateRecord.model_validate(_json(path)) if path.exists() else None
+    return read_model(path, UpdateRecord) if path.exists() else None
 
 
 def load_retrieval(run: RunDir, step: int, instance_id: str | None = None) -> RetrievalRecord | None:
     path = retrieval_path(run, step, instance_id)
-    return RetrievalRecord.model_validate(_json(path)) if path.exists() else None
+    return read_model(path, RetrievalRecord) if path.exists() else None
 
 
 # --- provenance -------------------------------------------------------------------------------
@@ -226,7 +219,7 @@ def read_provenance(run: RunDir, step: int) -> StepProvenance:
     path = provenance_path(run, step)
     if not path.exists():
         return StepProvenance()
-    return StepProvenance.model_validate(_json(path))
+    return read_model(path, StepProvenance)
 
 
 def _save(run: RunDir, step: int, provenance: StepProvenance) -> None:

@@ -18,6 +18,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from amaris_cli.errors import AmarisError
+from amaris_cli.jsonlimits import json_error_reason, whole_file_problem
 
 DUMP_OPTS = orjson.OPT_SORT_KEYS
 M = TypeVar("M", bound=BaseModel)
@@ -75,6 +76,28 @@ def read_json(path: Path) -> Any:
     return orjson.loads(path.read_bytes())
 
 
+def validation_problems(exc: ValidationError, limit: int = 3) -> str:
+    """A pydantic error in one line: the first `limit` fields and what is wrong with each."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}" for e in exc.errors()[:limit])
+
+
+def read_model(path: Path, model: type[M], what: str | None = None) -> M:
+    """A JSON file written by amaris, validated: a file that is not JSON, or JSON that is not a `model` (a hand
+    edit, a file of another version), is an error naming the file, the line or the field, and the reason."""
+    raw = path.read_bytes()
+    what = what or f"a valid {model.__name__}"
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        where = f"{path}:{exc.lineno}" if raw.strip() else str(path)
+        reason = "empty file" if not raw.strip() else _decode_problem(raw, exc, first=True)
+        raise AmarisError(f"{where}: not {what}: {reason}; was the file edited by hand?") from None
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise AmarisError(f"{path}: not {what} ({validation_problems(exc)}); was the file edited by hand?") from None
+
+
 def iter_jsonl(path: Path) -> Iterator[Any]:
     """Rows of a JSONL file written by amaris, streamed. A torn last line (a writer killed mid-line,
     or one still appending) is not a record yet and is skipped, so readers work beside writers and
@@ -90,9 +113,7 @@ def iter_models(path: Path, model: type[M]) -> Iterator[M]:
         try:
             yield model.model_validate(row)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}"
-                                 for e in exc.errors()[:3])
-            raise AmarisError(f"{path}:{number}: not a valid {model.__name__} ({problems}); "
+            raise AmarisError(f"{path}:{number}: not a valid {model.__name__} ({validation_problems(exc)}); "
                               "was the file edited by hand?") from None
 
 
@@ -124,7 +145,15 @@ def _parse_line(path: Path, number: int, raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise AmarisError(f"{path}:{number}: corrupt line ({exc}); was the file edited by hand?") from None
+        raise AmarisError(f"{path}:{number}: corrupt line ({_decode_problem(raw, exc, first=number == 1)}); "
+                          "was the file edited by hand?") from None
+
+
+def _decode_problem(raw: bytes, exc: orjson.JSONDecodeError, first: bool) -> str:
+    """Why bytes amaris wrote no longer parse, in words (an editor's re-save, a UTF-16 copy, a torn write)."""
+    if first and raw.startswith(b"\xef\xbb\xbf"):
+        return "the file starts with a UTF-8 byte-order mark, which amaris never writes (re-saved by an editor?)"
+    return (whole_file_problem(raw) if first else None) or json_error_reason(raw, exc)
 
 
 def append_whole(fd: int, data: bytes, end: int, path: Path) -> None:

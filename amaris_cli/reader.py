@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from amaris_cli import artifacts
-from amaris_cli.config import Settings
+from amaris_cli.config import Settings, validate_settings
 from amaris_cli.errors import InputError
 from amaris_cli.figures import RewardFigures, VersionFlips, flip_figures, hacking_figures, reward_figures
 from amaris_cli.jsonio import iter_jsonl
@@ -98,7 +98,7 @@ class RunReader:
 
     @cached_property
     def settings(self) -> Settings:
-        return Settings.model_validate(self.manifest.config)
+        return validate_settings(self.manifest.config, str(self.run.manifest_path))
 
     @cached_property
     def steps(self) -> list[int]:

@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from amaris_cli import __version__
-from amaris_cli.config import Settings
+from amaris_cli.config import Settings, validate_settings
 from amaris_cli.errors import AmarisError
-from amaris_cli.jsonio import read_json, write_json_atomic
+from amaris_cli.jsonio import read_model, write_json_atomic
 from amaris_cli.models import RubricSet
 
 
@@ -113,16 +113,13 @@ class RunDir:
     # --- manifest -----------------------------------------------------------------------
     def load_manifest(self) -> Manifest:
         self.require()
-        try:
-            return Manifest.model_validate(read_json(self.manifest_path))
-        except Exception as exc:  # corrupt manifest: say which file
-            raise AmarisError(f"{self.manifest_path}: unreadable manifest: {exc}") from None
+        return read_model(self.manifest_path, Manifest, "a readable manifest")
 
     def save_manifest(self, manifest: Manifest) -> None:
         write_json_atomic(self.manifest_path, manifest.model_dump(mode="json"))
 
     def settings(self) -> Settings:
-        return Settings.model_validate(self.load_manifest().config)
+        return validate_settings(self.load_manifest().config, str(self.manifest_path))
 
     # --- rubrics ------------------------------------------------------------------------
     def rubric_versions(self, instance_id: str | None = None) -> list[int]:
@@ -140,11 +137,9 @@ class RunDir:
     def load_rubric(self, version: int, instance_id: str | None = None) -> RubricSet:
         path = self.rubric_path(version, instance_id)
         try:
-            return RubricSet.model_validate(read_json(path))
+            return read_model(path, RubricSet, "a valid rubric file")
         except FileNotFoundError:
             raise AmarisError(f"{path}: rubric version {version} does not exist") from None
-        except Exception as exc:
-            raise AmarisError(f"{path}: invalid rubric file: {exc}") from None
 
     def save_rubric(self, rubric: RubricSet) -> None:
         write_json_atomic(

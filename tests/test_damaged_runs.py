@@ -1,0 +1,102 @@
+"""A run directory damaged by hand: files edited into something amaris never writes, stray entries beside its own.
+
+Every reader and writer names the damaged file (and the line or the field) with the reason in one line, never a
+traceback; a stray entry is not taken for a step or a rubric version; a derived file amaris can make again is made
+again by the next run of the stage that wrote it, byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, FAST_MEMORY, invoke, judge_env, new_run
+
+LOOP = ("loop", EXAMPLES / "math", "--steps", "0:2")
+
+
+@pytest.fixture(scope="module")
+def recorded(judge, tmp_path_factory) -> Path:
+    """A 3-step run with updates (rubric versions 0-3), made once for the module."""
+    run = new_run(tmp_path_factory.mktemp("damaged"), extra=FAST_MEMORY)
+    result = invoke(*LOOP, "--run", run, env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
+@pytest.fixture
+def copy(recorded, tmp_path) -> Path:
+    return Path(shutil.copytree(recorded, tmp_path / "run", symlinks=True))
+
+
+def edit_json(path: Path, change: Callable[[dict], object]) -> None:
+    value = json.loads(path.read_bytes())
+    change(value)
+    path.write_text(json.dumps(value, indent=2))
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code != 0 and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    assert "pydantic" not in result.stderr and "validation error for" not in result.stderr, result.stderr
+    return lines[0]
+
+
+DAMAGES = {
+    # (file, change, what the one line says besides the file)
+    "summary-missing-field": ("steps/000001/summary.json", lambda v: v.pop("chunks"), "chunks: Field required"),
+    "update-unknown-strategy": ("steps/000001/update.json", lambda v: v.update(strategy=5), "strategy: Input should be"),
+    "retrieval-emptied": ("steps/000001/retrieval.json", lambda v: v.clear(), "step: Field required"),
+    "provenance-unknown-key": ("steps/000001/provenance.json", lambda v: v.update(note="mine"), "note: Extra inputs"),
+    "rubric-duplicate-id": ("rubrics/step-000001.json", lambda v: v["adaptive"].append(dict(v["anchors"][0])),
+                            "duplicate criterion ids: correct-answer"),
+    "rubric-negative-weight": ("rubrics/step-000001.json", lambda v: v["adaptive"][0].update(weight=-1.0),
+                               "adaptive.0.weight: Input should be greater than 0"),
+    "manifest-unknown-config-key": ("run.json", lambda v: v["config"]["pipeline"].update(new_knob=1),
+                                    "pipeline.new_knob: unknown key"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=list(DAMAGES))
+def test_a_hand_edited_json_file_is_one_line_naming_the_file_and_the_field(copy, tmp_path, damage) -> None:
+    name, change, reason = DAMAGES[damage]
+    edit_json(copy / name, change)
+    for args in (("inspect", copy, "--step", "1"), ("report", copy, "--out", tmp_path / "r.html")):
+        line = one_error_line(invoke(*args))
+        assert f"{copy / name}" in line and reason in line, (args[0], line)
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda b: b[:300] + b"\xff" + b[300:], ":1: corrupt line (not valid UTF-8 (byte 300: b'\\xff'))"),
+    (lambda b: b.decode().encode("utf-16"), ":1: corrupt line (file is UTF-16"),
+    (lambda b: b"\xef\xbb\xbf" + b, ":1: corrupt line (the file starts with a UTF-8 byte-order mark"),
+    (lambda b: b.replace(b"\n", b"X", 1), ":1: corrupt line (invalid JSON: unexpected content after document (column "),
+], ids=["invalid-utf8-mid-line", "utf16", "bom", "two-lines-joined"])
+def test_a_damaged_jsonl_line_says_what_is_wrong_with_it(copy, damage, reason) -> None:
+    path = copy / "steps/000001/scores.jsonl"
+    path.write_bytes(damage(path.read_bytes()))
+    line = one_error_line(invoke("inspect", copy))
+    assert f"{path}{reason}" in line, line
+    assert "surrogates" not in line and "line 1 column" not in line, line
+
+
+@pytest.mark.parametrize("damage", ["manifest-utf16", "manifest-bom", "rubric-nan"])
+def test_a_json_file_that_no_longer_parses_names_its_line(copy, damage) -> None:
+    if damage == "rubric-nan":
+        path = copy / "rubrics/step-000001.json"
+        text = path.read_bytes()
+        path.write_bytes(text.replace(b'"weight": 1.0', b'"weight": NaN', 1))
+        line = text[:text.index(b'"weight": 1.0')].count(b"\n") + 1
+        expected = f"{path}:{line}: not a valid rubric file: invalid JSON"
+    else:
+        path = copy / "run.json"
+        path.write_bytes(path.read_bytes().decode().encode("utf-16") if damage == "manifest-utf16"
+                         else b"\xef\xbb\xbf" + path.read_bytes())
+        expected = f"{path}:1: not a readable manifest: "
+    line = one_error_line(invoke("inspect", copy, "--step", "1"))
+    assert expected in line and "surrogates" not in line, line
