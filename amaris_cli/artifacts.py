@@ -40,7 +40,7 @@ from amaris_cli.models import (
     SummaryRecord,
     UpdateRecord,
 )
-from amaris_cli.rundir import RunDir, safe_instance_dir
+from amaris_cli.rundir import RunDir, numbered, safe_instance_dir
 
 ROLLOUTS = "rollouts.jsonl"
 SCORES = "scores.jsonl"
@@ -109,7 +109,7 @@ def step_numbers(run: RunDir) -> list[int]:
     base = run.path / "steps"
     if not base.is_dir():
         return []
-    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(n for p in base.iterdir() if (n := numbered(p.name)) is not None and p.is_dir())
 
 
 def steps_with_rollouts(run: RunDir) -> list[int]:

@@ -54,6 +54,16 @@ def safe_instance_dir(instance_id: str) -> str:
     return f"{clean}-{hashlib.sha256(instance_id.encode()).hexdigest()[:10]}"
 
 
+def numbered(name: str, prefix: str = "", suffix: str = "") -> int | None:
+    """The number in a name amaris writes (`{prefix}{n:06d}{suffix}`: a step directory, a rubric file), or
+    None for any other name (`2`, `step-2.json`, a backup, a non-ASCII digit): only amaris's own names count,
+    so a stray entry never shows as a second copy of a step or a version."""
+    digits = name.removeprefix(prefix).removesuffix(suffix) if name.startswith(prefix) and name.endswith(suffix) else ""
+    if not (digits.isascii() and digits.isdigit()) or f"{prefix}{int(digits):06d}{suffix}" != name:
+        return None
+    return int(digits)
+
+
 class RunDir:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -126,13 +136,7 @@ class RunDir:
         directory = self.rubric_dir(instance_id)
         if not directory.is_dir():
             return []
-        versions = []
-        for p in directory.glob("step-*.json"):
-            try:
-                versions.append(int(p.stem.removeprefix("step-")))
-            except ValueError:
-                continue
-        return sorted(versions)
+        return sorted(v for p in directory.glob("step-*.json") if (v := numbered(p.name, "step-", ".json")) is not None)
 
     def load_rubric(self, version: int, instance_id: str | None = None) -> RubricSet:
         path = self.rubric_path(version, instance_id)

@@ -39,7 +39,7 @@ from amaris_cli.artifacts import SCORES, SUMMARY, UPDATE, evolution, read_proven
 from amaris_cli.config import PipelineSettings
 from amaris_cli.errors import AmarisError, ConfigError, WaitTimeout
 from amaris_cli.locks import holder
-from amaris_cli.rundir import RunDir
+from amaris_cli.rundir import RunDir, numbered
 
 POLL_S = 0.1
 GRACE_S = 1.5  # an evolution started with `&` a moment ago may not hold its lock yet
@@ -239,8 +239,8 @@ def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, w
         wait_for_evolutions(run, needed, wait=wait, say=say, needed_for=f"scoring step {step} (rubric version "
                             f"{explicit})", fail_if_idle=True)
         # per-instance runs: updates write the instances' rubrics (rubrics/instances/ID/), not the run's
-        numbers = (p.stem.removeprefix("step-") for p in (run.rubric_dir() / "instances").glob("*/step-*.json"))
-        known = sorted({*run.rubric_versions(), *(int(n) for n in numbers if n.isdigit())})
+        numbers = (numbered(p.name, "step-", ".json") for p in (run.rubric_dir() / "instances").glob("*/step-*.json"))
+        known = sorted({*run.rubric_versions(), *(n for n in numbers if n is not None)})
         if explicit not in known:
             raise ConfigError(f"{run.path}: rubric version {explicit} does not exist (versions: "
                               f"{', '.join(map(str, known)) or 'none'})")

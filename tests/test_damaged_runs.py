@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, FAST_MEMORY, invoke, judge_env, new_run
+from tests.conftest import EXAMPLES, FAST_MEMORY, invoke, judge_env, new_run, outputs
 
 LOOP = ("loop", EXAMPLES / "math", "--steps", "0:2")
 
@@ -100,3 +100,26 @@ def test_a_json_file_that_no_longer_parses_names_its_line(copy, damage) -> None:
         expected = f"{path}:1: not a readable manifest: "
     line = one_error_line(invoke("inspect", copy, "--step", "1"))
     assert expected in line and "surrogates" not in line, line
+
+
+def test_stray_entries_are_not_taken_for_steps_or_rubric_versions(judge, recorded, copy) -> None:
+    before = outputs(copy)
+    (copy / "steps/1").mkdir()  # a user's scratch directory, a copy, a non-ASCII digit
+    (copy / "steps/00000²").mkdir()
+    (copy / "steps/٢").mkdir()
+    shutil.copyfile(copy / "rubrics/step-000003.json", copy / "rubrics/step-7.json")
+    result = invoke("inspect", copy, "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [s["step"] for s in data["steps"]] == [0, 1, 2] and data["rubric_versions"] == [0, 1, 2, 3]
+    assert invoke("report", copy, "--out", copy / "r.html").exit_code == 0
+    assert invoke("compare", recorded, copy).exit_code == 0
+    result = invoke(*LOOP, "--run", copy, env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    after = outputs(copy)
+    assert {k: v for k, v in after.items() if k in before} == before
+    (copy / "rubrics/instances/x").mkdir(parents=True)  # an explicit version is looked up among instances' too
+    shutil.copyfile(copy / "rubrics/step-000001.json", copy / "rubrics/instances/x/step-².json")
+    result = invoke("score", EXAMPLES / "math/step-003.jsonl", "--run", copy, "--step", 3, "--rubric-version", 3,
+                    env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
