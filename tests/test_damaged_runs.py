@@ -123,3 +123,12 @@ def test_stray_entries_are_not_taken_for_steps_or_rubric_versions(judge, recorde
     result = invoke("score", EXAMPLES / "math/step-003.jsonl", "--run", copy, "--step", 3, "--rubric-version", 3,
                     env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
+
+
+def test_a_rubric_or_retrieval_damaged_by_hand_is_written_again_by_the_next_loop(judge, copy) -> None:
+    before = outputs(copy)
+    edit_json(copy / "rubrics/step-000002.json", lambda v: v["adaptive"][0].update(weight=-1.0))
+    (copy / "steps/000000/retrieval.json").write_text("{}")
+    result = invoke(*LOOP, "--run", copy, env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert outputs(copy) == before

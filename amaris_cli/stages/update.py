@@ -92,6 +92,14 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
     }
 
 
+def _saved_rubric(run: RunDir, version: int, instance_id: str | None) -> RubricSet | None:
+    """The rubric file as it is now; None when it is missing or no longer a valid rubric (an edit by hand)."""
+    try:
+        return run.load_rubric(version, instance_id)
+    except AmarisError:
+        return None
+
+
 def _rubric_of(base: RubricSet, record: UpdateRecord) -> RubricSet:
     return RubricSet(version=record.to_version, instance_id=base.instance_id, anchors=base.anchors,
                      adaptive=record.final_adaptive, produced_by_step=record.step)
@@ -107,12 +115,15 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
     inputs = {**update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base), **reliability.inputs}
     name = artifacts.rel(artifacts.UPDATE, iid)
-    if not force and artifacts.freshness(run, step, name).made_from(inputs):
+    # The update is reused with its retrieval: one edited or lost since (a carried-forward update has none) makes
+    # the update run again, its requests answered from calls.jsonl.
+    retrieval = artifacts.freshness(run, step, artifacts.rel(artifacts.RETRIEVAL, iid))
+    if (not force and artifacts.freshness(run, step, name).made_from(inputs)
+            and (retrieval.made is None or retrieval.made_from(inputs))):
         existing = artifacts.load_update(run, step, iid)
         assert existing is not None
         rubric = _rubric_of(base, existing)
-        path = run.rubric_path(rubric.version, iid)
-        if not path.exists() or run.load_rubric(rubric.version, iid) != rubric:
+        if _saved_rubric(run, rubric.version, iid) != rubric:
             run.save_rubric(rubric)  # the update is whole but its rubric file was lost or edited: rewrite it
         return existing, artifacts.load_retrieval(run, step, iid), False
     if summary.skipped is not None:
