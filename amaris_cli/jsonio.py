@@ -8,6 +8,7 @@ readers skip such a last line.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Iterable, Iterator
@@ -42,7 +43,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:  # disk full, read-only: the target keeps its old bytes, no half file is left
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a read-only file system even unlinking nothing fails (EROFS)
+            tmp.unlink(missing_ok=True)
         raise OSError(exc.errno, exc.strerror, str(path)) from None
     _fsync_dir(path.parent)
     # A process killed mid-write leaves its temporary file; one writer per run makes any other

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, FAST_MEMORY, invoke, judge_env, new_run, outputs
+from tests.conftest import (
+    EXAMPLES,
+    FAST_MEMORY,
+    invoke,
+    judge_env,
+    new_run,
+    outputs,
+    read_only_copy,
+    snapshot,
+)
 
 LOOP = ("loop", EXAMPLES / "math", "--steps", "0:2")
 
@@ -132,3 +141,11 @@ def test_a_rubric_or_retrieval_damaged_by_hand_is_written_again_by_the_next_loop
     result = invoke(*LOOP, "--run", copy, env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     assert outputs(copy) == before
+
+
+def test_a_report_into_a_read_only_run_names_the_report_not_a_temporary_file(recorded, tmp_path) -> None:
+    with read_only_copy(recorded, tmp_path / "ro") as copy:
+        before = snapshot(copy)
+        line = one_error_line(invoke("report", copy))
+        assert line == f"error: {copy / 'report.html'}: Read-only file system", line
+        assert snapshot(copy) == before
