@@ -28,6 +28,9 @@ from amaris_cli.rundir import RunDir
 T = TypeVar("T")
 JudgeChoice = Literal["endpoint", "sim", "auto"]
 SIM_MODEL = "sim-judge"
+# Where an offline replay of a sim-judge run says its requests go: never contacted (offline sends nothing;
+# `.invalid` never resolves), it gives those requests the sim-judge's agent settings, model included.
+OFFLINE_SIM_URL = "http://sim-judge.offline.invalid/v1"
 
 
 @dataclass
@@ -118,6 +121,9 @@ def open_session(
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge")
             say(f"No OpenAI-compatible endpoint is configured: using amaris's rule-based sim-judge at {sim_url}. "
                 "Its verdicts come from simple rules, not from an LLM.")
+        elif offline and judge == "sim":  # the record holds the sim-judge's requests: looked up as its own
+            sim_url = OFFLINE_SIM_URL
+            settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge (offline: never called)")
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
         cache = CallCache(run.calls_path, replay_source, offline)

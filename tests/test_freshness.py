@@ -164,6 +164,18 @@ def test_a_replay_leaves_its_source_byte_for_byte_and_offline_needs_no_endpoint(
     assert snapshot(run) == before
 
 
+def test_a_run_the_built_in_sim_judge_made_replays_offline(tmp_path) -> None:
+    """`loop --judge sim` records the sim-judge's requests (its model is "sim-judge"); an offline replay, which
+    starts no judge, looked them up under the config's model instead and missed every one (exit 5)."""
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--judge", "sim").exit_code == 0
+    result = invoke("replay", run, "--out", tmp_path / "offline", "--offline", "--json")  # the recorded judge: sim
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["calls_made"] == 0
+    for name in ("steps/000000/scores.jsonl", "steps/000001/scores.jsonl", "rubrics/step-000001.json"):
+        assert (tmp_path / "offline" / name).read_bytes() == (run / name).read_bytes(), name
+
+
 def test_inspect_and_compare_count_only_calls_made_as_spent(tmp_path, sim) -> None:
     run = new_run(tmp_path)
     assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
