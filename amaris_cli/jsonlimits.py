@@ -65,16 +65,50 @@ def check_storable(raw: bytes, record: dict[str, Any]) -> None:
     if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _deeper_than(raw, MAX_DEPTH):
         top = _too_deep(record, MAX_DEPTH)
         raise Unstorable(f"field {top!r} nests deeper than {MAX_DEPTH} levels (the limit for one line)")
-    # Each key has one structural ':'; the re-serialized record has one per key it kept, plus the
-    # same ':' inside strings (more if the line escaped one as \u003a). Fewer means a key was dropped.
     dumped = orjson.dumps(record)
-    colons = raw.count(b":") + raw.count(b"\\u003a") + raw.count(b"\\u003A")
     # An integer beyond 64 bits comes back from orjson as a float >= 9.2e18, which it writes
     # with an exponent: only then can a long digit run in the line be such an integer.
-    if dumped.count(b":") < colons or (b"e+" in dumped and _LONG_DIGITS.search(raw)):
+    if _keys_lost(raw, dumped) or (b"e+" in dumped and _LONG_DIGITS.search(raw)):
         reason = _strict_reason(raw)
         if reason:
             raise Unstorable(reason)
+
+
+def _keys_lost(raw: bytes, dumped: bytes) -> bool:
+    """Whether reading `raw` dropped a key (`dumped`: what was read, written again). Each key has one
+    structural ':'; the re-serialized value has one per key it kept, plus the same ':' inside strings
+    (more if `raw` escaped one as \\u003a). Fewer means a key was given twice."""
+    return dumped.count(b":") < raw.count(b":") + raw.count(b"\\u003a") + raw.count(b"\\u003A")
+
+
+def duplicated_key(raw: bytes, value: Any) -> str | None:
+    """The key that valid JSON `raw` (read by orjson as `value`, which keeps the last value) gives twice in one
+    object, or None. The colon count decides; only a flagged text is read again, by the standard library."""
+    if not _keys_lost(raw, orjson.dumps(value)):
+        return None
+    try:
+        json.loads(raw, object_pairs_hook=_unique_pairs)
+    except _Duplicate as exc:
+        return exc.key
+    except ValueError:  # orjson read it; a quirk the standard library reads otherwise is not the writer's
+        return None
+    return None
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object_pairs_hook that raises _Duplicate at a key given twice."""
+    keys: set[str] = set()
+    for key, _ in items:
+        if key in keys:
+            raise _Duplicate(key)
+        keys.add(key)
+    return dict(items)
 
 
 _KEEP_ONLY_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
@@ -117,14 +151,6 @@ def _too_deep(record: dict[str, Any], limit: int) -> str | None:
 
 def _strict_reason(raw: bytes) -> str | None:
     """Re-parse a flagged line with the standard library, which sees every key and exact integers."""
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys: set[str] = set()
-        for key, _ in items:
-            if key in keys:
-                raise Unstorable(f"duplicate key {_short_repr(key)} in one JSON object (which value is meant is ambiguous)")
-            keys.add(key)
-        return dict(items)
-
     def integer(text: str) -> int:
         if len(text.lstrip("-")) > 20 or not INT_MIN <= int(text) <= INT_MAX:
             shown = text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(text.lstrip('-'))} digits)"
@@ -133,7 +159,9 @@ def _strict_reason(raw: bytes) -> str | None:
         return int(text)
 
     try:
-        json.loads(raw, object_pairs_hook=pairs, parse_int=integer)
+        json.loads(raw, object_pairs_hook=_unique_pairs, parse_int=integer)
+    except _Duplicate as exc:
+        return f"duplicate key {_short_repr(exc.key)} in one JSON object (which value is meant is ambiguous)"
     except Unstorable as exc:
         return str(exc)
     except ValueError:  # orjson accepted the line; a stricter-than-orjson quirk here is not the user's fault

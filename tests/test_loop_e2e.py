@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_json, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, Result, invoke, judge_env, new_run, read_json, read_jsonl, write_jsonl
 
 GRADER_PITFALL = "addresses the grader"
 
@@ -97,6 +97,24 @@ def test_memory_search_and_rebuild_give_identical_results(full_run: Path) -> Non
     assert json.loads(invoke(*query).stdout) == before
 
 
+def updated_step_0(tmp_path: Path, name: str, updater: list[str]) -> tuple[Path, Result, list[dict]]:
+    """Step 0 of the math example scored, analyzed and summarized, then `amaris update` against a sim-judge
+    whose updater answers `updater` in turn: the run, the update's result and every request the judge got.
+    The adoption gate is off: with the sim-judge, a keyword list earns a keyword-matched criterion (test_gate.py)."""
+    sim = SimJudge(SimJudgeConfig(scripted={"updater": updater})).start_in_thread()
+    sim.keep_requests = True
+    try:
+        run = new_run(tmp_path, name, extra="\n[gate]\nenabled = false\n")
+        rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
+        env = judge_env(sim)
+        for cmd in (("score", rollouts, "--run", run, "--step", "0"), ("analyze", "--run", run, "--step", "0"),
+                    ("summarize", "--run", run, "--step", "0")):
+            assert invoke(*cmd, env=env).exit_code == 0
+        return run, invoke("update", "--run", run, "--step", "0", env=env), sim.requests
+    finally:
+        sim.stop()
+
+
 def test_an_added_criterion_without_its_kind_is_asked_again_never_made_a_reward(tmp_path: Path) -> None:
     """The updater means to penalize the grader note but leaves out "kind": read as a reward, the rubric of the
     next step would pay the hack it meant to punish. The answer is re-asked with the reason."""
@@ -106,19 +124,8 @@ def test_an_added_criterion_without_its_kind_is_asked_again_never_made_a_reward(
         return json.dumps({"strategy": "CORRECTIVE", "rationale": "grader notes seen", "modifications": [
             {"op": "add", "text": grader_note, "weight": 2.0, "reason": "penalize the grader note", **kind}]})
 
-    sim = SimJudge(SimJudgeConfig(scripted={"updater": [update(), update(kind="pitfall")]})).start_in_thread()
-    sim.keep_requests = True
-    try:
-        run = new_run(tmp_path, "kind", extra="\n[gate]\nenabled = false\n")
-        rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
-        env = judge_env(sim)
-        for cmd in (("score", rollouts, "--run", run, "--step", "0"), ("analyze", "--run", run, "--step", "0"),
-                    ("summarize", "--run", run, "--step", "0")):
-            assert invoke(*cmd, env=env).exit_code == 0
-        result = invoke("update", "--run", run, "--step", "0", env=env)
-        asked = [r for r in sim.requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
-    finally:
-        sim.stop()
+    run, result, requests = updated_step_0(tmp_path, "kind", [update(), update(kind="pitfall")])
+    asked = [r for r in requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
     assert result.exit_code == 0, result.stderr
     assert len(asked) == 2 and 'names its "kind"' in asked[1]["messages"][-1]["content"]
     added = [c for c in read_json(run / "rubrics" / "step-000001.json")["adaptive"] if c["text"] == grader_note]
@@ -166,18 +173,7 @@ def test_rejected_modifications_are_reported_not_applied(tmp_path: Path) -> None
         {"op": "reweight", "id": "shows-reasoning", "weight": 50},
         {"op": "add", "text": "The response states the units of its answer.", "weight": 1.0, "kind": "reward"},
     ]})
-    sim = SimJudge(SimJudgeConfig(scripted={"updater": [bad_update]})).start_in_thread()
-    try:
-        # the adoption gate off: with the sim-judge, a keyword list earns this keyword-matched criterion (test_gate.py)
-        run = new_run(tmp_path, "rej", extra="\n[gate]\nenabled = false\n")
-        rollouts = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl"))
-        env = judge_env(sim)
-        for cmd in (("score", rollouts, "--run", run, "--step", "0"), ("analyze", "--run", run, "--step", "0"),
-                    ("summarize", "--run", run, "--step", "0")):
-            assert invoke(*cmd, env=env).exit_code == 0
-        result = invoke("update", "--run", run, "--step", "0", env=env)
-    finally:
-        sim.stop()
+    run, result, _ = updated_step_0(tmp_path, "rej", [bad_update])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("rejected") >= 3 and "anchors are immutable" in result.stderr
     update = read_json(step_dir(run, 0) / "update.json")

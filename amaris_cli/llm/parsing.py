@@ -31,6 +31,8 @@ from typing import Any
 
 import orjson
 
+from amaris_cli.jsonlimits import duplicated_key
+
 _THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
 _THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
 _THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
@@ -134,31 +136,11 @@ def _invented(value: Any, literals: Counter[Any], path: str = "") -> str | None:
 
 
 def _duplicate_key(span: str, value: dict[str, Any]) -> str | None:
-    """The problem with a valid JSON `span` (read as `value`) that gives a key twice in one object, or None.
-
-    Each key has one structural ':'; `value` written again has one per key it kept, plus the same ':'
-    inside strings (more if the span escaped one as \\u003a). Fewer means a key was given twice, and
-    only then does the standard library read the span again to name it (as jsonlimits does for rollouts)."""
-    colons = span.count(":") + span.count("\\u003a") + span.count("\\u003A")
-    if orjson.dumps(value).count(b":") >= colons:
+    """The problem with a valid JSON `span` (read as `value`) that gives a key twice in one object, or None."""
+    key = duplicated_key(span.encode(), value)
+    if key is None:
         return None
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen:
-                raise ReplyError(f"the JSON object gives the key {key!r} twice in one object; which value is meant "
-                                 "is ambiguous: give each key once")
-            seen.add(key)
-        return dict(items)
-
-    try:
-        json.loads(span, object_pairs_hook=pairs)
-    except ReplyError as exc:
-        return str(exc)
-    except ValueError:  # orjson read it; a quirk the standard library reads otherwise is not the judge's
-        return None
-    return None
+    return f"the JSON object gives the key {key!r} twice in one object; which value is meant is ambiguous: give each key once"
 
 
 def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
