@@ -286,7 +286,7 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         assert http.request("GET", "/score").headers["allow"] == "POST"
         # A body announced over the limit is refused before it is read.
         with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), timeout=10) as raw:
-            raw.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            raw.sendall(b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                         b"Content-Length: 70000000\r\n\r\n")
             head = read_answer(raw)
         assert head.startswith("HTTP/1.1 413") and "over the 67108864-byte limit" in head
@@ -374,7 +374,7 @@ def test_a_client_that_disconnects_mid_request_loses_nothing(tmp_path, sim_facto
     with served(run, judge) as server:
         port = int(server.url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-            raw.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            raw.sendall(b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                         b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
             time.sleep(0.3)  # the judge is still answering
         journal = run / ".serve" / "step-000000.jsonl"
@@ -387,7 +387,7 @@ def test_a_client_that_disconnects_mid_request_loses_nothing(tmp_path, sim_facto
         assert judged() == 1 and scorer_calls() == ["model"], "the repeat was judged again"
         # A waiting client that goes away stops only its own wait.
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-            raw.sendall(b"GET /rubric_status/wait?step=0&timeout=60 HTTP/1.1\r\nHost: x\r\n\r\n")
+            raw.sendall(b"GET /rubric_status/wait?step=0&timeout=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             time.sleep(0.3)
         assert client.health().status == "ok"
         assert client.rollouts_complete(0).rollouts == 1
@@ -545,7 +545,7 @@ def test_sigterm_is_not_held_by_a_client_stalled_mid_body(tmp_path, sim) -> None
     try:
         for _ in range(3):
             raw = socket.create_connection(("127.0.0.1", port_of(server)), timeout=10)
-            raw.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            raw.sendall(b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                         b"Content-Length: 1000\r\n\r\n{\"prompt\": ")
             stalled.append(raw)
         assert httpx.get(f"{server.url}/health", timeout=5).status_code == 200  # the others are served meanwhile
@@ -642,3 +642,35 @@ def test_a_second_server_names_the_server_that_holds_the_step(tmp_path, sim) -> 
                 assert f"pid {first.proc.pid}" in error and "rollouts.jsonl" not in error, error
         assert not (run / "steps/000000/rollouts.jsonl").exists()
         assert httpx.post(f"{first.url}/complete", json={"step": 0}, timeout=30).status_code == 200
+
+
+def test_a_request_addressed_to_another_name_gets_nothing_from_a_server_on_this_machine(tmp_path, sim) -> None:
+    """DNS rebinding: a web page points a name it controls at 127.0.0.1 and reads the server's GET answers as
+    same-origin, without an Origin header. Its requests carry that name as their Host; a server bound to
+    127.0.0.1 answers only requests addressed to a loopback address or localhost."""
+    run = new_run(tmp_path, "rebind")
+    ok = {"id": "page", "prompt": "What is 2+2?", "response": "Final answer: 4", "metadata": {"current_step": 0}}
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        port = server.url.rsplit(":", 1)[1]
+        for name in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1.attacker.example:{port}"):
+            for method, path in (("GET", "/health"), ("GET", "/rubric_status?step=0"), ("POST", "/score")):
+                answer = http.request(method, path, headers={"host": name}, json=ok if method == "POST" else None)
+                assert answer.status_code == 403, (name, path, answer.text)
+                assert f"a request for host {name!r} is refused" in answer.json()["error"], answer.text
+        assert not (run / "steps").exists() or not list((run / "steps").rglob("rollouts.jsonl"))
+        for name in (f"localhost:{port}", f"LOCALHOST:{port}", f"127.0.0.1:{port}", "127.0.0.1"):
+            assert http.get("/health", headers={"host": name}).status_code == 200, name
+        assert http.post("/score", json=ok).status_code == 200
+
+
+@pytest.mark.parametrize(("bound", "header", "refused"), [
+    ("127.0.0.1", b"127.0.0.1:8000", False), ("127.0.0.1", b"localhost", False), ("127.0.0.1", b"[::1]:80", False),
+    ("::1", b"[::1]:8000", False), ("localhost", b"127.0.0.2:9", False), ("127.0.0.1", None, False),
+    ("127.0.0.1", b"evil.example:8000", True), ("127.0.0.1", b"localhost.evil.example", True),
+    ("127.0.0.1", b"[::ffff:8.8.8.8]:80", True), ("127.0.0.1", b"", True), ("::1", b"evil.example", True),
+    ("0.0.0.0", b"evil.example:8000", False), ("10.1.2.3", b"anything", False),
+])
+def test_which_host_headers_a_server_bound_to_this_machine_refuses(bound, header, refused) -> None:
+    from amaris_cli.serve.hosts import foreign_host
+
+    assert (foreign_host(bound, header) is not None) is refused

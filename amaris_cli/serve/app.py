@@ -31,6 +31,7 @@ from amaris_cli.llm.endpoint import EndpointFatal
 from amaris_cli.schedule import EvolutionFailed
 from amaris_cli.serve.api import ErrorResponse, check_step
 from amaris_cli.serve.core import ApiError, ServeCore
+from amaris_cli.serve.hosts import foreign_host
 from amaris_cli.serve.intake import (
     read_complete_request,
     read_discard_request,
@@ -110,7 +111,12 @@ class ServeApp:
         handler = methods.get(scope["method"])
         if handler is None:
             raise ApiError(405, f"{scope['path']} takes {', '.join(sorted(methods))}, not {scope['method']}")
-        if any(name == b"origin" for name, _ in scope.get("headers", [])):
+        headers = dict(scope.get("headers", []))
+        if (host := foreign_host(self.core.options.host, headers.get(b"host"))) is not None:
+            raise ApiError(403, f"a request for host {one_line(host, 200)!r} is refused: amaris serve bound to "
+                                f"{self.core.options.host} answers requests addressed to 127.0.0.1, ::1 or localhost "
+                                "(a web page reaches it under another name through DNS rebinding)")
+        if b"origin" in headers:
             # A browser sends Origin with every cross-site request and every POST; trainers' HTTP clients never
             # do. Without this, any web page open beside the server could POST rollouts (a text/plain body is
             # sent without a CORS preflight), complete or discard steps of the training.
