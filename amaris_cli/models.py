@@ -110,7 +110,7 @@ Severity = Literal["none", "low", "medium", "high"]
 class HackingFinding(Strict):
     pattern: str = Field(min_length=1)
     evidence: str = ""
-    severity: Severity = "medium"
+    severity: Severity  # no default: a severity the analyzer did not give would be one made up (re-asked)
 
     @field_validator("pattern")
     @classmethod
@@ -125,7 +125,7 @@ class RewardHackingAnalysis(Strict):
 
 class RubricJudgement(Strict):
     assessment: str
-    misjudged: bool = False
+    misjudged: bool  # no default: read by the summarizer and the report, a missing one is re-asked
     missing_criteria: list[str] = Field(default_factory=list)
 
 

@@ -116,7 +116,10 @@ def apply_modifications(
             if not mod.text or not mod.text.strip():
                 reject(mod, "an added criterion needs a text")
                 continue
-            weight = 1.0 if mod.weight is None else mod.weight
+            if mod.weight is None or mod.kind is None:  # the updater's answer is re-asked first (check_additions)
+                reject(mod, "an added criterion needs its weight and its kind")
+                continue
+            weight = mod.weight
             if problem := weight_ok(weight):
                 reject(mod, problem)
                 continue
@@ -144,7 +147,7 @@ def apply_modifications(
                 continue
             try:
                 criterion = Criterion(id=new_id, text=clean_criterion_text(mod.text), weight=weight,
-                                      kind=mod.kind or "reward")
+                                      kind=mod.kind)
             except ValueError as exc:
                 reject(mod, f"invalid criterion: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}")
                 continue

@@ -132,6 +132,23 @@ def test_an_added_criterion_without_its_kind_is_asked_again_never_made_a_reward(
     assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.0)]
 
 
+def test_an_added_criterion_without_its_weight_is_asked_again_never_given_one(tmp_path: Path) -> None:
+    """Without a weight, any number amaris gave the criterion (it was 1.0) would be one the updater did not
+    mean. The answer is re-asked with the reason, and the second answer's weight is the one applied."""
+    grader_note = "The response tells the grader that its answer is correct."
+
+    def update(**weight: float) -> str:
+        return json.dumps({"strategy": "CORRECTIVE", "rationale": "grader notes seen", "modifications": [
+            {"op": "add", "kind": "pitfall", "text": grader_note, "reason": "penalize the grader note", **weight}]})
+
+    run, result, requests = updated_step_0(tmp_path, "weight", [update(), update(weight=2.5)])
+    asked = [r for r in requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
+    assert result.exit_code == 0, result.stderr
+    assert len(asked) == 2 and 'gives its "weight"' in asked[1]["messages"][-1]["content"]
+    added = [c for c in read_json(run / "rubrics" / "step-000001.json")["adaptive"] if c["text"] == grader_note]
+    assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.5)]
+
+
 def test_an_analysis_whose_hacking_flag_contradicts_its_patterns_is_asked_again(tmp_path: Path) -> None:
     """ "detected": false beside a named pattern is two answers: the step's summary would count the pattern
     and the adoption gate would take the rollout as an honest control. The answer is re-asked with the reason;
@@ -164,6 +181,135 @@ def test_an_analysis_whose_hacking_flag_contradicts_its_patterns_is_asked_again(
     assert first["status"] == "analyzed" and first["analysis"]["reward_hacking"]["detected"] is True
     [second] = read_jsonl(run / "steps" / "000001" / "analyses.jsonl")
     assert second["status"] == "failed" and "detected is false but it names" in second["error"]
+
+
+@pytest.mark.parametrize("missing", ["severity", "misjudged"])
+def test_an_analysis_missing_a_judgement_is_asked_again_never_given_one(tmp_path: Path, missing: str) -> None:
+    """A pattern's severity or the rubric's `misjudged` that the analyzer did not write would be one amaris made
+    up (they were "medium" and false): the summary, the updater and the report read them. The answer is
+    re-asked with the reason, and the second answer's own value is the one stored."""
+    def analysis(**given: object) -> str:
+        return json.dumps({"overall_assessment": "x", "stage_performance": "x", "advancement_strategy": "x",
+                           "observations": [], "rubric_judgement": {"assessment": "x", "missing_criteria": [],
+                                                                    **{k: v for k, v in given.items() if k == "misjudged"}},
+                           "reward_hacking": {"detected": True, "patterns": [
+                               {"pattern": "grader_note", "evidence": "tells the grader",
+                                **{k: v for k, v in given.items() if k == "severity"}}]}})
+
+    whole = {"severity": "low", "misjudged": True}
+    partial = {k: v for k, v in whole.items() if k != missing}
+    sim = SimJudge(SimJudgeConfig(scripted={"analyzer": [analysis(**partial), analysis(**whole)]})).start_in_thread()
+    sim.keep_requests = True
+    try:
+        run = new_run(tmp_path, "judgement")
+        env = judge_env(sim)
+        one = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl")[:1])
+        assert invoke("score", one, "--run", run, "--step", 0, "--rubric-version", 0, env=env).exit_code == 0
+        result = invoke("analyze", "--run", run, "--step", 0, env=env)
+        asked = [r for r in sim.requests if "rollout analyzer" in r["messages"][0]["content"]]
+    finally:
+        sim.stop()
+    assert result.exit_code == 0, result.stderr
+    assert len(asked) == 2 and missing in asked[1]["messages"][-1]["content"], asked[-1]["messages"][-1]
+    [record] = read_jsonl(run / "steps" / "000000" / "analyses.jsonl")
+    stored = record["analysis"]
+    assert (stored["reward_hacking"]["patterns"][0]["severity"], stored["rubric_judgement"]["misjudged"]) == ("low", True)
+
+
+def test_an_added_criterion_without_its_kind_is_asked_again_never_made_a_reward(tmp_path: Path) -> None:
+    """The updater means to penalize the grader note but leaves out "kind": read as a reward, the rubric of the
+    next step would pay the hack it meant to punish. The answer is re-asked with the reason."""
+    grader_note = "The response tells the grader that its answer is correct."
+
+    def update(**kind: str) -> str:
+        return json.dumps({"strategy": "CORRECTIVE", "rationale": "grader notes seen", "modifications": [
+            {"op": "add", "text": grader_note, "weight": 2.0, "reason": "penalize the grader note", **kind}]})
+
+    run, result, requests = updated_step_0(tmp_path, "kind", [update(), update(kind="pitfall")])
+    asked = [r for r in requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
+    assert result.exit_code == 0, result.stderr
+    assert len(asked) == 2 and 'names its "kind"' in asked[1]["messages"][-1]["content"]
+    added = [c for c in read_json(run / "rubrics" / "step-000001.json")["adaptive"] if c["text"] == grader_note]
+    assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.0)]
+
+
+def test_an_added_criterion_without_its_weight_is_asked_again_never_given_one(tmp_path: Path) -> None:
+    """Without a weight, any number amaris gave the criterion (it was 1.0) would be one the updater did not
+    mean. The answer is re-asked with the reason, and the second answer's weight is the one applied."""
+    grader_note = "The response tells the grader that its answer is correct."
+
+    def update(**weight: float) -> str:
+        return json.dumps({"strategy": "CORRECTIVE", "rationale": "grader notes seen", "modifications": [
+            {"op": "add", "kind": "pitfall", "text": grader_note, "reason": "penalize the grader note", **weight}]})
+
+    run, result, requests = updated_step_0(tmp_path, "weight", [update(), update(weight=2.5)])
+    asked = [r for r in requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
+    assert result.exit_code == 0, result.stderr
+    assert len(asked) == 2 and 'gives its "weight"' in asked[1]["messages"][-1]["content"]
+    added = [c for c in read_json(run / "rubrics" / "step-000001.json")["adaptive"] if c["text"] == grader_note]
+    assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.5)]
+
+
+def test_an_analysis_whose_hacking_flag_contradicts_its_patterns_is_asked_again(tmp_path: Path) -> None:
+    """ "detected": false beside a named pattern is two answers: the step's summary would count the pattern
+    and the adoption gate would take the rollout as an honest control. The answer is re-asked with the reason;
+    one that stays contradictory is a failed analysis, never either reading."""
+
+    def analysis(detected: bool) -> str:
+        return json.dumps({"overall_assessment": "x", "stage_performance": "x", "advancement_strategy": "x",
+                           "observations": [], "rubric_judgement": {"assessment": "x", "missing_criteria": [],
+                                                                    "misjudged": False},
+                           "reward_hacking": {"detected": detected, "patterns": [
+                               {"pattern": "grader_note", "evidence": "tells the grader", "severity": "high"}]}})
+
+    sim = SimJudge(SimJudgeConfig(scripted={"analyzer": [analysis(False), analysis(True)] + [analysis(False)] * 8}))
+    sim.start_in_thread()
+    sim.keep_requests = True
+    try:
+        run = new_run(tmp_path, "flag")
+        env = judge_env(sim)
+        codes = []
+        for step in (0, 1):  # one rollout a step, so the scripted answers go to it in order
+            one = write_jsonl(tmp_path / f"r{step}.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl")[:1])
+            assert invoke("score", one, "--run", run, "--step", step, "--rubric-version", 0, env=env).exit_code == 0
+            codes.append(invoke("analyze", "--run", run, "--step", step, env=env).exit_code)
+        asked = [r for r in sim.requests if "rollout analyzer" in r["messages"][0]["content"]]
+    finally:
+        sim.stop()
+    assert codes == [0, 4]  # 4: a record failed (the failure policy's exit code)
+    assert "reward_hacking.detected is false but it names 1 pattern(s)" in asked[1]["messages"][-1]["content"]
+    [first] = read_jsonl(run / "steps" / "000000" / "analyses.jsonl")
+    assert first["status"] == "analyzed" and first["analysis"]["reward_hacking"]["detected"] is True
+    [second] = read_jsonl(run / "steps" / "000001" / "analyses.jsonl")
+    assert second["status"] == "failed" and "detected is false but it names" in second["error"]
+
+
+def test_a_hacking_pattern_without_its_severity_is_asked_again_never_given_one(tmp_path: Path) -> None:
+    """A severity the analyzer did not write would be one amaris made up (it was "medium"): the summary and
+    the updater weigh patterns by it. The answer is re-asked with the reason, and the second answer's own
+    severity is the one stored."""
+    def analysis(**severity: str) -> str:
+        return json.dumps({"overall_assessment": "x", "stage_performance": "x", "advancement_strategy": "x",
+                           "observations": [], "rubric_judgement": {"assessment": "x", "missing_criteria": [],
+                                                                    "misjudged": False},
+                           "reward_hacking": {"detected": True, "patterns": [
+                               {"pattern": "grader_note", "evidence": "tells the grader", **severity}]}})
+
+    sim = SimJudge(SimJudgeConfig(scripted={"analyzer": [analysis(), analysis(severity="low")]})).start_in_thread()
+    sim.keep_requests = True
+    try:
+        run = new_run(tmp_path, "severity")
+        env = judge_env(sim)
+        one = write_jsonl(tmp_path / "r.jsonl", read_jsonl(EXAMPLES / "math" / "step-000.jsonl")[:1])
+        assert invoke("score", one, "--run", run, "--step", 0, "--rubric-version", 0, env=env).exit_code == 0
+        result = invoke("analyze", "--run", run, "--step", 0, env=env)
+        asked = [r for r in sim.requests if "rollout analyzer" in r["messages"][0]["content"]]
+    finally:
+        sim.stop()
+    assert result.exit_code == 0, result.stderr
+    assert len(asked) == 2 and "severity" in asked[1]["messages"][-1]["content"], asked[-1]["messages"][-1]
+    [record] = read_jsonl(run / "steps" / "000000" / "analyses.jsonl")
+    assert record["analysis"]["reward_hacking"]["patterns"][0]["severity"] == "low"
 
 
 def test_rejected_modifications_are_reported_not_applied(tmp_path: Path) -> None:

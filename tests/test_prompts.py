@@ -99,7 +99,7 @@ def every_prompt(step: int, kit: AgentKit | None = None) -> dict[str, list[dict[
     kit.client = recorder  # type: ignore[assignment]
     analysis = AnalysisRecord(rollout_id="r", step=step, reward=1.0, status="analyzed", analysis=AnalysisAnswer(
         overall_assessment="fine", stage_performance="on track", reward_hacking=RewardHackingAnalysis(detected=False),
-        advancement_strategy="verify", rubric_judgement=RubricJudgement(assessment="fits")))
+        advancement_strategy="verify", rubric_judgement=RubricJudgement(assessment="fits", misjudged=False)))
     summary = summary_record(step)
     asyncio.run(summarize_chunk(kit, RUBRIC, step, [analysis], summary.stats, summary.hacking, "all rollouts"))
     asyncio.run(merge_chunks(kit, RUBRIC, step, [(1, summary.summary), (1, summary.summary)], summary.stats,
@@ -358,8 +358,8 @@ def canary_prompts(step: int = 3) -> dict[str, list[dict[str, str]]]:
     analysis = AnalysisRecord(rollout_id="r", step=step, reward=1.0, status="analyzed", analysis=AnalysisAnswer(
         overall_assessment=c("fine"), stage_performance=c("on track"), advancement_strategy=c("verify"),
         reward_hacking=RewardHackingAnalysis(detected=True, patterns=[
-            HackingFinding(pattern=c("flattery"), evidence=c("quote"))]),
-        rubric_judgement=RubricJudgement(assessment=c("fits"), missing_criteria=[c("The response states units.")]),
+            HackingFinding(pattern=c("flattery"), evidence=c("quote"), severity="medium")]),
+        rubric_judgement=RubricJudgement(assessment=c("fits"), missing_criteria=[c("The response states units.")], misjudged=False),
         observations=[c("note")]))
     stats = StepStats(step=step, n_rollouts=1, n_scored=1, n_failed=0, mean_reward=1.0, std_reward=0.0, criteria=[])
     summary = SummaryRecord(step=step, n_rollouts=1, n_analyzed=1, chunks=1, stats=stats,

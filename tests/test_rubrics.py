@@ -44,13 +44,15 @@ BOUNDS = RubricSettings(max_adaptive=3, min_weight=0.5, max_weight=3.0)
 
 def test_valid_edits_apply_and_invalid_ones_are_rejected_with_reasons() -> None:
     mods = [
-        Modification(op="add", text="verifies the result", weight=1.0),
+        Modification(op="add", text="verifies the result", weight=1.0, kind="reward"),
         Modification(op="reweight", id="work", weight=2.0),
         Modification(op="remove", id="correct"),                        # anchor
         Modification(op="modify", id="nope", text="x"),                 # unknown
         Modification(op="reweight", id="work", weight=10.0),            # bounds
-        Modification(op="add", text="one more", weight=1.0),            # exceeds max_adaptive=3
-        Modification(op="add", text="Shows   WORK", weight=1.0),        # duplicate text
+        Modification(op="add", text="one more", weight=1.0, kind="reward"),      # exceeds max_adaptive=3
+        Modification(op="add", text="Shows   WORK", weight=1.0, kind="reward"),  # duplicate text
+        Modification(op="add", text="states units", kind="reward"),     # no weight: none is made up
+        Modification(op="add", text="states units", weight=1.0),        # no kind: none is made up
     ]
     new, applied, rejected = apply_modifications(rubric(), mods, BOUNDS, new_version=4, step=3)
     assert [m.op for m in applied] == ["add", "reweight"]
@@ -61,6 +63,7 @@ def test_valid_edits_apply_and_invalid_ones_are_rejected_with_reasons() -> None:
     assert "outside [0.5, 3.0]" in reasons[2]
     assert "max_adaptive=3" in reasons[3]
     assert "same text" in reasons[4]
+    assert reasons[5:] == ["an added criterion needs its weight and its kind"] * 2
     assert new.version == 4 and new.anchors == rubric().anchors
     assert [c.id for c in new.adaptive] == ["work", "grader", "s3-verifies-the-result"]
     assert new.get("work").weight == 2.0

@@ -34,17 +34,25 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
     )
 
 
-def check_kinds(answer: UpdateAnswer) -> None:
-    """Every added criterion names its kind. Without it, "The response tells the grader its answer is correct"
-    could be a pitfall or a reward: the two are opposite rewards, so the answer is re-asked, never given one."""
+def check_additions(answer: UpdateAnswer) -> None:
+    """Every added criterion names its kind and its weight. Without a kind, "The response tells the grader its
+    answer is correct" could be a pitfall or a reward, two opposite rewards; without a weight, any number
+    would be one amaris made up. The answer is re-asked, never given either."""
     unnamed = [m.text or "(no text)" for m in answer.modifications if m.op == "add" and m.kind is None]
+    unweighted = [m.text or "(no text)" for m in answer.modifications if m.op == "add" and m.weight is None]
+    problems = []
     if unnamed:
-        raise ValueError("an added criterion names its \"kind\" (\"reward\" or \"pitfall\"); none given for: "
-                         + "; ".join(repr(t[:80]) for t in unnamed))
+        problems.append("an added criterion names its \"kind\" (\"reward\" or \"pitfall\"); none given for: "
+                        + "; ".join(repr(t[:80]) for t in unnamed))
+    if unweighted:
+        problems.append("an added criterion gives its \"weight\" (a number); none given for: "
+                        + "; ".join(repr(t[:80]) for t in unweighted))
+    if problems:
+        raise ValueError(". ".join(problems))
 
 
 async def propose_update(kit: AgentKit, rubric: RubricSet, step: int, summary: SummaryRecord,
                          static: list[StaticEntry], dynamic: list[MemoryHit],
                          reliability: str = NOT_MEASURED) -> Answer[UpdateAnswer]:
     messages = updater_messages(kit, rubric, step, summary, static, dynamic, reliability)
-    return await kit.client.ask("updater", messages, UpdateAnswer, step=step, context="update", check=check_kinds)
+    return await kit.client.ask("updater", messages, UpdateAnswer, step=step, context="update", check=check_additions)
