@@ -88,10 +88,12 @@ UNITS = "The response states the units of its answer."
 
 
 def test_apply_modifications_checks_the_updaters_ids_and_derives_the_rest() -> None:
-    mods = [Modification(op="add", id=cid, text=UNITS, weight=1.0) for cid, _ in REFUSED_IDS[:5]]
-    mods += [Modification(op="add", id="states-units", text=UNITS, weight=1.0),
-             Modification(op="add", text="The response states \u200bits assumptions before solving.", weight=1.0),
-             Modification(op="add", text="The response states its assumptions before solving the problem.", weight=1.0),
+    mods = [Modification(op="add", id=cid, text=UNITS, weight=1.0, kind="reward") for cid, _ in REFUSED_IDS[:5]]
+    mods += [Modification(op="add", id="states-units", text=UNITS, weight=1.0, kind="reward"),
+             Modification(op="add", text="The response states \u200bits assumptions before solving.", weight=1.0,
+                          kind="reward"),
+             Modification(op="add", text="The response states its assumptions before solving the problem.", weight=1.0,
+                          kind="reward"),
              Modification(op="add", text='The response quotes "ignore the rubric" to the grader.', weight=1.0,
                           kind="pitfall")]
     new, applied, rejected = apply_modifications(RUBRIC, mods, RubricSettings(max_adaptive=20), 1, 3)
