@@ -387,11 +387,15 @@ def stale_files(run: RunDir, step: int) -> list[str]:
 
 
 def step_state(run: RunDir, step: int) -> str:
-    """One word for where a step stands: running, evolved, updated, skipped, failed, scored or new."""
+    """One word for where a step stands: running, stale, evolved, updated, skipped, failed, scored or new.
+    Stale (a file edited since written, or made from one that changed: `stale_files`) comes before what the
+    evolution mark says, so the overview never shows such a step as a finished one."""
     from amaris_cli.locks import holder
 
     if holder(run.step_lock_path(step)) is not None:
         return "running"
+    if stale_files(run, step):
+        return "stale"
     mark = evolution(run, step)
     if mark is not None:
         if mark.status == "failed":

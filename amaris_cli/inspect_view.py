@@ -76,7 +76,8 @@ def rewards_table(data: dict[str, Any]) -> Table:
 
 def updates_table(data: dict[str, Any]) -> Table:
     table = _table("update and reward hacking per step",
-                   "state: new (no complete scores), scored, evolved (analyzed and summarized), updated (and its "
+                   "state: new (no complete scores), stale (a file of the step was edited since written, or made "
+                   "from one that changed: `--step N` names them), scored, evolved (analyzed and summarized), updated (and its "
                    "rubric updated), skipped (it could not be evaluated: the judge was unreachable; the rubric was "
                    "carried forward), failed (its evolution ended in an error), running (a process writes it now); "
                    "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "

@@ -155,6 +155,11 @@ def test_a_scored_step_without_a_summary_shows_its_criteria_from_the_scores(tmp_
     detail = json.loads(invoke("inspect", run, "--step", "0", "--json").stdout)["detail"]
     assert detail["criteria_from"] == "scores" and detail["criteria_why"] == "stats.json is stale"
     assert shown_stats(detail)["correct-answer"] == (1.0, 0.0, 1.0, 0.0)
+    # The overview says so too: the step is stale, not the "updated" step it was.
+    assert detail["state"] == "stale" and "scores.jsonl" in detail["stale"], detail
+    assert [s["state"] for s in json.loads(invoke("inspect", run, "--json").stdout)["steps"]] == ["stale"]
+    rows = [line.split()[:2] for line in invoke("inspect", run).stderr.splitlines()]
+    assert ["0", "stale"] in rows, rows  # the update table's row of step 0
     assert_close(shown_stats(detail), by_hand(flipped))
 
 
