@@ -37,6 +37,7 @@ from amaris_cli.policy import recorded_layer
 from amaris_cli.rundir import Manifest, RunDir, now_iso
 from amaris_cli.session import JudgeChoice, Session, open_session, run_settings
 from amaris_cli.stages.loop import Indexer, StepPlan, StepReport, recorded_plan, run_step
+from amaris_cli.terminal import one_line
 
 
 def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
@@ -107,6 +108,10 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
         if options.update_every is not None or options.update_at is not None:
             plan.update = None  # decided by the override
         plans[step] = plan
+    for step in steps:
+        if (mark := artifacts.evolution(src, step)) is not None and mark.status == "failed":
+            hooks.say(f"step {step}: its evolution failed in {source} ({one_line(mark.error or 'no error recorded', 300)}); "
+                      "the replay repeats the files it wrote, not the evolution, and leaves the step unevolved")
     created = _create(src, dst, source)
     result = LoopResult()
     sessions: dict[bytes, Session] = {}

@@ -134,3 +134,19 @@ def test_a_step_evolved_stage_by_stage_without_an_update_replays(tmp_path, sim, 
     assert ("steps/000001/summary.json" in expected) == ("summarize" in stages)
     assert sorted(set(expected) - set(got)) == []
     assert got == expected
+
+
+def test_a_replay_says_which_steps_failed_to_evolve_in_its_source(tmp_path, sim_factory) -> None:
+    """A source step whose evolution failed (the updater broke the contract every time) is replayed up to the
+    files it wrote; the replay says so, with the source's error, rather than show a clean run of that step."""
+    failing = sim_factory(agent_fault_rate={"updater": 1.0})
+    src = new_run(tmp_path, "src")
+    looped = invoke("loop", EXAMPLES / "math", "--run", src, "--steps", "0:0", env=judge_env(failing))
+    assert looped.exit_code != 0 and "the updater failed" in looped.stderr, looped.stderr
+    replayed = invoke("replay", src, "--out", tmp_path / "dst", "--offline", env=judge_env(failing))
+    assert replayed.exit_code == 0, replayed.stderr
+    said = " ".join(replayed.stderr.split())
+    assert "step 0: its evolution failed in" in said and "(step 0: the updater failed: invalid answer" in said, said
+    assert "leaves the step unevolved" in said
+    assert (tmp_path / "dst" / "steps" / "000000" / "summary.json").is_file()
+    assert not (tmp_path / "dst" / "steps" / "000000" / "update.json").exists()
