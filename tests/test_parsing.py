@@ -17,6 +17,13 @@ from amaris_cli.llm.parsing import ReplyError, extract_json_object, normalize_sc
     '{"verdicts": [],}',  # trailing comma: structure repaired, no value invented
     'I read the {criteria} first. {"verdicts": []}',  # braces in prose are not an answer
     '{"verdicts": []}\nAgain: {"verdicts": []}',  # the same object twice is not ambiguous
+    '<reasoning>the answer {"verdicts": [1]} is wrong</reasoning>\n{"verdicts": []}',
+    '<THINKING>draft</THINKING>{"verdicts": []}',
+    '◁think▷maybe {"verdicts": [1]}◁/think▷{"verdicts": []}',  # Kimi's reasoning draft
+    # Harmony (gpt-oss served without its parser): the final channel is the answer, the analysis a draft
+    '<|channel|>analysis<|message|>maybe {"verdicts": [1]}<|end|><|start|>assistant<|channel|>final<|message|>'
+    '{"verdicts": []}<|return|>',
+    '<|start|>assistant<|channel|>final <|constrain|>json<|message|>{"verdicts": []}',
 ])
 def test_extracts_the_one_object(reply: str) -> None:
     assert extract_json_object(reply) == {"verdicts": []}
@@ -25,6 +32,23 @@ def test_extracts_the_one_object(reply: str) -> None:
 def test_a_think_tag_quoted_inside_the_answer_is_text() -> None:
     reply = '{"reason": "the response leaves a <think> tag open", "score": 0}'
     assert extract_json_object(reply) == {"reason": "the response leaves a <think> tag open", "score": 0}
+
+
+@pytest.mark.parametrize("reply", [
+    # tags the judge quotes from a response are text: they neither cut the answer nor join the values around
+    # them (the second verdict's score once became the first's, and the first verdict's reason lost its end)
+    '{"verdicts": [{"criterion_id": "a", "reason": "it opens <think>", "score": 1}, '
+    '{"criterion_id": "b", "reason": "and closes </think> late", "score": 0}]}',
+    'Verdicts: {"verdicts": [{"criterion_id": "a", "reason": "it wraps its work in <reasoning> and </reasoning>", '
+    '"score": 1}]}',
+    '{"verdicts": [{"criterion_id": "a", "reason": "it ends with </think> that it never opened", "score": 0}]}',
+    '{"verdicts": [{"criterion_id": "a", "reason": "it writes <|channel|>analysis<|message|> tokens", "score": 0}]}',
+])
+def test_draft_tags_quoted_inside_the_answer_change_nothing(reply: str) -> None:
+    import json
+
+    quoted = json.loads(reply[reply.index("{"):])
+    assert extract_json_object(reply) == quoted
 
 
 def test_colons_inside_strings_are_not_keys() -> None:
@@ -47,6 +71,9 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 0.9}\nIf the rubric were lenient: {"score": 1}', "2 different JSON objects"),
     ('<think>Draft: {"score": 1}', "never closed"),
     ('<think>a</think> {"score": 1} <think>b', "never closed"),
+    ('<reasoning>Draft: {"score": 1}', "a <reasoning> block that is never closed .* close it with </reasoning>"),
+    ('◁think▷Draft: {"score": 1}', "never closed"),
+    ('<|channel|>analysis<|message|>Draft: {"score": 1}<|end|>', "Harmony drafts .*analysis.* no final message"),
     ('{"score": 1, "score": 0}', "key 'score' twice"),  # a JSON reader keeps the last value silently
     ('Verdict: {"v": [{"score": 1, "score": 0}]}', "key 'score' twice"),
     ('{"verdicts": [], "verdicts": [1]}', "key 'verdicts' twice"),

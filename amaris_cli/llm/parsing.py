@@ -1,9 +1,13 @@
 """The answer contract: exactly one JSON answer out of a judge's reply, or the reason there is none.
 
-The same rules hold for every agent. A reply is valid only when, after dropping closed
-`<think>`/`<thinking>` drafts (and anything before an unopened `</think>`), it holds exactly one
-JSON object; code fences and chatter around it are fine. It is invalid when
-  - a `<think>` block is never closed (the reasoning was cut or never finished; a draft is not an answer);
+The same rules hold for every agent. A reply is valid only when, after dropping closed reasoning
+drafts (`<think>`, `<thinking>`, `<reasoning>`, Kimi's `◁think▷`; and anything before an unopened close),
+and keeping only the final message of a reply in OpenAI's Harmony format (gpt-oss served without its
+parser: `<|channel|>analysis<|message|>draft<|end|>...<|channel|>final<|message|>answer`), it holds
+exactly one JSON object; code fences and chatter around it are fine. Only tags outside JSON objects mark
+drafts: one inside an object is text the judge quotes from a response. It is invalid when
+  - a draft is never closed, or a Harmony reply has no final message (the reasoning was cut or never
+    finished; a draft is not an answer);
   - it holds several different objects (an honest verdict, then "if the rubric were lenient: {...}":
     which one did the judge mean?);
   - an object is cut before its closing brace (a truncated answer is not repaired into a verdict);
@@ -33,9 +37,14 @@ import orjson
 
 from amaris_cli.jsonlimits import duplicated_key
 
-_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
-_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
-_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
+_DRAFT_OPEN = r"<(?:think|thinking|reasoning)>|◁think▷"
+_DRAFT_CLOSE = r"</(?:think|thinking|reasoning)>|◁/think▷"
+_THINK_OPEN = re.compile(_DRAFT_OPEN, re.I)
+_THINK_CLOSE = re.compile(_DRAFT_CLOSE, re.I)
+# Harmony: messages are `<|channel|>NAME [<|constrain|>json]<|message|>TEXT` ending at <|end|>, <|return|> or <|call|>.
+_HARMONY_CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>")
+_HARMONY_END = re.compile(r"<\|(?:end|return|call)\|>")
+_HARMONY_START = re.compile(r"\s*<\|(?:start|channel)\|>")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _LITERAL = re.compile(r"true|false|null", re.I)
 
@@ -44,10 +53,61 @@ class ReplyError(ValueError):
     """The reply holds no usable answer; the message is sent back to the model on a re-ask."""
 
 
+def _harmony_final(text: str) -> str:
+    """The final channel's message of a reply in Harmony's format (one that starts with its tokens); any
+    other reply as it is. A reply that only quotes the tokens (a reason about a response holding them)
+    starts otherwise and is left alone."""
+    if not _HARMONY_START.match(text):
+        return text
+    channels = list(_HARMONY_CHANNEL.finditer(text))
+    finals = [m for m in channels if m.group(1).lower() == "final"]
+    if not finals:
+        raise ReplyError("the reply holds only Harmony drafts (channel "
+                         f"{', '.join(sorted({m.group(1) for m in channels})) or 'none'}) and no final message; "
+                         "give the JSON object in the final channel")
+    message = text[finals[-1].end():]
+    end = _HARMONY_END.search(message)
+    return message[: end.start()] if end else message
+
+
+def _object_spans(text: str) -> list[tuple[int, int]]:
+    """Where the complete JSON objects of `text` lie (outermost, left to right)."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while (start := text.find("{", i)) != -1 and (end := _closing_brace(text, start)) != -1:
+        spans.append((start, end + 1))
+        i = end + 1
+    return spans
+
+
 def _strip_thinking(text: str) -> str:
-    text = _THINK_BLOCK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(text))  # an unopened close: the draft before it is dropped
-    return text[closes[-1].end():] if closes else text
+    """The reply without its reasoning drafts. Only tags outside JSON objects mark drafts: a tag inside one
+    is text the judge quotes (a reason about a response that leaves "<think>" open), so it neither cuts the
+    answer nor joins the values around it. A close with no open before it ends a draft whose open tag was
+    in the prompt (a chat template that starts the reply thinking): what comes before it is dropped."""
+    text = _harmony_final(text)
+    if not _THINK_OPEN.search(text) and not _THINK_CLOSE.search(text):
+        return text  # the common reply: no scan
+    spans = _object_spans(text)
+    tags = sorted((m for pattern in (_THINK_OPEN, _THINK_CLOSE) for m in pattern.finditer(text)
+                   if not any(a <= m.start() < b for a, b in spans)), key=lambda m: m.start())
+    kept: list[str] = []
+    pos, opened = 0, None
+    for tag in tags:
+        if _THINK_OPEN.fullmatch(tag.group()):
+            if opened is None:
+                kept.append(text[pos:tag.start()])
+                opened = tag
+        elif opened is None:  # an unopened close: everything before it was a draft
+            kept, pos = [], tag.end()
+        else:
+            opened, pos = None, tag.end()
+    if opened is not None:
+        tag = opened.group()
+        close = "◁/think▷" if tag == "◁think▷" else "</" + tag[1:]
+        raise ReplyError(f"the reply has a {tag} block that is never closed (reasoning cut or unfinished); "
+                         f"finish the reasoning, close it with {close}, then give the JSON object")
+    return "".join(kept) + text[pos:]
 
 
 def _closing_brace(text: str, start: int) -> int:
@@ -209,11 +269,6 @@ def extract_json_object(text: str) -> dict[str, Any]:
         if found is not None:
             candidates.append(found)
         i = end + 1
-    # "<think>" quoted inside an answer (a reason about think tags) is text, not an open block.
-    for opened in _THINK_OPEN.finditer(body):
-        if not any(a <= opened.start() < b for a, b in spans):
-            raise ReplyError("the reply has a <think> block that is never closed (reasoning cut or unfinished); "
-                             "finish the reasoning, close it with </think>, then give the JSON object")
     if cut_at is not None:
         raise ReplyError("the reply's JSON object is cut off before its closing brace; give the complete object")
     # stdlib json: any int json-repair returns (orjson refuses those beyond 64 bits)
