@@ -9,6 +9,8 @@ import asyncio
 import json
 import socket
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,16 @@ from amaris_cli.jsonio import dumps_line
 from amaris_cli.llm.calllog import CallRecord, Usage, call_line
 from amaris_cli.llm.client import LLMClient
 from amaris_cli.models import Criterion, Rollout, RubricSet
-from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, new_run, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    PLANTED_KEY,
+    TEST_CONFIG,
+    invoke,
+    judge_env,
+    new_run,
+    read_jsonl,
+    write_jsonl,
+)
 
 RUBRIC = RubricSet(version=0, anchors=[Criterion(id="correct", text="The final answer is correct.", weight=2)],
                    adaptive=[Criterion(id="work", text="The response shows its work.", weight=1)])
@@ -337,15 +348,22 @@ def test_a_key_rejected_after_the_endpoint_answered_the_run_costs_one_request_pe
     env = judge_env(judge, AMARIS_SCORER_CONCURRENCY="16")
     assert invoke("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", "0", env=env).exit_code == 0
     judge.config.agent_faults["scorer"] = "401"
-    sent = []
+    judge.keep_requests = True
     for step in (1, 2):
-        before = judge.stats["requests"]
         result = invoke("score", EXAMPLES / "math" / f"step-00{step}.jsonl", "--run", run, "--step", str(step),
                         "--rubric-version", "0", env=env)
         assert result.exit_code == 2 and "HTTP 401" in result.stderr, result.stderr
         assert not (run / f"steps/00000{step}/scores.jsonl").exists(), "no rollout judged or failed"
-        sent.append(judge.stats["requests"] - before)
-    assert sent[1] == 1, sent
+    # Requests are counted by the step whose rollout they carry, once the judge has read them all: under load
+    # it reads some of step 1's requests while step 2 runs (they were sent before its command ended).
+    deadline, seen = time.monotonic() + 10, -1
+    while seen != judge.stats["requests"] and time.monotonic() < deadline:
+        seen = judge.stats["requests"]
+        time.sleep(0.5)
+    sent = Counter(step for r in judge.requests for step in (1, 2)
+                   if any(row["output"] in r["messages"][-1]["content"]
+                          for row in read_jsonl(EXAMPLES / "math" / f"step-00{step}.jsonl")))
+    assert sent[2] == 1 and sent[1] >= 1, sent
 
 
 def test_the_endpoint_confirmation_takes_the_newest_request_and_no_time_ahead_of_the_clock(tmp_path: Path) -> None:
