@@ -65,6 +65,7 @@ from amaris_cli.llm.wire import (
     read_completion,
     unparsable_answer,
 )
+from amaris_cli.prompts import reask_text
 from amaris_cli.rundir import now_iso
 from amaris_cli.terminal import one_line
 
@@ -632,8 +633,7 @@ class LLMClient:
                     convo = [
                         *messages,
                         {"role": "assistant", "content": reply.text[:4000]},
-                        {"role": "user", "content": f"Your answer could not be used: {problem}\n"
-                         "Reply again with only the corrected JSON object."},
+                        {"role": "user", "content": reask_text(problem)},
                     ]
         usage.failures += 1
         return answer
