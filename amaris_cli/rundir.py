@@ -8,6 +8,7 @@ same time: locks.py.
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,16 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+# The end of a hashed directory name (`safe_instance_dir`): an id that ends so is hashed too, or the id
+# "a_b-<hash of 'a b'>" would name the directory of the instance "a b" and share its rubrics and history.
+_HASHED_END = re.compile(r"-[0-9a-f]{10}\Z")
+
+
 def safe_instance_dir(instance_id: str) -> str:
-    """A file-system-safe, collision-free directory name for an instance id."""
+    """A file-system-safe, collision-free directory name for an instance id: the id itself when it is a plain
+    name that no other id's hashed name can be, else its cleaned prefix and a hash of it."""
     clean = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in instance_id)[:48]
-    if clean == instance_id and not clean.startswith("."):
+    if clean == instance_id and not clean.startswith(".") and not _HASHED_END.search(clean):
         return clean
     return f"{clean}-{hashlib.sha256(instance_id.encode()).hexdigest()[:10]}"
 
