@@ -343,12 +343,13 @@ def run_rewards(run_path: Path, step: int, fmt_: str, rescored: bool, failed_as:
     from amaris_cli.export import rewards_bytes
     from amaris_cli.jsonio import write_bytes_atomic
     from amaris_cli.rundir import RunDir
+    from amaris_cli.terminal import json_terminal_safe
 
     run = RunDir(run_path)
     run.require()
     data = rewards_bytes(run, step, fmt_, rescored, failed_as)
     if output is None:
-        sys.stdout.write(data.decode())
+        sys.stdout.write(json_terminal_safe(data.decode()))  # the same JSON, nothing raw for a terminal
     else:
         write_bytes_atomic(output, data)
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.table import Table
 
-from amaris_cli.terminal import terminal_safe
+from amaris_cli.terminal import json_terminal_safe, terminal_safe
 
 
 class SafeConsole(Console):
@@ -28,7 +28,7 @@ err = SafeConsole(stderr=True, highlight=False, markup=False)  # text is data; s
 
 
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+    sys.stdout.write(json_terminal_safe(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()) + "\n")
     sys.stdout.flush()
 
 

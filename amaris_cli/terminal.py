@@ -22,6 +22,17 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+# In JSON, the characters of _UNSAFE that a JSON writer leaves raw (orjson escapes only those below U+0020).
+_JSON_RAW_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_terminal_safe(text: str) -> str:
+    """JSON text with the characters that could rewrite a terminal written as `\\uXXXX` escapes: the same
+    JSON value for any reader (they occur only inside strings), nothing raw for a terminal (`--json` output,
+    rewards on stdout)."""
+    return _JSON_RAW_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def terminal_safe(text: str) -> str:
     """`text` with every control character shown as an escape (newlines and tabs stay)."""
     return _UNSAFE.sub(_visible, text)

@@ -8,6 +8,7 @@ exactly what an undisturbed run writes.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -282,3 +283,19 @@ def test_control_characters_in_input_never_reach_the_terminal_raw(tmp_path, sim_
     assert result.exit_code == 4
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr and "\u202e" not in result.stderr
     assert "evil\\x1b[2J" in result.stderr
+
+
+def test_json_on_stdout_holds_no_raw_character_that_rewrites_a_terminal(tmp_path, sim) -> None:
+    """orjson escapes only the characters below U+0020: a rollout id with a bidi override or a C1 control (CSI
+    U+009B starts an escape sequence on many terminals) reached `rewards` and `--json` output raw. They are
+    written as \\uXXXX escapes, which every JSON reader reads as the same id."""
+    run = new_run(tmp_path)
+    rid = "evil\u202edi\u009b2J\x7f"
+    source = write_jsonl(tmp_path / "r.jsonl", [{"id": rid, "input": "2+2?", "output": "4", "answer": "4"}])
+    scored = invoke("score", source, "--run", run, "--step", "0", "--json", env=judge_env(sim))
+    assert scored.exit_code == 0, scored.stderr
+    for out in (scored.stdout, invoke("rewards", "--run", run, "--step", "0").stdout,
+                invoke("inspect", run, "--step", "0", "--json").stdout):
+        assert not any(ch in out for ch in "\u202e\u009b\x7f"), out
+    [row] = [json.loads(line) for line in invoke("rewards", "--run", run, "--step", "0").stdout.splitlines()]
+    assert row["id"] == rid and "\\u202e" in invoke("rewards", "--run", run, "--step", "0").stdout
