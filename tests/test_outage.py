@@ -160,6 +160,34 @@ def test_a_judge_back_within_the_budget_costs_time_not_rewards(tmp_path: Path) -
     assert "answers again, after" in result.stderr, result.stderr
 
 
+def test_an_outage_that_starts_in_the_middle_of_a_step_costs_time_not_rewards(tmp_path: Path) -> None:
+    """The judge stops while requests are in flight and comes back within the budget: the requests it was
+    answering when it stopped counted the answers that came just before as "the endpoint answers others", spent
+    their attempts in the first moment of the outage, and failed (exit 4 under the default policy)."""
+    port = free_port()
+    run = run_with(tmp_path, budget=60)
+    judges = [SimJudge(SimJudgeConfig(latency=0.2)).start_in_thread(port=port)]
+
+    def outage() -> None:  # once some rollouts are judged, the judge goes down for 2 s
+        wait_until(lambda: judges[0].stats["requests"] >= 6, timeout=60, what="six requests")
+        judges[0].stop()
+        time.sleep(2)
+        judges.append(SimJudge(SimJudgeConfig(latency=0.2)).start_in_thread(port=port))
+
+    thread = threading.Thread(target=outage)
+    thread.start()
+    try:
+        result = invoke("score", step_file(0), "--run", run, "--step", "0", "--concurrency", "4",
+                        env={"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": PLANTED_KEY})
+    finally:
+        thread.join()
+        for judge in judges:
+            judge.stop()
+    assert result.exit_code == 0, result.stderr
+    assert [r["status"] for r in read_jsonl(run / "steps/000000/scores.jsonl")] == ["scored"] * 16
+    assert "answers again, after" in result.stderr, result.stderr
+
+
 def test_the_budget_bounds_the_wait_and_the_policy_decides_the_rewards(tmp_path: Path) -> None:
     run = run_with(tmp_path, budget=1)
     started = time.monotonic()

@@ -490,6 +490,10 @@ class LLMClient:
         limiter = self._limiter(agent)
         estimate = estimate_tokens(messages, int(params[agent.token_limit_param]))
         started = time.monotonic()
+        # Since when an answer to another request would show this one's failure to be its own, not an outage: its
+        # start, then its last failure (a request in flight when the judge went down was sent before the answers
+        # that came just before; judged against its start, it spent its attempts in the first second of an outage).
+        failed_at = started
         last_error = "no attempt made"
         attempt = counted = 0
         while counted < agent.max_attempts:
@@ -503,9 +507,10 @@ class LLMClient:
                 usage.fault(exc.kind)
                 last_error = str(exc)
                 delay = self._backoff(counted, exc.retry_after)
-                wait = (self._outage_wait(name, agent, step, last_error, started,
+                wait = (self._outage_wait(name, agent, step, last_error, failed_at,
                                           min(self._backoff(attempt, exc.retry_after), OUTAGE_MAX_DELAY_S))
                         if is_outage(exc.kind) else None)
+                failed_at = time.monotonic()
                 if wait is not None:  # an outage within the step's budget: it does not use up the attempts
                     counted -= 1
                 elif counted == agent.max_attempts:
