@@ -196,6 +196,20 @@ def test_retry_after_is_honoured_only_up_to_retry_max_delay(tmp_path: Path, sim_
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("header", ["soon", "20s", None])
+def test_a_429_whose_retry_after_is_no_delay_is_retried(tmp_path: Path, sim_factory, header: str | None) -> None:
+    """A Retry-After that is neither seconds nor an HTTP date (a proxy's "soon", "20s") ended the command with a
+    ValueError traceback (exit 1) at the first 429; now it is a 429 without a wish, retried with backoff."""
+    judge = sim_factory(fault_plan=["429", "429"], retry_after=header)
+    run = new_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0",
+                    "--json", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["usage"]["scorer"]["faults"] == {"rate_limit": 2}
+    assert [r["status"] for r in scores(run).values()] == ["scored"]
+
+
 # --- secrets and terminal text ---------------------------------------------------------------------------
 
 def test_a_key_echoed_by_the_endpoint_is_redacted_from_replies_reasons_and_output(tmp_path: Path, sim_factory) -> None:

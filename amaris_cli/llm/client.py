@@ -185,8 +185,12 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     try:
         return float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (ValueError, TypeError, OverflowError):  # neither seconds nor an HTTP date ("soon", "20s"): no wish
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def _endpoint_key(agent: AgentSettings) -> tuple[str | None, str, str]:
