@@ -345,6 +345,9 @@ def test_a_served_run_survives_a_judge_outage_during_a_step(tmp_path: Path, mode
             assert statuses == {"scored"}, (t, answers[t][:2])
     assert json.loads((run / "steps/000003/update.json").read_text())["carried_forward"]["cause"] == "skipped"
     assert "Traceback" not in server.stderr and "409" not in server.stderr
+    # The server says so: its evolution's own log, which held the outage, is gone once the evolution is done.
+    assert "step 3: evolution done, as skipped: the step was not evaluated (0 of 16 rollouts judged" in server.stderr
+    assert "rubric version 4 carries the one before it forward unchanged" in server.stderr, server.stderr
 
 
 def test_a_run_built_by_session_commands_then_loop_replays_exactly(tmp_path: Path, sim) -> None:

@@ -733,6 +733,9 @@ class ServeCore:
             if evolution.state == "done":
                 updated = artifacts.evolution(self.run, step)
                 note = f"; rubric version {step + 1} written" if updated and updated.update else ""
+                if updated and updated.skipped:  # as `evolve` warns: the outage is not to pass unseen
+                    note = (f", as skipped: the step was not evaluated ({updated.skipped})" + (
+                        f"; rubric version {step + 1} carries the one before it forward unchanged" if updated.update else ""))
                 self.say(f"step {step}: evolution done{note}")
                 for alarm in alarms_at(RunReader(self.run), step):
                     kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
