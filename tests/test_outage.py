@@ -103,9 +103,9 @@ def raw() -> Iterator[list[RawServer]]:
         server.stop()
 
 
-def score_one(run: Path, tmp_path: Path, base_url: str, *extra: str, **env: str):
-    return invoke("score", write_jsonl(tmp_path / "r.jsonl", [ROLLOUT]), "--run", run, "--step", "0",
-                  "--on-error", "skip", "--json", *extra,
+def score_one(run: Path, tmp_path: Path, base_url: str, *extra: str, rollouts: Path | None = None, **env: str):
+    rollouts = rollouts or write_jsonl(tmp_path / "r.jsonl", [ROLLOUT])
+    return invoke("score", rollouts, "--run", run, "--step", "0", "--on-error", "skip", "--json", *extra,
                   env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": PLANTED_KEY, "AMARIS_SCORER_TIMEOUT": "1", **env})
 
 
@@ -198,6 +198,26 @@ def test_the_budget_bounds_the_wait_and_the_policy_decides_the_rewards(tmp_path:
     assert "has been unreachable for 1s of this step" in result.stderr, result.stderr
     rewards = json.loads(invoke("rewards", "--run", run, "--step", "0", "--format", "list").stdout)
     assert rewards == [0.5] * 16
+
+
+@pytest.mark.timeout(120)
+def test_a_judge_that_never_answers_costs_the_budget_not_a_timeout_per_request(tmp_path: Path,
+                                                                                raw: list[RawServer]) -> None:
+    """A judge that accepts connections and never answers (a hung server): once the step's budget was spent,
+    every request still made its max_attempts attempts of one `timeout` each, and one at a time (an endpoint that
+    never answered is asked one request at a time): 34 attempts, 37 s for 8 rollouts with a 2 s budget and a 1 s
+    timeout, which at the defaults (120 s, 5 attempts, 256 rollouts) is 42 hours of a stalled training step."""
+    raw.append(RawServer("silent"))
+    run = run_with(tmp_path, budget=2)
+    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:8]
+    result = score_one(run, tmp_path, f"http://127.0.0.1:{raw[-1].port}/v1", "--on-error", "neutral",
+                       rollouts=write_jsonl(tmp_path / "eight.jsonl", rows))
+    assert result.exit_code == 0, result.stderr
+    records = read_jsonl(run / "steps/000000/scores.jsonl")
+    assert len(records) == 8 and {r["status"] for r in records} == {"failed"} and {r["reward"] for r in records} == {0.5}
+    assert all("unreachable for 2s of this step" in r["error"] and "timed out after 1s" in r["error"] for r in records)
+    sent = json.loads(result.stdout)["usage"]["scorer"]["requests"]
+    assert sent <= 4, sent  # the attempts within the budget (2 s of 1 s attempts, one at a time), then none
 
 
 def test_a_rejected_response_format_is_named_once_or_falls_back_under_auto(tmp_path: Path, sim_factory) -> None:

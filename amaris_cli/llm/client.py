@@ -120,6 +120,12 @@ class _FormatRejected(Exception):
     PREFIX = "the endpoint rejected response_format"
 
 
+class _OutageSpent(Exception):
+    """Not sent: the endpoint is still down and the step has waited its whole outage budget for it. Sent, such a
+    request would cost one `timeout` against a judge that accepts connections and never answers (and one request
+    at a time, as an endpoint that never answered is asked): hours for a step, where the budget says minutes."""
+
+
 class _Stopped(Exception):
     """Not sent: an earlier request to the same endpoint got a fatal answer."""
 
@@ -162,6 +168,11 @@ class _Endpoint:
         self.waiting_since.clear()
         self.down_since = None
         return lasted
+
+    def spent(self, step: int | None, now: float, budget: float) -> bool:
+        """Whether the endpoint is still down and the step has waited its whole outage budget for it."""
+        return (budget > 0 and self.down_since is not None and step in self.waiting_since
+                and self.outage_left(step, now, budget) <= 0)
 
     def outage_left(self, step: int | None, now: float, budget: float) -> float:
         """Seconds the step may still wait for the endpoint to come back (its budget counts every second in
@@ -353,12 +364,18 @@ class LLMClient:
         )
 
     async def _attempt(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any],
-                       usage: AgentUsage) -> _Reply:
+                       usage: AgentUsage, step: int | None) -> _Reply:
         endpoint = self._endpoint(agent)
 
         async def send() -> _Reply:
             try:
                 async with self._agent_limits[name], self._global:
+                    budget = self.settings.llm.outage_budget
+                    if endpoint.spent(step, time.monotonic(), budget):  # checked once a slot is free: it may have
+                        # waited for one while the budget ran out
+                        raise _OutageSpent(f"not sent: the {name} endpoint {public_url(agent.base_url)} has been "
+                                           f"unreachable for {budget:g}s of this step, llm.outage_budget "
+                                           f"({endpoint.down_reason})")
                     usage.requests += 1
                     return await self._send_once(name, agent, body, payload)
             except EndpointFatal as exc:
@@ -506,7 +523,7 @@ class LLMClient:
             try:
                 if limiter is not None:
                     usage.rate_limited_s += await limiter.acquire(estimate)
-                reply = await self._attempt(name, agent, body, payload, usage)
+                reply = await self._attempt(name, agent, body, payload, usage, step)
             except _Transient as exc:
                 usage.fault(exc.kind)
                 last_error = str(exc)
@@ -524,6 +541,10 @@ class LLMClient:
                 continue
             except _Stopped as exc:
                 raise exc.fatal from None  # nothing was sent: no call to record
+            except _OutageSpent as exc:
+                error = str(exc) if attempt == 1 else f"gave up after {attempt - 1} attempts: {exc}"
+                record(None, error, attempt - 1, started)
+                raise _Fatal(error) from None
             except EndpointFatal as exc:
                 usage.failures += 1
                 record(None, str(exc), attempt, started)
