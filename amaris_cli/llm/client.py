@@ -373,7 +373,7 @@ class LLMClient:
                     budget = self.settings.llm.outage_budget
                     if endpoint.spent(step, time.monotonic(), budget):  # checked once a slot is free: it may have
                         # waited for one while the budget ran out
-                        raise _OutageSpent(f"not sent: the {name} endpoint {public_url(agent.base_url)} has been "
+                        raise _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has been "
                                            f"unreachable for {budget:g}s of this step, llm.outage_budget "
                                            f"({endpoint.down_reason})")
                     usage.requests += 1
@@ -542,7 +542,7 @@ class LLMClient:
             except _Stopped as exc:
                 raise exc.fatal from None  # nothing was sent: no call to record
             except _OutageSpent as exc:
-                error = str(exc) if attempt == 1 else f"gave up after {attempt - 1} attempts: {exc}"
+                error = f"not sent: {exc}" if attempt == 1 else f"gave up after {attempt - 1} attempts: {exc}"
                 record(None, error, attempt - 1, started)
                 raise _Fatal(error) from None
             except EndpointFatal as exc:
