@@ -242,6 +242,24 @@ def test_a_rejected_response_format_is_named_once_or_falls_back_under_auto(tmp_p
     assert outputs(tmp_path / "replayed") == outputs(auto)
 
 
+def test_an_outage_during_the_update_alone_is_shown_as_a_skipped_step(tmp_path: Path, sim_factory) -> None:
+    """The judge answers the step's score, analyses and summary, then not the updater: the rubric was carried
+    forward (update.json), but evolve said nothing, provenance recorded no skip and inspect showed the step as
+    'updated', although the README says the three of them tell the skip (as for a summarizer that gave no answer)."""
+    run = run_with(tmp_path, budget=1)
+    assert invoke("score", step_file(0), "--run", run, "--step", "0", "--on-error", "neutral",
+                  env=judge_env(sim_factory())).exit_code == 0
+    result = invoke("evolve", "--run", run, "--step", "0", env=judge_env(sim_factory(agent_faults={"updater": "503"})))
+    assert result.exit_code == 0, result.stderr
+    assert "warning: step 0 was not evaluated (summarized, not updated: step 0: the updater failed" in result.stderr
+    assert "rubric version 1 carries the one before it forward unchanged" in result.stderr, result.stderr
+    update = json.loads((run / "steps/000000/update.json").read_text())
+    assert update["carried_forward"]["cause"] == "skipped" and update["applied"] == []
+    evolution = json.loads((run / "steps/000000/provenance.json").read_text())["evolution"]
+    assert evolution["status"] == "done" and "the updater failed" in evolution["skipped"], evolution
+    assert [s["state"] for s in json.loads(invoke("inspect", run, "--json").stdout)["steps"]] == ["skipped"]
+
+
 def _evolve_in_background(run: Path, step: int, judge: SimJudge):
     """`amaris evolve ... &`, and the moment of training that follows it: until the evolution holds its step
     (a score started before that would find no evolution running)."""

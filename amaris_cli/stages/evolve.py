@@ -127,7 +127,7 @@ async def evolve_step(
             pass  # e.g. the disk is full: the step's own error is the one to report (later evolutions see no mark
             # and no running evolution, and stop with "evolve step N first")
         raise
-    skipped = _skipped(run, step)
+    skipped = _skipped(run, step, update)
     if skipped is not None:
         session.say(f"warning: step {step} was not evaluated ({skipped}); it evolved as skipped"
                     + (f", rubric version {step + 1} carries the one before it forward unchanged" if update else ""))
@@ -140,11 +140,20 @@ async def evolve_step(
     return outcome
 
 
-def _skipped(run: RunDir, step: int) -> str | None:
-    """Why the step (or an instance of it) was skipped, with the counts, or None when it was evaluated."""
-    reasons = [f"{s.skipped.judged} of {s.skipped.rollouts} rollouts judged, {s.skipped.analyzed} analyzed: "
-               f"{s.skipped.reason}" + (f" (instance {s.instance_id})" if s.instance_id is not None else "")
-               for s in artifacts.load_summaries(run, step) if s.skipped is not None]
+def _skipped(run: RunDir, step: int, update: bool) -> str | None:
+    """Why the step (or an instance of it) was skipped, with the counts, or None when it was evaluated: amaris
+    wrote its summary (no rollout analyzed, no summarizer answer), or its due update was carried forward because
+    the query generator, the updater or the gate's judge gave no answer."""
+    reasons = []
+    for s in artifacts.load_summaries(run, step):
+        where = f" (instance {s.instance_id})" if s.instance_id is not None else ""
+        if s.skipped is not None:
+            reasons.append(f"{s.skipped.judged} of {s.skipped.rollouts} rollouts judged, {s.skipped.analyzed} "
+                           f"analyzed: {s.skipped.reason}{where}")
+            continue
+        record = artifacts.load_update(run, step, s.instance_id) if update else None
+        if record is not None and record.carried_forward is not None and record.carried_forward.cause == "skipped":
+            reasons.append(f"summarized, not updated: {record.carried_forward.reason}{where}")
     return "; ".join(reasons) if reasons else None
 
 
