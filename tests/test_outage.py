@@ -63,6 +63,7 @@ class RawServer:
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.held: list[socket.socket] = []
+        self.accepted = 0
         self.stopping = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -73,6 +74,7 @@ class RawServer:
                 conn, _ = self.sock.accept()
             except (TimeoutError, OSError):
                 continue
+            self.accepted += 1
             if self.mode == "reset":
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 conn.close()
@@ -218,6 +220,40 @@ def test_a_judge_that_never_answers_costs_the_budget_not_a_timeout_per_request(t
     assert all("unreachable for 2s of this step" in r["error"] and "timed out after 1s" in r["error"] for r in records)
     sent = json.loads(result.stdout)["usage"]["scorer"]["requests"]
     assert sent <= 4, sent  # the attempts within the budget (2 s of 1 s attempts, one at a time), then none
+
+
+@pytest.mark.timeout(120)
+def test_an_outage_of_more_than_a_thousand_retries_is_still_waited_out(tmp_path: Path, raw: list[RawServer]) -> None:
+    """The backoff's exponent grew with every retry of an outage: at the 1025th, 2 ** 1024 overflowed a float and
+    the command ended in an OverflowError traceback (amaris serve answered 500 'internal error'). A few
+    minutes of a refused judge with a short retry_max_delay, or a long outage_budget, reach it."""
+    raw.append(RawServer("reset"))
+    port = raw[-1].port
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("outage_budget = 0", "outage_budget = 100")
+                      .replace("retry_max_delay = 0.05", "retry_max_delay = 0.001"))
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    judges: list[SimJudge] = []
+    ended = threading.Event()
+
+    def back() -> None:  # the judge comes back once 1100 attempts were refused
+        wait_until(lambda: raw[-1].accepted >= 1100 or ended.is_set(), timeout=100, what="1100 attempts")
+        raw[-1].stop()
+        judges.append(SimJudge().start_in_thread(port=port))
+
+    thread = threading.Thread(target=back)
+    thread.start()
+    try:
+        result = score_one(run, tmp_path, f"http://127.0.0.1:{port}/v1")
+    finally:
+        ended.set()
+        thread.join()
+        for judge in judges:
+            judge.stop()
+    assert result.exit_code == 0, result.stderr
+    [record] = read_jsonl(run / "steps/000000/scores.jsonl")
+    assert record["status"] == "scored", record
 
 
 def test_a_rejected_response_format_is_named_once_or_falls_back_under_auto(tmp_path: Path, sim_factory) -> None:

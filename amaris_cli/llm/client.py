@@ -580,7 +580,8 @@ class LLMClient:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         base = self.settings.llm.retry_base_delay
         cap = self.settings.llm.retry_max_delay
-        delay = random.uniform(0, min(cap, base * 2 ** (attempt - 1)))  # full jitter
+        # full jitter; the exponent is bounded, as an outage's retries are not: 2.0 ** 1024 overflows a float
+        delay = random.uniform(0, min(cap, base * 2.0 ** min(attempt - 1, 64)))
         if retry_after is not None:
             delay = max(delay, min(retry_after, cap))  # the endpoint's wish, within the configured limit
         return delay
