@@ -25,6 +25,7 @@ from tests.conftest import (
     EXAMPLES,
     PLANTED_KEY,
     TEST_CONFIG,
+    clean_env,
     free_port,
     invoke,
     judge_env,
@@ -422,6 +423,45 @@ def test_a_served_run_survives_a_judge_outage_during_a_step(tmp_path: Path, mode
     # The server says so: its evolution's own log, which held the outage, is gone once the evolution is done.
     assert "step 3: evolution done, as skipped: the step was not evaluated (0 of 16 rollouts judged" in server.stderr
     assert "rubric version 4 carries the one before it forward unchanged" in server.stderr, server.stderr
+
+
+@pytest.mark.timeout(180)
+def test_a_served_judgement_waiting_for_the_judge_ends_at_a_stop_as_503_not_judged(tmp_path: Path) -> None:
+    """SIGTERM while /score requests wait out an outage: uvicorn's 30 s grace ran out, it cancelled them (a
+    traceback each, and 'Internal Server Error' in plain text to the trainer), and the server then waited for the
+    rest of the budget before it exited. They now end at the stop: 503 'not judged', nothing journaled for them,
+    and the same rollouts are judged after a restart."""
+    run = run_with(tmp_path, budget=60)
+    port = free_port()
+    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:4]
+    bodies = [{"rollout": {"id": r["id"], "input": r["input"], "output": r["output"]}, "metadata": {"current_step": 0}}
+              for r in rows]
+    env = clean_env(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=PLANTED_KEY)  # nothing there yet
+    server = start_server(run, env, "--on-error", "neutral")
+    answers: list[httpx.Response] = []
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        posts = [threading.Thread(target=lambda b=b: answers.append(client.post("/score", json=b))) for b in bodies]
+        for post in posts:
+            post.start()
+        server.wait_for_line("waiting for the scorer endpoint")
+        started = time.monotonic()
+        code = server.stop(timeout=25)
+        for post in posts:
+            post.join(60)
+    assert code == 0 and time.monotonic() - started < 25, server.stderr
+    assert [a.status_code for a in answers] == [503] * 4, [a.text for a in answers]
+    assert all(a.json()["error"].startswith("not judged: stopping while the scorer endpoint") for a in answers)
+    assert "Traceback" not in server.stderr, server.stderr
+    judge = SimJudge().start_in_thread(port=port)
+    try:
+        server = start_server(run, env, "--on-error", "neutral")
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            again = [client.post("/score", json=b).json() for b in bodies]
+        assert server.stop(timeout=60) == 0, server.stderr
+    finally:
+        server.stop()
+        judge.stop()
+    assert [a["status"] for a in again] == ["scored"] * 4, again
 
 
 def test_a_run_built_by_session_commands_then_loop_replays_exactly(tmp_path: Path, sim) -> None:

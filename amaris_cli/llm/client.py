@@ -43,6 +43,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
+from amaris_cli.errors import AmarisError
 from amaris_cli.llm.cache import CallCache
 from amaris_cli.llm.calllog import CallLog, Usage, Written, answered_recently, call_line, usage_row
 from amaris_cli.llm.endpoint import (
@@ -118,6 +119,11 @@ class _FormatRejected(Exception):
     """The endpoint refused the requested response_format: every request in that format would fail."""
 
     PREFIX = "the endpoint rejected response_format"
+
+
+class OutageInterrupted(AmarisError):
+    """A request waiting out an outage was given up because its process stops (amaris serve on SIGTERM): it was
+    not answered, and is no failure of the judge's to record (the client sends it again)."""
 
 
 class _OutageSpent(Exception):
@@ -236,6 +242,12 @@ class LLMClient:
             self._secrets |= url_secrets(s.base_url)
         self.usage: dict[str, AgentUsage] = {}
         self.say = say or (lambda _text: None)
+        self._stopping = asyncio.Event()
+
+    def stop_waiting(self) -> None:
+        """End every outage wait now, and every one to come: such a request raises OutageInterrupted instead of
+        holding a stopping server for the rest of the outage budget."""
+        self._stopping.set()
 
     # --- plumbing -----------------------------------------------------------------------
     def _client(self, agent: AgentSettings) -> ChatPoster:
@@ -537,7 +549,11 @@ class LLMClient:
                 elif counted == agent.max_attempts:
                     break
                 usage.retries += 1
-                await asyncio.sleep(wait if wait is not None else delay)
+                if wait is None:
+                    await asyncio.sleep(delay)
+                elif self._stopping.is_set() or await _set_within(self._stopping, wait):
+                    raise OutageInterrupted(f"not judged: stopping while the {name} endpoint "
+                                            f"{public_url(agent.base_url)} is unreachable ({last_error})") from None
                 continue
             except _Stopped as exc:
                 raise exc.fatal from None  # nothing was sent: no call to record
@@ -668,6 +684,15 @@ class LLMClient:
                     ]
         usage.failures += 1
         return answer
+
+
+async def _set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether `event` is set within `seconds` (waiting no longer)."""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _names_format(detail: str) -> bool:

@@ -27,6 +27,7 @@ import orjson
 from pydantic import BaseModel
 
 from amaris_cli.errors import AmarisError, ConfigError, InputError, InputErrors, RunLockedError, WaitTimeout
+from amaris_cli.llm.client import OutageInterrupted
 from amaris_cli.llm.endpoint import EndpointFatal
 from amaris_cli.schedule import EvolutionFailed
 from amaris_cli.serve.api import ErrorResponse, check_step
@@ -57,7 +58,7 @@ class _Disconnected(Exception):
 def status_of(exc: BaseException) -> int:
     if isinstance(exc, ApiError):
         return exc.status
-    if isinstance(exc, WaitTimeout):
+    if isinstance(exc, WaitTimeout | OutageInterrupted):
         return 503
     if isinstance(exc, RunLockedError | EvolutionFailed | ConfigError):
         return 409  # another writer, or a rubric version the run cannot give yet

@@ -180,6 +180,8 @@ class ServeCore:
         of steps completed from now on make a restart evolve them)."""
         self.stopping.set()
         self.evolutions.stopping = True
+        if self.session is not None:  # a judgement waiting out an outage is not finished: 503, sent again later
+            self.session.client.stop_waiting()
 
     async def stop(self, grace: float = 30.0) -> None:
         """Finish what is in flight (bounded), journal it, interrupt evolutions, release every lock."""
