@@ -97,6 +97,9 @@ FATAL = [
     ("401", ["HTTP 401", "the API key was rejected", "$OPENAI_API_KEY"]),
     ("403", ["HTTP 403", "$OPENAI_API_KEY", "permissions"]),
     ("404", ["HTTP 404", "agents.scorer.model", "base URL"]),
+    # A 429 for an account out of credit was a rate limit: retried, waited out as an outage at every step
+    # ("lower requests_per_minute, or wait"), and every rollout failed.
+    ("quota", ["HTTP 429 insufficient_quota", "no quota left", "You exceeded your current quota", "$OPENAI_API_KEY"]),
     ("redirect", ["HTTP 302", "redirect to http://127.0.0.1", "/login", "set the base URL"]),
     ("html", ["an HTML page (text/html)", "check the base URL"]),
     ("event_stream", ["event stream (text/event-stream)", "no streaming was requested"]),

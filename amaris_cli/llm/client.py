@@ -338,7 +338,7 @@ class LLMClient:
             status = exc.status_code
             detail = self.redact(_status_detail(exc))
             fatal = fatal_status(name, agent.base_url, agent.model, agent.api_key_env, status, detail,
-                                 exc.response.headers.get("location"))
+                                 exc.response.headers.get("location"), exc.code or exc.type)
             if fatal is not None:
                 raise fatal from None
             detail = one_line(detail, 300)

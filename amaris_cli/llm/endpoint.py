@@ -69,8 +69,8 @@ def _where(agent: str, url: str | None, model: str) -> str:
 
 
 def fatal_status(agent: str, url: str | None, model: str, key_env: str, status: int, detail: str,
-                 location: str | None = None) -> EndpointFatal | None:
-    """The fatal error for an HTTP status, or None when the status is not fatal for the endpoint."""
+                 location: str | None = None, code: str | None = None) -> EndpointFatal | None:
+    """The fatal error for an HTTP status (and the error's `code`), or None when it is not fatal for the endpoint."""
     where = _where(agent, url, model)
     said = f" (it said: {one_line(detail, 300)})" if detail else ""
     if status == 401:
@@ -83,6 +83,9 @@ def fatal_status(agent: str, url: str | None, model: str, key_env: str, status: 
         return EndpointFatal(f"{where} answered HTTP 404 (not found){said}: the model does not exist there or the base URL "
                              f"is wrong; check agents.{agent}.model and the base URL (OpenAI-compatible servers "
                              "usually end in /v1)")
+    if status == 429 and code == "insufficient_quota":  # OpenAI's "out of credit": no wait or retry helps
+        return EndpointFatal(f"{where} answered HTTP 429 insufficient_quota: the account has no quota left{said}; "
+                             f"check the plan and billing of the key in ${key_env}")
     if 300 <= status < 400:
         target = f" to {public_url(location)}" if location else ""
         return EndpointFatal(f"{where} answered HTTP {status} (a redirect{target}): amaris does not follow redirects "

@@ -18,7 +18,7 @@ closed), echo_auth (the request's Authorization header copied into every reason)
 
 Broken bodies and endpoints (WIRE_KINDS, ENDPOINT_KINDS): drip (the body one byte every
 `drip_interval` seconds), bad_usage (`usage.prompt_tokens = "many"`), choices_object, choices_number,
-content_not_string; 401, 403, 404, redirect (302 to a login page), html (a 200 HTML page),
+content_not_string; 401, 403, 404, quota (429 insufficient_quota, as OpenAI answers an account out of credit), redirect (302 to a login page), html (a 200 HTML page),
 event_stream (a 200 text/event-stream); 400 (this request refused: context too long). With `enforce_max_tokens`, a reply longer than the request's
 token limit is cut there with finish_reason "length", as a real server does.
 """
@@ -396,6 +396,9 @@ class SimJudge:
             self._write(writer, 403, self._error("permission_error", f"You are not allowed to use this model{detail}"))
         elif fault == "404":
             self._write(writer, 404, self._error("invalid_request_error", f"The model does not exist{detail}", "model_not_found"))
+        elif fault == "quota":
+            self._write(writer, 429, self._error("insufficient_quota", "You exceeded your current quota, please check "
+                                                 f"your plan and billing details.{detail}", "insufficient_quota"))
         elif fault == "redirect":
             self._write(writer, 302, b"", {"location": f"http://{self.host}:{self.port}/login"})
         elif fault == "html":
