@@ -256,7 +256,10 @@ def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
     else:
         err.print(f"no update at step {step} (pipeline.update_every); summary indexed in the memory")
     if outcome.rescored is not None:
-        err.print(f"rescored step {step} with rubric v{step + 1}: mean reward {fmt(outcome.rescored.mean_reward)}")
+        rescored = outcome.rescored
+        failed = (f"; {rescored.failed} of {rescored.total} could not be judged (their --rescored rewards are the "
+                  "failure policy's)") if rescored.failed else ""
+        err.print(f"rescored step {step} with rubric v{step + 1}: mean reward {fmt(rescored.mean_reward)}{failed}")
     err.print(f"done in {result.wall_s:.1f}s")
 
 

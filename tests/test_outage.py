@@ -464,6 +464,52 @@ def test_a_served_judgement_waiting_for_the_judge_ends_at_a_stop_as_503_not_judg
     assert [a["status"] for a in again] == ["scored"] * 4, again
 
 
+@pytest.mark.timeout(180)
+def test_a_rescore_the_judge_could_not_make_is_told_by_evolve_and_by_the_sync_server(tmp_path: Path,
+                                                                                     sim_factory) -> None:
+    """The judge answers the step's score, analyses and update, then not the rescore: every --rescored reward (what
+    a sync server answers the trainer) is the failure policy's, but evolve said 'mean reward -' and exit 0, and
+    the server 'evolution done; rubric version 1 written', and inspect nothing: no one told it."""
+    no_gate = "\n[gate]\nenabled = false\n"  # the gate's probes would meet the outage first, and carry forward
+    run = run_with(tmp_path, budget=1, extra=no_gate)
+    assert invoke("score", step_file(0), "--run", run, "--step", "0", "--lag", "0", "--on-error", "neutral",
+                  env=judge_env(sim_factory())).exit_code == 0
+    result = invoke("evolve", "--run", run, "--step", "0", "--rescore",
+                    env=judge_env(sim_factory(agent_faults={"scorer": "503"})))
+    assert result.exit_code == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "rescored step 0 with rubric v1: mean reward -; 16 of 16 could not be judged" in said, said
+
+    served_run = run_with(tmp_path, "served", budget=1, extra=no_gate)
+    judge = SimJudge(SimJudgeConfig(latency=0.05)).start_in_thread()
+    server = start_server(served_run, serve_env(judge), "--mode", "sync", "--on-error", "neutral",
+                          "--rollouts-per-step", "16")
+    try:
+        def rescore_meets_an_outage() -> None:  # from the updater's request on, the scorer's requests are refused
+            wait_until(lambda: judge.stats["agent:updater"] >= 1, timeout=120, what="the updater's request")
+            judge.config.agent_faults["scorer"] = "503"
+
+        watcher = threading.Thread(target=rescore_meets_an_outage)
+        watcher.start()
+        rows = [json.loads(line) for line in step_file(0).read_text().splitlines()]
+        with httpx.Client(base_url=server.url, timeout=300) as client:
+            answers: list[dict] = []
+            posts = [threading.Thread(target=lambda r=r: answers.append(client.post("/score", json={
+                **r, "metadata": {"current_step": 0}}).json())) for r in rows]
+            for post in posts:
+                post.start()
+            for post in posts:
+                post.join(300)
+        watcher.join()
+        assert server.stop(timeout=60) == 0, server.stderr
+    finally:
+        server.stop()
+        judge.stop()
+    assert {(a["status"], a["score"], a["rescored"]) for a in answers} == {("failed", 0.5, True)}, answers[:1]
+    assert "step 0: evolution done; rubric version 1 written; 16 of 16 re-scored rollouts could not be judged" \
+        in server.stderr, server.stderr
+
+
 def test_a_run_built_by_session_commands_then_loop_replays_exactly(tmp_path: Path, sim) -> None:
     """README's "A session" commands on a run, then `loop --update-every 2` on the same run: the loop recorded
     step 0 as not updated although rubric v1 from that update scored step 1, and `replay --offline` exited 5."""

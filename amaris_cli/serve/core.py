@@ -738,6 +738,12 @@ class ServeCore:
                 if updated and updated.skipped:  # as `evolve` warns: the outage is not to pass unseen
                     note = (f", as skipped: the step was not evaluated ({updated.skipped})" + (
                         f"; rubric version {step + 1} carries the one before it forward unchanged" if updated.update else ""))
+                rescores = artifacts.scores_path(self.run, step, artifacts.RESCORES)
+                if updated and updated.rescore and rescores.exists():  # sync mode: what the trainer was answered
+                    figures = reward_figures(artifacts.load_scores(self.run, step, artifacts.RESCORES))
+                    if figures.failed:
+                        note += (f"; {figures.failed} of {figures.n} re-scored rollouts could not be judged (answered "
+                                 "as failed, with the failure policy's reward)")
                 self.say(f"step {step}: evolution done{note}")
                 for alarm in alarms_at(RunReader(self.run), step):
                     kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
