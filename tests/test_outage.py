@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from amaris_cli.llm.client import OUTAGE_MAX_DELAY_S
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import (
     EXAMPLES,
@@ -220,7 +221,7 @@ def test_a_judge_that_never_answers_costs_the_budget_not_a_timeout_per_request(t
     assert len(records) == 8 and {r["status"] for r in records} == {"failed"} and {r["reward"] for r in records} == {0.5}
     assert all("unreachable for 2s of this step" in r["error"] and "timed out after 1s" in r["error"] for r in records)
     sent = json.loads(result.stdout)["usage"]["scorer"]["requests"]
-    assert sent <= 4, sent  # the attempts within the budget (2 s of 1 s attempts, one at a time), then none
+    assert sent <= 6, sent  # the attempts within the budget (2 s of 1 s attempts, one at a time), then one probe
 
 
 @pytest.mark.timeout(120)
@@ -508,6 +509,37 @@ def test_a_rescore_the_judge_could_not_make_is_told_by_evolve_and_by_the_sync_se
     assert {(a["status"], a["score"], a["rescored"]) for a in answers} == {("failed", 0.5, True)}, answers[:1]
     assert "step 0: evolution done; rubric version 1 written; 16 of 16 re-scored rollouts could not be judged" \
         in server.stderr, server.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_served_step_whose_budget_is_spent_judges_its_rollouts_once_the_judge_is_back(tmp_path: Path) -> None:
+    """Once a step had waited its whole budget, its requests were no longer sent: a rollout of the same step that
+    came after the judge was back (or a client's retry of a failed one) failed unsent, as nothing looked whether
+    the endpoint answered again. One new request at a time is still sent (after a failed one, not for
+    OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a whole timeout)."""
+    run = run_with(tmp_path, budget=1)
+    port = free_port()
+    env = clean_env(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=PLANTED_KEY)
+    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:2]
+    bodies = [{"rollout": {"id": r["id"], "input": r["input"], "output": r["output"]}, "metadata": {"current_step": 0}}
+              for r in rows]
+    server = start_server(run, env, "--on-error", "neutral")
+    judge = None
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            first = client.post("/score", json=bodies[0]).json()
+            assert first["status"] == "failed" and "unreachable for 1s of this step" in first["error"], first
+            judge = SimJudge().start_in_thread(port=port)
+            time.sleep(OUTAGE_MAX_DELAY_S)  # a failed look is followed by the next one after this long
+            later = client.post("/score", json=bodies[1]).json()
+            again = client.post("/score", json=bodies[0]).json()  # the trainer's retry of the failed one
+        assert server.stop(timeout=60) == 0, server.stderr
+    finally:
+        server.stop()
+        if judge is not None:
+            judge.stop()
+    assert later["status"] == "scored", later["error"]
+    assert again["status"] == "scored", again
 
 
 def test_a_run_built_by_session_commands_then_loop_replays_exactly(tmp_path: Path, sim) -> None:

@@ -164,6 +164,8 @@ class _Endpoint:
     told_at: float = float("-inf")  # when the outage was last said
     budget_left: dict[int | None, float] = field(default_factory=dict)  # per step, seconds of outage still to wait
     waiting_since: dict[int | None, float] = field(default_factory=dict)  # per step, while its requests wait
+    probing: bool = False  # a request is sent to see whether an endpoint a step gave up on answers again
+    next_probe: float = float("-inf")  # not before then (a failed probe waits OUTAGE_MAX_DELAY_S for the next)
 
     def answered(self, now: float) -> float | None:
         """An answer came: the outage (if any) is over; returns how long it lasted when it was said."""
@@ -376,20 +378,30 @@ class LLMClient:
         )
 
     async def _attempt(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any],
-                       usage: AgentUsage, step: int | None) -> _Reply:
+                       usage: AgentUsage, step: int | None, first: bool) -> _Reply:
         endpoint = self._endpoint(agent)
 
         async def send() -> _Reply:
             try:
                 async with self._agent_limits[name], self._global:
                     budget = self.settings.llm.outage_budget
+                    probe = False
                     if endpoint.spent(step, time.monotonic(), budget):  # checked once a slot is free: it may have
-                        # waited for one while the budget ran out
-                        raise _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has been "
-                                           f"unreachable for {budget:g}s of this step, llm.outage_budget "
-                                           f"({endpoint.down_reason})")
-                    usage.requests += 1
-                    return await self._send_once(name, agent, body, payload)
+                        # waited for one while the budget ran out. One new request at a time is still sent, to see
+                        # whether the endpoint is back (a served step's later rollouts, a client's retry), at most
+                        # one every OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a timeout.
+                        if not first or endpoint.probing or time.monotonic() < endpoint.next_probe:
+                            raise _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has been "
+                                               f"unreachable for {budget:g}s of this step, llm.outage_budget "
+                                               f"({endpoint.down_reason})")
+                        endpoint.probing = probe = True
+                    try:
+                        usage.requests += 1
+                        return await self._send_once(name, agent, body, payload)
+                    finally:
+                        if probe:
+                            endpoint.probing = False
+                            endpoint.next_probe = time.monotonic() + OUTAGE_MAX_DELAY_S
             except EndpointFatal as exc:
                 endpoint.fatal = exc
                 raise
@@ -535,7 +547,7 @@ class LLMClient:
             try:
                 if limiter is not None:
                     usage.rate_limited_s += await limiter.acquire(estimate)
-                reply = await self._attempt(name, agent, body, payload, usage, step)
+                reply = await self._attempt(name, agent, body, payload, usage, step, attempt == 1)
             except _Transient as exc:
                 usage.fault(exc.kind)
                 last_error = str(exc)
