@@ -52,12 +52,18 @@ def sha256_file(path: Path) -> str:
 _HASHED_END = re.compile(r"-[0-9a-f]{10}\Z")
 
 
+def _plain(instance_id: str) -> bool:
+    """Whether an id is its own directory name under the rule of amaris before 0.1 kept hashed-looking ids."""
+    clean = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in instance_id)[:48]
+    return clean == instance_id and not clean.startswith(".")
+
+
 def safe_instance_dir(instance_id: str) -> str:
     """A file-system-safe, collision-free directory name for an instance id: the id itself when it is a plain
     name that no other id's hashed name can be, else its cleaned prefix and a hash of it."""
+    if _plain(instance_id) and not _HASHED_END.search(instance_id):
+        return instance_id
     clean = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in instance_id)[:48]
-    if clean == instance_id and not clean.startswith(".") and not _HASHED_END.search(clean):
-        return clean
     return f"{clean}-{hashlib.sha256(instance_id.encode()).hexdigest()[:10]}"
 
 
@@ -95,14 +101,36 @@ class RunDir:
     def step_dir(self, step: int, instance_id: str | None = None) -> Path:
         base = self.path / "steps" / f"{step:06d}"
         if instance_id is not None:
-            return base / "instances" / safe_instance_dir(instance_id)
+            return base / "instances" / self._instance_dir(instance_id)
         return base
 
     def rubric_dir(self, instance_id: str | None = None) -> Path:
         base = self.path / "rubrics"
         if instance_id is not None:
-            return base / "instances" / safe_instance_dir(instance_id)
+            return base / "instances" / self._instance_dir(instance_id)
         return base
+
+    def _instance_dir(self, instance_id: str) -> str:
+        """`safe_instance_dir`, after making sure the run does not keep this instance under the plain name an
+        earlier amaris gave an id that ends like a hashed name (`q-1700000000`): read under the new name, its
+        rubrics and history would be missing and the instance scored with the run's global rubric, silently.
+        A directory of that name that another instance owns (the hashed name of `q 17...`) is no such case."""
+        name = safe_instance_dir(instance_id)
+        if name != instance_id and _plain(instance_id):
+            legacy = self.path / "rubrics" / "instances" / instance_id
+            first = min(legacy.glob("step-*.json"), default=None) if legacy.is_dir() else None
+            if first is not None and not (self.path / "rubrics" / "instances" / name).exists():
+                try:
+                    owner = RubricSet.model_validate_json(first.read_bytes()).instance_id
+                except ValueError:
+                    owner = None
+                if owner == instance_id:
+                    raise AmarisError(
+                        f"{legacy}: instance {instance_id!r} is kept under a name this version of amaris no longer "
+                        f"gives it (an id that ends in '-' and 10 hex digits is hashed, so that no other id can "
+                        f"take its directory); rename rubrics/instances/{instance_id} and every "
+                        f"steps/*/instances/{instance_id} to {name}")
+        return name
 
     def rubric_path(self, version: int, instance_id: str | None = None) -> Path:
         return self.rubric_dir(instance_id) / f"step-{version:06d}.json"

@@ -118,3 +118,30 @@ def test_an_instance_id_cannot_name_another_instances_directory(tmp_path: Path, 
     assert {step1[f"1-a-{k}"]["instance_id"] for k in range(2)} == {gamed}
     assert {step1[f"1-b-{k}"]["instance_id"] for k in range(2)} == {lookalike}
     assert all(step1[f"1-a-{k}"]["reward"] == 0 for k in range(2))  # the pitfalls of its own update apply
+
+
+def test_a_run_that_keeps_a_hashed_looking_instance_under_its_old_name_is_an_error_not_a_reset(
+        tmp_path: Path, sim_factory: Callable[..., SimJudge], run_cli: Callable[..., object]) -> None:
+    """Before, an id such as `q-1700000000` (a timestamp) was its own directory name; it is hashed now. A run made
+    then, read under the new name, would miss the instance's rubrics and history and score it with the global
+    rubric without a word. It is an error naming the directories to rename, and after the rename the run goes on."""
+    rid = "q-1700000000"
+    rows = [{"id": f"{step}-{k}", "instance_id": rid, "input": "What is 6*7?", "answer": "42", "step": step,
+             "output": "6*7 = 42. Final answer: 42"} for step in (0, 1) for k in range(2)]
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    env = {"OPENAI_BASE_URL": sim_factory().base_url, "OPENAI_API_KEY": "k"}
+    rollouts = write_jsonl(tmp_path / "all.jsonl", rows)
+    assert run_cli("loop", rollouts, "--run", run, "--steps", "0:0", env=env).exit_code == 0
+    hashed = safe_instance_dir(rid)
+    moved = [run / "rubrics" / "instances" / hashed, run / "steps" / "000000" / "instances" / hashed]
+    for path in moved:  # the run as the earlier amaris wrote it
+        path.rename(path.with_name(rid))
+    result = run_cli("loop", rollouts, "--run", run, env=env)
+    assert result.exit_code != 0 and f"rename rubrics/instances/{rid}" in " ".join(result.stderr.split()), result.stderr
+    assert not (run / "steps" / "000001").exists() or not list((run / "steps" / "000001").rglob("scores.jsonl"))
+    for path in moved:
+        path.with_name(rid).rename(path)
+    assert run_cli("loop", rollouts, "--run", run, env=env).exit_code == 0
