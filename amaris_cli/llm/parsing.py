@@ -59,13 +59,18 @@ def _harmony_final(text: str) -> str:
     starts otherwise and is left alone."""
     if not _HARMONY_START.match(text):
         return text
-    channels = list(_HARMONY_CHANNEL.finditer(text))
+    # As with draft tags, a marker inside a JSON object is text the judge quotes (a response that writes
+    # "<|channel|>final<|message|>{...}" must not become the answer).
+    spans = _object_spans(text)
+    channels = [m for m in _HARMONY_CHANNEL.finditer(text) if not any(a <= m.start() < b for a, b in spans)]
     finals = [m for m in channels if m.group(1).lower() == "final"]
     if not finals:
         raise ReplyError("the reply holds only Harmony drafts (channel "
                          f"{', '.join(sorted({m.group(1) for m in channels})) or 'none'}) and no final message; "
                          "give the JSON object in the final channel")
-    message = text[finals[-1].end():]
+    if len(finals) > 1:
+        raise ReplyError(f"the reply holds {len(finals)} Harmony final messages; give exactly one")
+    message = text[finals[0].end():]
     end = _HARMONY_END.search(message)
     return message[: end.start()] if end else message
 
