@@ -576,3 +576,34 @@ def test_under_fail_a_later_step_names_the_root_cause_and_the_command_that_resum
     assert later.exit_code == 1, later.stderr
     assert "the evolution of step 2 failed" in later.stderr and "connection refused" in later.stderr, later.stderr
     assert f"amaris score ROLLOUTS.jsonl --run {run} --step 2" in later.stderr, later.stderr
+
+
+def test_a_step_whose_budget_is_spent_waits_for_no_rate_limit(tmp_path: Path) -> None:
+    """Once a step spent its outage budget its requests fail unsent, but each still waited its turn at the rate
+    limiter first (a reviewer's finding: 29 requests, 35 s at requests_per_minute = 60, a 256-rollout step held
+    for minutes), and took from the budget the judge's other requests need once it is back. Not handled: the
+    requests that were already waiting at the limiter when the budget ran out still wait their turn."""
+    import asyncio
+
+    from amaris_cli.config import load_settings
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.models import QueriesAnswer
+
+    config = tmp_path / "c.toml"
+    config.write_text(f"[llm]\noutage_budget = 1\nretry_base_delay = 0.01\nretry_max_delay = 0.05\n"
+                      f"[agents.default]\nbase_url = \"http://127.0.0.1:{free_port()}/v1\"\nmax_attempts = 3\n"
+                      "timeout = 1\nrequests_per_minute = 60\n")
+    client = LLMClient(load_settings(config_file=config, environ={}), environ={"OPENAI_API_KEY": PLANTED_KEY})
+
+    async def step() -> tuple[float, list]:
+        first = await client.ask("scorer", [{"role": "user", "content": "q"}], QueriesAnswer, step=0, reasks=0)
+        assert first.error is not None and "unreachable for 1s of this step" in first.error, first.error
+        waited = client.usage["scorer"].rate_limited_s
+        rest = await asyncio.gather(*(client.ask("scorer", [{"role": "user", "content": f"q{i}"}], QueriesAnswer,
+                                                 step=0, reasks=0) for i in range(29)))
+        await client.aclose()
+        return client.usage["scorer"].rate_limited_s - waited, rest
+
+    waited, rest = asyncio.run(step())
+    assert all(a.error is not None and "unreachable" in a.error for a in rest)
+    assert waited < 5, waited  # 29 requests at one a second: about 28 s before

@@ -384,16 +384,14 @@ class LLMClient:
         async def send() -> _Reply:
             try:
                 async with self._agent_limits[name], self._global:
-                    budget = self.settings.llm.outage_budget
+                    budget, now = self.settings.llm.outage_budget, time.monotonic()
                     probe = False
-                    if endpoint.spent(step, time.monotonic(), budget):  # checked once a slot is free: it may have
-                        # waited for one while the budget ran out. One new request at a time is still sent, to see
-                        # whether the endpoint is back (a served step's later rollouts, a client's retry), at most
-                        # one every OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a timeout.
-                        if not first or endpoint.probing or time.monotonic() < endpoint.next_probe:
-                            raise _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has been "
-                                               f"unreachable for {budget:g}s of this step, llm.outage_budget "
-                                               f"({endpoint.down_reason})")
+                    if endpoint.spent(step, now, budget):  # checked once a slot is free: it may have waited for one
+                        # while the budget ran out. One new request at a time is still sent, to see whether the
+                        # endpoint is back (a served step's later rollouts, a client's retry), at most one every
+                        # OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a timeout.
+                        if not first or endpoint.probing or now < endpoint.next_probe:
+                            raise self._outage_spent(name, agent, endpoint)
                         endpoint.probing = probe = True
                     try:
                         usage.requests += 1
@@ -422,6 +420,10 @@ class LLMClient:
                 endpoint.confirmed = True
                 return reply
         return await send()
+
+    def _outage_spent(self, name: str, agent: AgentSettings, endpoint: _Endpoint) -> _OutageSpent:
+        return _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has been unreachable for "
+                            f"{self.settings.llm.outage_budget:g}s of this step, llm.outage_budget ({endpoint.down_reason})")
 
     # --- one request, with transport retries --------------------------------------------
     def _format(self, name: str, agent: AgentSettings) -> str:
@@ -541,11 +543,16 @@ class LLMClient:
         failed_at = started
         last_error = "no attempt made"
         attempt = counted = 0
+        metered = False  # the attempt took from the rate limiter's budget
         while counted < agent.max_attempts:
             attempt += 1
             counted += 1
             try:
-                if limiter is not None:
+                # A step that spent its outage budget sends nothing but a probe now and then (_attempt): its requests
+                # do not wait for the rate budget, nor take from it (they held a step for minutes under a limit).
+                metered = limiter is not None and not self._endpoint(agent).spent(
+                    step, time.monotonic(), self.settings.llm.outage_budget)
+                if metered:
                     usage.rate_limited_s += await limiter.acquire(estimate)
                 reply = await self._attempt(name, agent, body, payload, usage, step, attempt == 1)
             except _Transient as exc:
@@ -590,7 +597,7 @@ class LLMClient:
                 record(None, str(exc), attempt, started)
                 raise
             self._answered(agent, name)
-            if limiter is not None:
+            if metered and limiter is not None:
                 limiter.settle(estimate, reply.usage.prompt_tokens + reply.usage.completion_tokens)
             usage.prompt_tokens += reply.usage.prompt_tokens
             usage.completion_tokens += reply.usage.completion_tokens
