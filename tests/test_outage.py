@@ -581,8 +581,8 @@ def test_under_fail_a_later_step_names_the_root_cause_and_the_command_that_resum
 def test_a_step_whose_budget_is_spent_waits_for_no_rate_limit(tmp_path: Path) -> None:
     """Once a step spent its outage budget its requests fail unsent, but each still waited its turn at the rate
     limiter first (a reviewer's finding: 29 requests, 35 s at requests_per_minute = 60, a 256-rollout step held
-    for minutes), and took from the budget the judge's other requests need once it is back. Not handled: the
-    requests that were already waiting at the limiter when the budget ran out still wait their turn."""
+    for minutes), and took from the budget the judge's other requests need once it is back. Requests already
+    waiting at the limiter when the budget runs out stop waiting too (a step's requests all start at once)."""
     import asyncio
 
     from amaris_cli.config import load_settings
@@ -593,17 +593,20 @@ def test_a_step_whose_budget_is_spent_waits_for_no_rate_limit(tmp_path: Path) ->
     config.write_text(f"[llm]\noutage_budget = 1\nretry_base_delay = 0.01\nretry_max_delay = 0.05\n"
                       f"[agents.default]\nbase_url = \"http://127.0.0.1:{free_port()}/v1\"\nmax_attempts = 3\n"
                       "timeout = 1\nrequests_per_minute = 60\n")
-    client = LLMClient(load_settings(config_file=config, environ={}), environ={"OPENAI_API_KEY": PLANTED_KEY})
+    settings = load_settings(config_file=config, environ={})
 
-    async def step() -> tuple[float, list]:
-        first = await client.ask("scorer", [{"role": "user", "content": "q"}], QueriesAnswer, step=0, reasks=0)
-        assert first.error is not None and "unreachable for 1s of this step" in first.error, first.error
-        waited = client.usage["scorer"].rate_limited_s
-        rest = await asyncio.gather(*(client.ask("scorer", [{"role": "user", "content": f"q{i}"}], QueriesAnswer,
-                                                 step=0, reasks=0) for i in range(29)))
+    async def step(together: bool) -> tuple[float, list]:
+        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        ask = [client.ask("scorer", [{"role": "user", "content": f"q{i}"}], QueriesAnswer, step=0, reasks=0)
+               for i in range(30)]
+        if together:  # all queue at the limiter while the first spends the budget
+            answers = await asyncio.gather(*ask)
+        else:  # the first spends the budget, then the others are asked
+            answers = [await ask[0], *await asyncio.gather(*ask[1:])]
         await client.aclose()
-        return client.usage["scorer"].rate_limited_s - waited, rest
+        return client.usage["scorer"].rate_limited_s, answers
 
-    waited, rest = asyncio.run(step())
-    assert all(a.error is not None and "unreachable" in a.error for a in rest)
-    assert waited < 5, waited  # 29 requests at one a second: about 28 s before
+    for together in (False, True):
+        waited, answers = asyncio.run(step(together))
+        assert all(a.error is not None and "unreachable" in a.error for a in answers), together
+        assert waited < 5, (together, waited)  # 29 requests at one a second: 28-35 s before

@@ -56,7 +56,7 @@ from amaris_cli.llm.endpoint import (
 )
 from amaris_cli.llm.hashing import request_hash
 from amaris_cli.llm.parsing import ReplyError, extract_json_object
-from amaris_cli.llm.ratelimit import RateLimiter, estimate_tokens
+from amaris_cli.llm.ratelimit import GaveUp, RateLimiter, estimate_tokens
 from amaris_cli.llm.schemas import strict
 from amaris_cli.llm.transport import classify, is_outage
 from amaris_cli.llm.wire import (
@@ -544,16 +544,20 @@ class LLMClient:
         last_error = "no attempt made"
         attempt = counted = 0
         metered = False  # the attempt took from the rate limiter's budget
+        endpoint, outage_budget = self._endpoint(agent), self.settings.llm.outage_budget
         while counted < agent.max_attempts:
             attempt += 1
             counted += 1
             try:
                 # A step that spent its outage budget sends nothing but a probe now and then (_attempt): its requests
                 # do not wait for the rate budget, nor take from it (they held a step for minutes under a limit).
-                metered = limiter is not None and not self._endpoint(agent).spent(
-                    step, time.monotonic(), self.settings.llm.outage_budget)
-                if metered:
-                    usage.rate_limited_s += await limiter.acquire(estimate)
+                metered = limiter is not None and not endpoint.spent(step, time.monotonic(), outage_budget)
+                if metered and limiter is not None:
+                    try:  # also a request already waiting here when the step's budget runs out stops waiting
+                        usage.rate_limited_s += await limiter.acquire(
+                            estimate, give_up=lambda: endpoint.spent(step, time.monotonic(), outage_budget))
+                    except GaveUp:
+                        raise self._outage_spent(name, agent, endpoint) from None
                 reply = await self._attempt(name, agent, body, payload, usage, step, attempt == 1)
             except _Transient as exc:
                 usage.fault(exc.kind)

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+
+class GaveUp(Exception):
+    """A wait for the rate budget ended because the request will not be sent (`give_up` said so)."""
 
 
 class TokenBucket:
@@ -30,13 +34,16 @@ class TokenBucket:
         self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
         self._stamp = now
 
-    async def take(self, amount: float) -> float:
-        """Wait until `amount` may be spent and spend it; returns the seconds waited."""
+    async def take(self, amount: float, give_up: Callable[[], bool] | None = None) -> float:
+        """Wait until `amount` may be spent and spend it; returns the seconds waited. Raises GaveUp, spending
+        nothing, when `give_up()` is true at its turn or after a wait."""
         started = time.monotonic()
         async with self._lock:
             self._refill()
             need = min(amount, self.capacity)
             while self.level < need:
+                if give_up is not None and give_up():
+                    raise GaveUp
                 await asyncio.sleep((need - self.level) / self.rate)
                 self._refill()
             self.level -= amount
@@ -55,12 +62,19 @@ class RateLimiter:
         self.requests = TokenBucket(requests_per_minute) if requests_per_minute else None
         self.tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
 
-    async def acquire(self, estimated_tokens: int) -> float:
+    async def acquire(self, estimated_tokens: int, give_up: Callable[[], bool] | None = None) -> float:
+        """Wait for the request's share of both budgets; GaveUp (both left as they were) when `give_up()` turns
+        true while it waits (a step that spent its outage budget sends nothing)."""
         waited = 0.0
         if self.requests is not None:
-            waited += await self.requests.take(1)
+            waited += await self.requests.take(1, give_up)
         if self.tokens is not None:
-            waited += await self.tokens.take(estimated_tokens)
+            try:
+                waited += await self.tokens.take(estimated_tokens, give_up)
+            except GaveUp:
+                if self.requests is not None:
+                    self.requests.give_back(1)
+                raise
         return waited
 
     def settle(self, estimated_tokens: int, used_tokens: int) -> None:
