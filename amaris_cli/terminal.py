@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 
-# C0 controls except \t and \n, DEL, C1 controls, and the Unicode bidi embedding/override/isolate marks.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# DEL, C1 controls, and the Unicode bidi embedding/override/isolate marks: left raw by JSON writers.
+_ABOVE_C0 = "\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# ... and the C0 controls except \t and \n.
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f{_ABOVE_C0}]")
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -23,7 +25,7 @@ def _visible(match: re.Match[str]) -> str:
 
 
 # In JSON, the characters of _UNSAFE that a JSON writer leaves raw (orjson escapes only those below U+0020).
-_JSON_RAW_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_JSON_RAW_UNSAFE = re.compile(f"[{_ABOVE_C0}]")
 
 
 def json_terminal_safe(text: str) -> str:
