@@ -610,3 +610,33 @@ def test_a_step_whose_budget_is_spent_waits_for_no_rate_limit(tmp_path: Path) ->
         waited, answers = asyncio.run(step(together))
         assert all(a.error is not None and "unreachable" in a.error for a in answers), together
         assert waited < 5, (together, waited)  # 29 requests at one a second: 28-35 s before
+
+
+def test_a_look_the_judge_answers_by_refusing_its_request_ends_the_outage(tmp_path: Path) -> None:
+    """The look that a step whose budget is spent still sends (one at a time) is answered by the judge, but with
+    a refusal of that request (HTTP 400: its context is too long). The endpoint is up: the next rollout is sent
+    at once, not failed unsent until a later look happens to be accepted (a reviewer's finding)."""
+    run = run_with(tmp_path, budget=1)
+    port = free_port()
+    env = clean_env(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=PLANTED_KEY)
+    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:3]
+    bodies = [{"rollout": {"id": r["id"], "input": r["input"], "output": r["output"]}, "metadata": {"current_step": 0}}
+              for r in rows]
+    server = start_server(run, env, "--on-error", "neutral")
+    judge = None
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            first = client.post("/score", json=bodies[0]).json()
+            assert first["status"] == "failed" and "unreachable for 1s of this step" in first["error"], first
+            judge = SimJudge(SimJudgeConfig(agent_faults={"scorer": "400"})).start_in_thread(port=port)
+            time.sleep(OUTAGE_MAX_DELAY_S)  # a failed look is followed by the next one after this long
+            refused = client.post("/score", json=bodies[1]).json()
+            del judge.config.agent_faults["scorer"]
+            later = client.post("/score", json=bodies[2]).json()  # at once: no look is due for 5 s
+        assert server.stop(timeout=60) == 0, server.stderr
+    finally:
+        server.stop()
+        if judge is not None:
+            judge.stop()
+    assert refused["status"] == "failed" and "HTTP 400" in refused["error"], refused
+    assert later["status"] == "scored", later["error"]

@@ -358,6 +358,7 @@ class LLMClient:
             if any(word in detail for word in ("response_format", "json_schema", "json_object")):
                 hint += (f" (if the endpoint rejects response_format, set agents.{name}.response_format = "
                          "\"json_object\" or \"text\")")
+            self._answered(agent, name)  # it refused this request, so it is up: an outage (if any) is over
             raise _Fatal(f"HTTP {status}: {detail}{hint}") from None
         except Exception as exc:  # last: the SDK's own errors are handled above
             if (broken := unparsable_answer(exc)) is None:
