@@ -640,3 +640,25 @@ def test_a_look_the_judge_answers_by_refusing_its_request_ends_the_outage(tmp_pa
             judge.stop()
     assert refused["status"] == "failed" and "HTTP 400" in refused["error"], refused
     assert later["status"] == "scored", later["error"]
+
+
+def test_a_judge_that_never_answered_is_not_asked_by_every_request_in_turn_without_an_outage_budget(
+        tmp_path: Path, raw: list[RawServer]) -> None:
+    """With llm.outage_budget = 0 (no outage is waited for) and a judge that accepts connections but has never
+    answered, the requests went one at a time (an endpoint is asked alone until it answered once), each making
+    every attempt of one timeout: 8 rollouts x 3 attempts x 1 s, and 256 x 5 x 120 s (43 hours) at the
+    defaults. Once one request gave up without any answer, the others fail unsent, bar a look every
+    OUTAGE_MAX_DELAY_S."""
+    raw.append(RawServer("silent"))
+    run = run_with(tmp_path, budget=0)
+    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:8]
+    result = score_one(run, tmp_path, f"http://127.0.0.1:{raw[-1].port}/v1", "--on-error", "neutral",
+                       rollouts=write_jsonl(tmp_path / "eight.jsonl", rows))
+    assert result.exit_code == 0, result.stderr
+    records = read_jsonl(run / "steps/000000/scores.jsonl")
+    assert len(records) == 8 and {r["status"] for r in records} == {"failed"} and {r["reward"] for r in records} == {0.5}
+    unsent = [r for r in records if "has not answered any request yet" in r["error"]]
+    assert unsent and all("timed out after 1s" in r["error"] for r in unsent), [r["error"] for r in records]
+    sent = json.loads(result.stdout)["usage"]["scorer"]["requests"]
+    attempts = int(TEST_CONFIG.split("max_attempts = ")[1].split()[0]) if "max_attempts = " in TEST_CONFIG else 3
+    assert sent <= attempts + 2, sent  # one request's attempts, then at most a look or two

@@ -164,6 +164,8 @@ class _Endpoint:
     told_at: float = float("-inf")  # when the outage was last said
     budget_left: dict[int | None, float] = field(default_factory=dict)  # per step, seconds of outage still to wait
     waiting_since: dict[int | None, float] = field(default_factory=dict)  # per step, while its requests wait
+    silent: str | None = None  # why an endpoint that has not answered at all is asked no more (outage budget 0)
+    unanswered: int = 0  # attempts without any HTTP answer while it had not answered yet
     probing: bool = False  # a request is sent to see whether an endpoint a step gave up on answers again
     next_probe: float = float("-inf")  # not before then (a failed probe waits OUTAGE_MAX_DELAY_S for the next)
 
@@ -387,11 +389,19 @@ class LLMClient:
                 async with self._agent_limits[name], self._global:
                     budget, now = self.settings.llm.outage_budget, time.monotonic()
                     probe = False
-                    if endpoint.spent(step, now, budget):  # checked once a slot is free: it may have waited for one
-                        # while the budget ran out. One new request at a time is still sent, to see whether the
-                        # endpoint is back (a served step's later rollouts, a client's retry), at most one every
-                        # OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a timeout.
+                    # An endpoint that has never answered, after as many attempts as one request makes (when
+                    # llm.outage_budget = 0 waits for none): its requests went one at a time, each making every
+                    # attempt (hours for a step).
+                    silent = endpoint.silent is not None and not endpoint.confirmed
+                    if silent or endpoint.spent(step, now, budget):  # checked once a slot is free: it may have
+                        # waited for one while the budget ran out. One new request at a time is still sent, to see
+                        # whether the endpoint is back (a served step's later rollouts, a client's retry), at most
+                        # one every OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a timeout.
                         if not first or endpoint.probing or now < endpoint.next_probe:
+                            if silent:
+                                raise _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has not answered "
+                                                   f"any request yet ({endpoint.silent}); llm.outage_budget = "
+                                                   f"{budget:g} waits for no outage")
                             raise self._outage_spent(name, agent, endpoint)
                         endpoint.probing = probe = True
                     try:
@@ -561,6 +571,12 @@ class LLMClient:
                         raise self._outage_spent(name, agent, endpoint) from None
                 reply = await self._attempt(name, agent, body, payload, usage, step, attempt == 1)
             except _Transient as exc:
+                if not exc.answered and not endpoint.confirmed and outage_budget == 0:
+                    # As many attempts as one request makes, over all requests, without a single answer: the next
+                    # ones are not sent (_attempt). They went one at a time, each making every attempt.
+                    endpoint.unanswered += 1
+                    if endpoint.unanswered >= agent.max_attempts:
+                        endpoint.silent = str(exc)
                 usage.fault(exc.kind)
                 last_error = str(exc)
                 delay = self._backoff(counted, exc.retry_after)
