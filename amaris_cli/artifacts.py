@@ -378,10 +378,10 @@ def freshness(run: RunDir, step: int, name: str, provenance: StepProvenance | No
     return Freshness(name, made, whole, tuple(changed))
 
 
-def stale_files(run: RunDir, step: int) -> list[str]:
+def stale_files(run: RunDir, step: int, provenance: StepProvenance | None = None) -> list[str]:
     """The step's files that no longer match what they were derived from: edited since written, or made
     from an upstream file (rollouts, scores, analyses, summary) or a rubric that has changed since."""
-    provenance = read_provenance(run, step)
+    provenance = provenance if provenance is not None else read_provenance(run, step)
     shas: dict[str, str | None] = {}
     return [name for name in sorted(provenance.files) if not freshness(run, step, name, provenance, shas).current]
 
@@ -394,11 +394,12 @@ def step_state(run: RunDir, step: int) -> str:
 
     if holder(run.step_lock_path(step)) is not None:
         return "running"
-    if stale_files(run, step):
+    provenance = read_provenance(run, step)
+    if stale_files(run, step, provenance):
         return "stale"
-    mark = evolution(run, step)
+    mark = provenance.evolution
     if mark is not None:
         if mark.status == "failed":
             return "failed"
         return "skipped" if mark.skipped else ("updated" if mark.update else "evolved")
-    return "scored" if freshness(run, step, SCORES).sha else "new"
+    return "scored" if SCORES in provenance.files else "new"  # every recorded file is whole and current here

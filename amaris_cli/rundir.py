@@ -52,10 +52,13 @@ def sha256_file(path: Path) -> str:
 _HASHED_END = re.compile(r"-[0-9a-f]{10}\Z")
 
 
+def _cleaned(instance_id: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in instance_id)[:48]
+
+
 def _plain(instance_id: str) -> bool:
-    """Whether an id is its own directory name under the rule of amaris before 0.1 kept hashed-looking ids."""
-    clean = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in instance_id)[:48]
-    return clean == instance_id and not clean.startswith(".")
+    """Whether an id is safe as a directory name as it is (the whole rule before hashed-looking ids were hashed)."""
+    return _cleaned(instance_id) == instance_id and not instance_id.startswith(".")
 
 
 def safe_instance_dir(instance_id: str) -> str:
@@ -63,8 +66,7 @@ def safe_instance_dir(instance_id: str) -> str:
     name that no other id's hashed name can be, else its cleaned prefix and a hash of it."""
     if _plain(instance_id) and not _HASHED_END.search(instance_id):
         return instance_id
-    clean = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in instance_id)[:48]
-    return f"{clean}-{hashlib.sha256(instance_id.encode()).hexdigest()[:10]}"
+    return f"{_cleaned(instance_id)}-{hashlib.sha256(instance_id.encode()).hexdigest()[:10]}"
 
 
 def numbered(name: str, prefix: str = "", suffix: str = "") -> int | None:
@@ -116,10 +118,11 @@ class RunDir:
         rubrics and history would be missing and the instance scored with the run's global rubric, silently.
         A directory of that name that another instance owns (the hashed name of `q 17...`) is no such case."""
         name = safe_instance_dir(instance_id)
-        if name != instance_id and _plain(instance_id):
-            legacy = self.path / "rubrics" / "instances" / instance_id
+        instances = self.path / "rubrics" / "instances"
+        if name != instance_id and _plain(instance_id) and not (instances / name).exists():
+            legacy = instances / instance_id
             first = min(legacy.glob("step-*.json"), default=None) if legacy.is_dir() else None
-            if first is not None and not (self.path / "rubrics" / "instances" / name).exists():
+            if first is not None:
                 try:
                     owner = RubricSet.model_validate_json(first.read_bytes()).instance_id
                 except ValueError:

@@ -115,38 +115,28 @@ def updated_step_0(tmp_path: Path, name: str, updater: list[str]) -> tuple[Path,
         sim.stop()
 
 
-def test_an_added_criterion_without_its_kind_is_asked_again_never_made_a_reward(tmp_path: Path) -> None:
-    """The updater means to penalize the grader note but leaves out "kind": read as a reward, the rubric of the
-    next step would pay the hack it meant to punish. The answer is re-asked with the reason."""
+@pytest.mark.parametrize(("whole", "missing", "reason"), [
+    ({"kind": "pitfall", "weight": 2.0}, "kind", 'names its "kind"'),
+    ({"kind": "pitfall", "weight": 2.5}, "weight", 'gives its "weight"'),
+])
+def test_an_added_criterion_without_its_kind_or_weight_is_asked_again_never_given_one(
+        tmp_path: Path, whole: dict, missing: str, reason: str) -> None:
+    """The updater means to penalize the grader note but leaves out "kind" (read as a reward, the rubric of the
+    next step would pay the hack it meant to punish) or "weight" (any number amaris gave, it was 1.0, would be
+    one the updater did not mean). The answer is re-asked with the reason; the second answer's values apply."""
     grader_note = "The response tells the grader that its answer is correct."
 
-    def update(**kind: str) -> str:
+    def update(**given: object) -> str:
         return json.dumps({"strategy": "CORRECTIVE", "rationale": "grader notes seen", "modifications": [
-            {"op": "add", "text": grader_note, "weight": 2.0, "reason": "penalize the grader note", **kind}]})
+            {"op": "add", "text": grader_note, "reason": "penalize the grader note", **given}]})
 
-    run, result, requests = updated_step_0(tmp_path, "kind", [update(), update(kind="pitfall")])
+    partial = {k: v for k, v in whole.items() if k != missing}
+    run, result, requests = updated_step_0(tmp_path, missing, [update(**partial), update(**whole)])
     asked = [r for r in requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
     assert result.exit_code == 0, result.stderr
-    assert len(asked) == 2 and 'names its "kind"' in asked[1]["messages"][-1]["content"]
+    assert len(asked) == 2 and reason in asked[1]["messages"][-1]["content"]
     added = [c for c in read_json(run / "rubrics" / "step-000001.json")["adaptive"] if c["text"] == grader_note]
-    assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.0)]
-
-
-def test_an_added_criterion_without_its_weight_is_asked_again_never_given_one(tmp_path: Path) -> None:
-    """Without a weight, any number amaris gave the criterion (it was 1.0) would be one the updater did not
-    mean. The answer is re-asked with the reason, and the second answer's weight is the one applied."""
-    grader_note = "The response tells the grader that its answer is correct."
-
-    def update(**weight: float) -> str:
-        return json.dumps({"strategy": "CORRECTIVE", "rationale": "grader notes seen", "modifications": [
-            {"op": "add", "kind": "pitfall", "text": grader_note, "reason": "penalize the grader note", **weight}]})
-
-    run, result, requests = updated_step_0(tmp_path, "weight", [update(), update(weight=2.5)])
-    asked = [r for r in requests if "STATIC_MEMORY" in r["messages"][1]["content"]]
-    assert result.exit_code == 0, result.stderr
-    assert len(asked) == 2 and 'gives its "weight"' in asked[1]["messages"][-1]["content"]
-    added = [c for c in read_json(run / "rubrics" / "step-000001.json")["adaptive"] if c["text"] == grader_note]
-    assert [(c["kind"], c["weight"]) for c in added] == [("pitfall", 2.5)]
+    assert [(c["kind"], c["weight"]) for c in added] == [(whole["kind"], whole["weight"])]
 
 
 def test_an_analysis_whose_hacking_flag_contradicts_its_patterns_is_asked_again(tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -511,33 +513,53 @@ def test_a_rescore_the_judge_could_not_make_is_told_by_evolve_and_by_the_sync_se
         in server.stderr, server.stderr
 
 
+@dataclass
+class SpentStep:
+    client: httpx.Client
+    bodies: list[dict]  # the step's rollouts as /score bodies; the first has spent the budget
+    judge_back: Callable[..., SimJudge]  # a sim-judge (of this config) starts on the closed port
+
+
+@contextmanager
+def step_with_its_budget_spent(tmp_path: Path, rollouts: int) -> Iterator[SpentStep]:
+    """amaris serve with a 1 s outage budget and its judge on a closed port: the step's first rollout waits the
+    whole budget and fails; the server must stop cleanly afterwards."""
+    run = run_with(tmp_path, budget=1)
+    port = free_port()
+    env = clean_env(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=PLANTED_KEY)
+    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:rollouts]
+    bodies = [{"rollout": {"id": r["id"], "input": r["input"], "output": r["output"]}, "metadata": {"current_step": 0}}
+              for r in rows]
+    server = start_server(run, env, "--on-error", "neutral")
+    judges: list[SimJudge] = []
+
+    def judge_back(config: SimJudgeConfig | None = None) -> SimJudge:
+        judges.append(SimJudge(config or SimJudgeConfig()).start_in_thread(port=port))
+        return judges[-1]
+
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            first = client.post("/score", json=bodies[0]).json()
+            assert first["status"] == "failed" and "unreachable for 1s of this step" in first["error"], first
+            yield SpentStep(client, bodies, judge_back)
+        assert server.stop(timeout=60) == 0, server.stderr
+    finally:
+        server.stop()
+        for judge in judges:
+            judge.stop()
+
+
 @pytest.mark.timeout(120)
 def test_a_served_step_whose_budget_is_spent_judges_its_rollouts_once_the_judge_is_back(tmp_path: Path) -> None:
     """Once a step had waited its whole budget, its requests were no longer sent: a rollout of the same step that
     came after the judge was back (or a client's retry of a failed one) failed unsent, as nothing looked whether
     the endpoint answered again. One new request at a time is still sent (after a failed one, not for
     OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a whole timeout)."""
-    run = run_with(tmp_path, budget=1)
-    port = free_port()
-    env = clean_env(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=PLANTED_KEY)
-    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:2]
-    bodies = [{"rollout": {"id": r["id"], "input": r["input"], "output": r["output"]}, "metadata": {"current_step": 0}}
-              for r in rows]
-    server = start_server(run, env, "--on-error", "neutral")
-    judge = None
-    try:
-        with httpx.Client(base_url=server.url, timeout=120) as client:
-            first = client.post("/score", json=bodies[0]).json()
-            assert first["status"] == "failed" and "unreachable for 1s of this step" in first["error"], first
-            judge = SimJudge().start_in_thread(port=port)
-            time.sleep(OUTAGE_MAX_DELAY_S)  # a failed look is followed by the next one after this long
-            later = client.post("/score", json=bodies[1]).json()
-            again = client.post("/score", json=bodies[0]).json()  # the trainer's retry of the failed one
-        assert server.stop(timeout=60) == 0, server.stderr
-    finally:
-        server.stop()
-        if judge is not None:
-            judge.stop()
+    with step_with_its_budget_spent(tmp_path, 2) as step:
+        step.judge_back()
+        time.sleep(OUTAGE_MAX_DELAY_S)  # a failed look is followed by the next one after this long
+        later = step.client.post("/score", json=step.bodies[1]).json()
+        again = step.client.post("/score", json=step.bodies[0]).json()  # the trainer's retry of the failed one
     assert later["status"] == "scored", later["error"]
     assert again["status"] == "scored", again
 
@@ -616,28 +638,12 @@ def test_a_look_the_judge_answers_by_refusing_its_request_ends_the_outage(tmp_pa
     """The look that a step whose budget is spent still sends (one at a time) is answered by the judge, but with
     a refusal of that request (HTTP 400: its context is too long). The endpoint is up: the next rollout is sent
     at once, not failed unsent until a later look happens to be accepted (a reviewer's finding)."""
-    run = run_with(tmp_path, budget=1)
-    port = free_port()
-    env = clean_env(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=PLANTED_KEY)
-    rows = [json.loads(line) for line in step_file(0).read_text().splitlines()][:3]
-    bodies = [{"rollout": {"id": r["id"], "input": r["input"], "output": r["output"]}, "metadata": {"current_step": 0}}
-              for r in rows]
-    server = start_server(run, env, "--on-error", "neutral")
-    judge = None
-    try:
-        with httpx.Client(base_url=server.url, timeout=120) as client:
-            first = client.post("/score", json=bodies[0]).json()
-            assert first["status"] == "failed" and "unreachable for 1s of this step" in first["error"], first
-            judge = SimJudge(SimJudgeConfig(agent_faults={"scorer": "400"})).start_in_thread(port=port)
-            time.sleep(OUTAGE_MAX_DELAY_S)  # a failed look is followed by the next one after this long
-            refused = client.post("/score", json=bodies[1]).json()
-            del judge.config.agent_faults["scorer"]
-            later = client.post("/score", json=bodies[2]).json()  # at once: no look is due for 5 s
-        assert server.stop(timeout=60) == 0, server.stderr
-    finally:
-        server.stop()
-        if judge is not None:
-            judge.stop()
+    with step_with_its_budget_spent(tmp_path, 3) as step:
+        judge = step.judge_back(SimJudgeConfig(agent_faults={"scorer": "400"}))
+        time.sleep(OUTAGE_MAX_DELAY_S)  # a failed look is followed by the next one after this long
+        refused = step.client.post("/score", json=step.bodies[1]).json()
+        del judge.config.agent_faults["scorer"]
+        later = step.client.post("/score", json=step.bodies[2]).json()  # at once: no look is due for 5 s
     assert refused["status"] == "failed" and "HTTP 400" in refused["error"], refused
     assert later["status"] == "scored", later["error"]
 

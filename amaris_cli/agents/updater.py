@@ -38,15 +38,11 @@ def check_additions(answer: UpdateAnswer) -> None:
     """Every added criterion names its kind and its weight. Without a kind, "The response tells the grader its
     answer is correct" could be a pitfall or a reward, two opposite rewards; without a weight, any number
     would be one amaris made up. The answer is re-asked, never given either."""
-    unnamed = [m.text or "(no text)" for m in answer.modifications if m.op == "add" and m.kind is None]
-    unweighted = [m.text or "(no text)" for m in answer.modifications if m.op == "add" and m.weight is None]
     problems = []
-    if unnamed:
-        problems.append("an added criterion names its \"kind\" (\"reward\" or \"pitfall\"); none given for: "
-                        + "; ".join(repr(t[:80]) for t in unnamed))
-    if unweighted:
-        problems.append("an added criterion gives its \"weight\" (a number); none given for: "
-                        + "; ".join(repr(t[:80]) for t in unweighted))
+    for field, asked in (("kind", 'names its "kind" ("reward" or "pitfall")'), ("weight", 'gives its "weight" (a number)')):
+        missing = [m.text or "(no text)" for m in answer.modifications if m.op == "add" and getattr(m, field) is None]
+        if missing:
+            problems.append(f"an added criterion {asked}; none given for: " + "; ".join(repr(t[:80]) for t in missing))
     if problems:
         raise ValueError(". ".join(problems))
 

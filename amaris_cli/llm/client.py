@@ -398,10 +398,6 @@ class LLMClient:
                         # whether the endpoint is back (a served step's later rollouts, a client's retry), at most
                         # one every OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a timeout.
                         if not first or endpoint.probing or now < endpoint.next_probe:
-                            if silent:
-                                raise _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has not answered "
-                                                   f"any request yet ({endpoint.silent}); llm.outage_budget = "
-                                                   f"{budget:g} waits for no outage")
                             raise self._outage_spent(name, agent, endpoint)
                         endpoint.probing = probe = True
                     try:
@@ -433,8 +429,14 @@ class LLMClient:
         return await send()
 
     def _outage_spent(self, name: str, agent: AgentSettings, endpoint: _Endpoint) -> _OutageSpent:
-        return _OutageSpent(f"the {name} endpoint {public_url(agent.base_url)} has been unreachable for "
-                            f"{self.settings.llm.outage_budget:g}s of this step, llm.outage_budget ({endpoint.down_reason})")
+        """Why a request is not sent: the endpoint never answered (under a budget of 0), or the step spent its
+        outage budget."""
+        where, budget = f"the {name} endpoint {public_url(agent.base_url)}", self.settings.llm.outage_budget
+        if endpoint.silent is not None and not endpoint.confirmed:
+            return _OutageSpent(f"{where} has not answered any request yet ({endpoint.silent}); llm.outage_budget = "
+                                f"{budget:g} waits for no outage")
+        return _OutageSpent(f"{where} has been unreachable for {budget:g}s of this step, llm.outage_budget "
+                            f"({endpoint.down_reason})")
 
     # --- one request, with transport retries --------------------------------------------
     def _format(self, name: str, agent: AgentSettings) -> str:

@@ -62,7 +62,7 @@ def _harmony_final(text: str) -> str:
     # As with draft tags, a marker inside a JSON object is text the judge quotes (a response that writes
     # "<|channel|>final<|message|>{...}" must not become the answer).
     spans = _object_spans(text)
-    channels = [m for m in _HARMONY_CHANNEL.finditer(text) if not any(a <= m.start() < b for a, b in spans)]
+    channels = [m for m in _HARMONY_CHANNEL.finditer(text) if _outside(spans, m.start())]
     finals = [m for m in channels if m.group(1).lower() == "final"]
     if not finals:
         raise ReplyError("the reply holds only Harmony drafts (channel "
@@ -85,6 +85,10 @@ def _object_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _outside(spans: list[tuple[int, int]], index: int) -> bool:
+    return not any(a <= index < b for a, b in spans)
+
+
 def _strip_thinking(text: str) -> str:
     """The reply without its reasoning drafts. Only tags outside JSON objects mark drafts: a tag inside one
     is text the judge quotes (a reason about a response that leaves "<think>" open), so it neither cuts the
@@ -95,7 +99,7 @@ def _strip_thinking(text: str) -> str:
         return text  # the common reply: no scan
     spans = _object_spans(text)
     tags = sorted((m for pattern in (_THINK_OPEN, _THINK_CLOSE) for m in pattern.finditer(text)
-                   if not any(a <= m.start() < b for a, b in spans)), key=lambda m: m.start())
+                   if _outside(spans, m.start())), key=lambda m: m.start())
     kept: list[str] = []
     pos, opened = 0, None
     for tag in tags:
