@@ -61,10 +61,18 @@ def _plain(instance_id: str) -> bool:
     return _cleaned(instance_id) == instance_id and not instance_id.startswith(".")
 
 
+def _portable(instance_id: str) -> bool:
+    """Whether an id names its directory alone on every file system: macOS's and Windows's ignore case, and
+    macOS's Unicode normalization too, so "Q1" and "q1" (or a composed and a decomposed "é") would be one
+    directory there, and two instances would share one rubric and write over each other's step files."""
+    return instance_id.isascii() and instance_id == instance_id.lower()
+
+
 def safe_instance_dir(instance_id: str) -> str:
-    """A file-system-safe, collision-free directory name for an instance id: the id itself when it is a plain
-    name that no other id's hashed name can be, else its cleaned prefix and a hash of it."""
-    if _plain(instance_id) and not _HASHED_END.search(instance_id):
+    """A file-system-safe, collision-free directory name for an instance id: the id itself when it is a plain,
+    lower-case ASCII name that no other id's hashed name can be, else its cleaned prefix and a hash of it (two
+    hashed names differ in their lower-case hex digits, so they stay two on a case-insensitive file system)."""
+    if _plain(instance_id) and _portable(instance_id) and not _HASHED_END.search(instance_id):
         return instance_id
     return f"{_cleaned(instance_id)}-{hashlib.sha256(instance_id.encode()).hexdigest()[:10]}"
 
@@ -114,9 +122,10 @@ class RunDir:
 
     def _instance_dir(self, instance_id: str) -> str:
         """`safe_instance_dir`, after making sure the run does not keep this instance under the plain name an
-        earlier amaris gave an id that ends like a hashed name (`q-1700000000`): read under the new name, its
-        rubrics and history would be missing and the instance scored with the run's global rubric, silently.
-        A directory of that name that another instance owns (the hashed name of `q 17...`) is no such case."""
+        earlier amaris gave it (an id that ends like a hashed name, `q-1700000000`, or one with capitals or
+        non-ASCII letters, `Q1`): read under the new name, its rubrics and history would be missing and the
+        instance scored with the run's global rubric, silently. A directory of that name that another instance
+        owns (the hashed name of `q 17...`, or `q1` where case is ignored) is no such case."""
         name = safe_instance_dir(instance_id)
         instances = self.path / "rubrics" / "instances"
         if name != instance_id and _plain(instance_id) and not (instances / name).exists():
@@ -130,8 +139,9 @@ class RunDir:
                 if owner == instance_id:
                     raise AmarisError(
                         f"{legacy}: instance {instance_id!r} is kept under a name this version of amaris no longer "
-                        f"gives it (an id that ends in '-' and 10 hex digits is hashed, so that no other id can "
-                        f"take its directory); rename rubrics/instances/{instance_id} and every "
+                        f"gives it (an id that ends in '-' and 10 hex digits, or that has capitals or non-ASCII "
+                        f"letters, is hashed, so that no other id can take its directory, also where a file system "
+                        f"ignores case); rename rubrics/instances/{instance_id} and every "
                         f"steps/*/instances/{instance_id} to {name}")
         return name
 

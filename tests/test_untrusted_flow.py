@@ -5,8 +5,11 @@ against."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from amaris_cli.prompts import BLOCK_PATTERN, parse_blocks
 from amaris_cli.rundir import safe_instance_dir
@@ -120,12 +123,22 @@ def test_an_instance_id_cannot_name_another_instances_directory(tmp_path: Path, 
     assert all(step1[f"1-a-{k}"]["reward"] == 0 for k in range(2))  # the pitfalls of its own update apply
 
 
-def test_a_run_that_keeps_a_hashed_looking_instance_under_its_old_name_is_an_error_not_a_reset(
-        tmp_path: Path, sim_factory: Callable[..., SimJudge], run_cli: Callable[..., object]) -> None:
-    """Before, an id such as `q-1700000000` (a timestamp) was its own directory name; it is hashed now. A run made
-    then, read under the new name, would miss the instance's rubrics and history and score it with the global
+def test_instance_directories_stay_apart_where_the_file_system_ignores_case_or_normalization() -> None:
+    """macOS's and Windows's file systems ignore case (and macOS's Unicode normalization): the plain names "Q1" and
+    "q1" were one directory there, so two instances shared one rubric and wrote over each other's step files."""
+    ids = ["q1", "Q1", "a-b", "A-B", "caf\u00e9", "cafe\u0301", "CAF\u00c9", "stra\u00dfe", "STRASSE", "strasse",
+           "\u0130d", "i\u0307d", "x.y", "X.Y"]
+    names = [safe_instance_dir(i) for i in ids]
+    assert len({unicodedata.normalize("NFD", n).casefold() for n in names}) == len(ids), names
+    assert safe_instance_dir("q1") == "q1" and safe_instance_dir("a-b") == "a-b"  # lower-case ASCII names stay as they are
+
+
+@pytest.mark.parametrize("rid", ["q-1700000000", "Q1"], ids=["hashed-looking", "capitals"])
+def test_a_run_that_keeps_an_instance_under_its_old_plain_name_is_an_error_not_a_reset(
+        rid: str, tmp_path: Path, sim_factory: Callable[..., SimJudge], run_cli: Callable[..., object]) -> None:
+    """Before, an id such as `q-1700000000` (a timestamp) or `Q1` was its own directory name; it is hashed now. A run
+    made then, read under the new name, would miss the instance's rubrics and history and score it with the global
     rubric without a word. It is an error naming the directories to rename, and after the rename the run goes on."""
-    rid = "q-1700000000"
     rows = [{"id": f"{step}-{k}", "instance_id": rid, "input": "What is 6*7?", "answer": "42", "step": step,
              "output": "6*7 = 42. Final answer: 42"} for step in (0, 1) for k in range(2)]
     config = tmp_path / "c.toml"
@@ -145,3 +158,4 @@ def test_a_run_that_keeps_a_hashed_looking_instance_under_its_old_name_is_an_err
     for path in moved:
         path.with_name(rid).rename(path)
     assert run_cli("loop", rollouts, "--run", run, env=env).exit_code == 0
+
