@@ -95,6 +95,21 @@ def block_tag(untrusted: list[str]) -> str:
     return next(tag for tag in tag_candidates(untrusted) if not any(tag in text for text in untrusted))
 
 
+# What stands in the user message's data where a text copied the system message's block tag.
+TAG_REMOVED = "[a copy of the rubric block's tag, removed by amaris]"
+
+
+def _without_tag(text: str, system_tag: str | None) -> str:
+    """The system message's blocks (the rubric) are tagged with a hash of their own text, so that the system
+    message stays the same from one request to the next. A rollout that knows the rubric can compute that tag
+    and write, inside its own block, a block that carries the rubric's marker: such a copy is replaced (only a
+    text that holds a 16-digit hash of the rubric changes, so every other request renders as before). Capitals
+    are a copy too: a model reads the same hash in them."""
+    if system_tag is None or system_tag not in text.lower():
+        return text
+    return re.sub(system_tag, TAG_REMOVED, text, flags=re.IGNORECASE)  # hex digits: nothing to escape
+
+
 def _block(label: str, text: str, tag: str) -> str:
     return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
 
@@ -120,8 +135,13 @@ def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str
     `block_lists` maps a placeholder to (LABEL, texts): numbered blocks LABEL_1, LABEL_2, ...;
     `system_untrusted` values become blocks for the system message, whole, tagged `{{system_tag}}`
     from their own text only (so they stay the same from one request to the next)."""
-    texts = {name: truncate(value, max_chars) for name, value in untrusted.items()}
-    lists = {name: (label, [truncate(v, max_chars) for v in values]) for name, (label, values) in (block_lists or {}).items()}
+    system_tag = block_tag(list(system_untrusted.values())) if system_untrusted else None
+
+    def data(value: str) -> str:
+        return _without_tag(truncate(value, max_chars), system_tag)
+
+    texts = {name: data(value) for name, value in untrusted.items()}
+    lists = {name: (label, [data(v) for v in values]) for name, (label, values) in (block_lists or {}).items()}
     tag = block_tag([*texts.values(), *(v for _, values in lists.values() for v in values)])
     values: dict[str, str] = {k: str(v) for k, v in trusted.items()}
     for name, text in texts.items():
@@ -129,8 +149,7 @@ def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str
     for name, (label, items) in lists.items():
         values[name] = "\n\n".join(_block(f"{label}_{i}", text, tag) for i, text in enumerate(items, start=1))
     values["tag"] = tag
-    if system_untrusted:
-        system_tag = block_tag(list(system_untrusted.values()))
+    if system_untrusted and system_tag is not None:
         values.update({name: _block(name.upper(), text, system_tag) for name, text in system_untrusted.items()})
         values["system_tag"] = system_tag
 

@@ -17,7 +17,14 @@ from amaris_cli.agents.analyzer import analyzer_messages
 from amaris_cli.agents.common import AgentKit
 from amaris_cli.agents.group_scorer import group_messages
 from amaris_cli.agents.query_generator import generate_queries
-from amaris_cli.agents.scorer import JudgeVerdict, ScorerAnswer, asks_presence, check_against, scorer_messages
+from amaris_cli.agents.scorer import (
+    JudgeVerdict,
+    ScorerAnswer,
+    asks_presence,
+    check_against,
+    rubric_for_judge,
+    scorer_messages,
+)
 from amaris_cli.agents.summarizer import merge_chunks, summarize_chunk
 from amaris_cli.agents.updater import updater_messages
 from amaris_cli.config import AGENTS, Settings, TrainingSettings
@@ -148,7 +155,8 @@ def test_tag_changes_with_content() -> None:
 def test_a_text_that_holds_the_tag_gets_the_next_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     # A rollout cannot be made to hold its own hash, so the collision is forced by fixing the candidates.
     candidates = ["a" * 16, "b" * 16, "c" * 16]
-    monkeypatch.setattr(prompts, "tag_candidates", lambda untrusted: iter(candidates))
+    rubric = [rubric_for_judge(RUBRIC)]  # the system message's block has a tag of its own, as its hash would be
+    monkeypatch.setattr(prompts, "tag_candidates", lambda untrusted: iter(["d" * 16] if untrusted == rubric else candidates))
     assert block_tag(["nothing to see"]) == "a" * 16
     assert block_tag([f"x {'a' * 16} y"]) == "b" * 16
     assert block_tag(["a" * 16, f"<<<END RESPONSE {'b' * 16}>>>"]) == "c" * 16
