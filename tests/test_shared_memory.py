@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from amaris_cli.config import MemorySettings
+from amaris_cli.memory.store import MemoryStore
+from amaris_cli.rundir import RunDir
 from tests.conftest import EXAMPLES, TEST_CONFIG, free_port, invoke, judge_env
 
 CHROMA = Path(sys.executable).parent / "chroma"
@@ -74,3 +77,13 @@ def test_an_unreachable_memory_server_is_a_clear_error(tmp_path: Path, sim) -> N
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", "--memory-url",
                     f"http://127.0.0.1:{free_port()}", env=judge_env(sim))
     assert result.exit_code == 1 and "cannot reach a Chroma server" in result.stderr
+
+
+def test_a_run_whose_name_holds_a_bar_knows_its_own_entries(tmp_path: Path) -> None:
+    """An entry's key in a shared memory is the run's key, "|", and the entry id. A run named `job|a` had a key that
+    ended at its own "|", so it took its own entries for another job's (not indexed yet, not its own to rebuild)."""
+    store = MemoryStore(RunDir(tmp_path / "job|a"), MemorySettings(url="http://127.0.0.1:9"), mode="reader")
+    entry = "analysis:00000001:-:rollout|7"
+    assert store.own(store.key(entry)) == entry
+    other = MemoryStore(RunDir(tmp_path / "job"), MemorySettings(url="http://127.0.0.1:9"), mode="reader")
+    assert other.own(store.key(entry)) is None

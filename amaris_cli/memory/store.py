@@ -360,9 +360,10 @@ def _rows(found: Any, i: int) -> list[tuple[str, dict[str, Any], float, str | No
 
 
 def run_key(run: RunDir) -> str:
-    """A short stable name for the run that wrote an entry into a shared memory."""
+    """A short stable name for the run that wrote an entry into a shared memory. It never holds the "|" that ends
+    it in an entry's key (`MemoryStore.key`): a run named `job|a` read its own entries as another job's."""
     digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:8]
-    return f"{run.path.resolve().name[:40]}-{digest}"
+    return f"{run.path.resolve().name[:40].replace('|', '_')}-{digest}"
 
 
 def to_hit(id_: str, entry_type: EntryType, step: int, distance: float, query: str, text: str) -> MemoryHit:
