@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from amaris_cli.llm import client as client_module
 from amaris_cli.llm.client import OUTAGE_MAX_DELAY_S
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import (
@@ -224,6 +225,40 @@ def test_a_judge_that_never_answers_costs_the_budget_not_a_timeout_per_request(t
     assert all("unreachable for 2s of this step" in r["error"] and "timed out after 1s" in r["error"] for r in records)
     sent = json.loads(result.stdout)["usage"]["scorer"]["requests"]
     assert sent <= 6, sent  # the attempts within the budget (2 s of 1 s attempts, one at a time), then one probe
+
+
+@pytest.mark.parametrize("header", ["Retry-After", "Retry-After-Ms"])
+def test_a_judge_that_rate_limits_every_request_is_asked_again_when_it_said(tmp_path: Path, header: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge that answers every request with a 429 is an outage, and during one a request tries again at least
+    every OUTAGE_MAX_DELAY_S to notice its end. It did so also when the 429 asked for longer (its Retry-After was
+    cut to that interval): a provider counts the requests it refuses against the limit, so asking early prolongs
+    it. The endpoint's wish is now kept, within retry_max_delay."""
+    monkeypatch.setattr(client_module, "OUTAGE_MAX_DELAY_S", 0.1)  # the rule at the scale of a test
+    after = "0.8" if header == "Retry-After" else "800"
+    judge = SimJudge(SimJudgeConfig(fault_plan=["429"] * 3, retry_after=after, retry_after_header=header)).start_in_thread()
+    try:
+        config = tmp_path / "c.toml"
+        config.write_text(TEST_CONFIG.replace("outage_budget = 0", "outage_budget = 60")
+                          .replace("retry_max_delay = 0.05", "retry_max_delay = 10"))
+        run = tmp_path / "run"
+        assert invoke("init", run, "--config", config).exit_code == 0
+        result = score_one(run, tmp_path, judge.base_url)
+    finally:
+        judge.stop()
+    assert result.exit_code == 0, result.stderr
+    [record] = read_jsonl(run / "steps/000000/scores.jsonl")
+    assert record["status"] == "scored", record
+    gaps = [b - a for a, b in zip(judge.arrivals, judge.arrivals[1:], strict=False)]
+    assert len(gaps) == 3 and min(gaps) >= 0.8, gaps
+
+
+def test_a_retry_after_that_is_no_wait_is_ignored() -> None:
+    for value in ("nan", "inf", "-5", "-1e9"):
+        assert client_module._retry_after({"retry-after": value}) is None, value
+        assert client_module._retry_after({"retry-after-ms": value}) is None, value
+    assert client_module._retry_after({"retry-after": "2.5"}) == 2.5
+    assert client_module._retry_after({"retry-after-ms": "250"}) == 0.25
 
 
 @pytest.mark.timeout(120)

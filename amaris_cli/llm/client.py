@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import os
 import random
 import time
@@ -192,19 +193,24 @@ class _Endpoint:
         return left - (now - since)
 
 
+def _seconds(value: float) -> float | None:
+    """A wait the endpoint asked for, or None for a value that is none ("nan", "inf", a negative number)."""
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     if not headers:
         return None
     if ms := headers.get("retry-after-ms"):
         try:
-            return float(ms) / 1000
+            return _seconds(float(ms) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return float(value)
+        return _seconds(float(value))
     except ValueError:
         pass
     try:
@@ -583,7 +589,7 @@ class LLMClient:
                 last_error = str(exc)
                 delay = self._backoff(counted, exc.retry_after)
                 wait = (self._outage_wait(name, agent, step, last_error, failed_at,
-                                          min(self._backoff(attempt, exc.retry_after), OUTAGE_MAX_DELAY_S))
+                                          self._outage_delay(attempt, exc.retry_after))
                         if is_outage(exc.kind) else None)
                 failed_at = time.monotonic()
                 if wait is not None:  # an outage within the step's budget: it does not use up the attempts
@@ -642,6 +648,15 @@ class LLMClient:
         delay = random.uniform(0, min(cap, base * 2.0 ** min(attempt - 1, 64)))
         if retry_after is not None:
             delay = max(delay, min(retry_after, cap))  # the endpoint's wish, within the configured limit
+        return delay
+
+    def _outage_delay(self, attempt: int, retry_after: float | None) -> float:
+        """During an outage a request tries again at least every OUTAGE_MAX_DELAY_S, to notice its end, unless the
+        endpoint said when (a 429's Retry-After, within retry_max_delay): a provider that rate-limits counts the
+        requests it refuses against the limit, so asking before then prolongs the limit for every request."""
+        delay = min(self._backoff(attempt, None), OUTAGE_MAX_DELAY_S)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.settings.llm.retry_max_delay))
         return delay
 
     # --- one question ---------------------------------------------------------------------

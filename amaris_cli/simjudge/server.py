@@ -61,6 +61,7 @@ class SimJudgeConfig:
     agent_fault_rate: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     retry_after: float | str | None = 0.05  # a 429's Retry-After: seconds, the header's text as sent, or None: none
+    retry_after_header: str = "Retry-After"  # or "Retry-After-Ms" (OpenAI's, in milliseconds)
     hang_seconds: float = 600.0
     scripted: dict[str, list[str]] = field(default_factory=dict)  # agent -> raw contents, used first
     drip_interval: float = 0.2  # seconds between the bytes of a `drip` body
@@ -267,7 +268,7 @@ class SimJudge:
         if fault in ("429", "500", "503"):
             status = int(fault)
             after = self.config.retry_after
-            extra = ({"retry-after": after if isinstance(after, str) else f"{after:g}"}
+            extra = ({self.config.retry_after_header: after if isinstance(after, str) else f"{after:g}"}
                      if status == 429 and after is not None else None)
             kind = "rate_limit_error" if status == 429 else "server_error"
             self._write(writer, status, self._error(kind, f"sim-judge injected HTTP {status}{self.config.error_detail}"), extra)
