@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,15 +100,50 @@ def block_tag(untrusted: list[str]) -> str:
 TAG_REMOVED = "[a copy of the rubric block's tag, removed by amaris]"
 
 
+_ASCII_OR_NOT = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
+
+
+def _as_read(text: str) -> tuple[str, list[int]]:
+    """The text as a model reads a hash in it, with where each of its characters comes from in `text`:
+    compatibility forms (fullwidth, mathematical digits) as their ASCII (NFKC), case folded, and without the
+    invisible format characters (zero-width spaces and joiners, soft hyphens, bidi marks: category Cf)."""
+    if text.isascii():
+        return text.lower(), list(range(len(text)))
+    read: list[str] = []
+    where: list[int] = []
+    for run in _ASCII_OR_NOT.finditer(text):
+        if run.group().isascii():  # most of a text, folded at once
+            read.append(run.group().lower())
+            where.extend(range(run.start(), run.end()))
+            continue
+        for i, ch in enumerate(run.group(), start=run.start()):
+            if unicodedata.category(ch) != "Cf":
+                folded = unicodedata.normalize("NFKC", ch).casefold()
+                read.append(folded)
+                where.extend([i] * len(folded))
+    return "".join(read), where
+
+
 def _without_tag(text: str, system_tag: str | None) -> str:
     """The system message's blocks (the rubric) are tagged with a hash of their own text, so that the system
     message stays the same from one request to the next. A rollout that knows the rubric can compute that tag
     and write, inside its own block, a block that carries the rubric's marker: such a copy is replaced (only a
-    text that holds a 16-digit hash of the rubric changes, so every other request renders as before). Capitals
-    are a copy too: a model reads the same hash in them."""
-    if system_tag is None or system_tag not in text.lower():
+    text that holds a 16-digit hash of the rubric changes, so every other request renders as before). A copy in
+    capitals, in fullwidth digits or with zero-width characters between its digits is a copy too: a model reads
+    the same hash in it."""
+    if system_tag is None or (text.isascii() and system_tag not in text.lower()):
         return text
-    return re.sub(system_tag, TAG_REMOVED, text, flags=re.IGNORECASE)  # hex digits: nothing to escape
+    read, where = _as_read(text)
+    found = read.find(system_tag)
+    if found < 0:
+        return text
+    parts, kept = [], 0
+    while found >= 0:
+        start, end = where[found], where[found + len(system_tag) - 1] + 1
+        parts += [text[kept:start], TAG_REMOVED]
+        kept = end
+        found = read.find(system_tag, found + len(system_tag))
+    return "".join([*parts, text[kept:]])
 
 
 def _block(label: str, text: str, tag: str) -> str:
