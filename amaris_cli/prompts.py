@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from amaris_cli.errors import ConfigError
+from amaris_cli.textnorm import is_invisible
 
 USER_SEPARATOR = "=== user ==="
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
@@ -101,26 +102,39 @@ TAG_REMOVED = "[a copy of the rubric block's tag, removed by amaris]"
 
 
 _ASCII_OR_NOT = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
+_HEX = re.compile(r"[0-9a-f]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# Kana, CJK ideographs and Hangul syllables: no compatibility form of theirs is an ASCII letter or digit, and
+# normalizing them is most of the cost of a Chinese, Japanese or Korean text.
+_NO_HEX_FORM = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_APART = "\x00"  # stands for visible text that holds no hex digit: no copy of a tag runs across it
 
 
 def _as_read(text: str) -> tuple[str, list[int]]:
     """The text as a model reads a hash in it, with where each of its characters comes from in `text`:
     compatibility forms (fullwidth, mathematical digits) as their ASCII (NFKC), case folded, and without the
-    invisible format characters (zero-width spaces and joiners, soft hyphens, bidi marks: category Cf)."""
+    invisible characters (zero-width spaces and joiners, soft hyphens, bidi marks, variation selectors)."""
     if text.isascii():
         return text.lower(), list(range(len(text)))
     read: list[str] = []
     where: list[int] = []
     for run in _ASCII_OR_NOT.finditer(text):
-        if run.group().isascii():  # most of a text, folded at once
-            read.append(run.group().lower())
+        part = run.group()
+        if part.isascii():  # most of a text, folded at once
+            read.append(part.lower())
             where.extend(range(run.start(), run.end()))
-            continue
-        for i, ch in enumerate(run.group(), start=run.start()):
-            if unicodedata.category(ch) != "Cf":
-                folded = unicodedata.normalize("NFKC", ch).casefold()
-                read.append(folded)
-                where.extend([i] * len(folded))
+        elif not _HEX.search(unicodedata.normalize("NFKC", part).casefold()):
+            # Text without a hex digit in any form (CJK, accented words) only keeps two digits apart, unless it is
+            # invisible: decided at its first visible character, so a long run costs no more than a short one.
+            if any(not is_invisible(ch) for ch in part):
+                read.append(_APART)
+                where.append(run.start())
+        else:
+            for i, ch in enumerate(part, start=run.start()):
+                if not is_invisible(ch):
+                    folded = unicodedata.normalize("NFKC", ch).casefold()
+                    read.append(folded)
+                    where.extend([i] * len(folded))
     return "".join(read), where
 
 
@@ -129,9 +143,15 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     message stays the same from one request to the next. A rollout that knows the rubric can compute that tag
     and write, inside its own block, a block that carries the rubric's marker: such a copy is replaced (only a
     text that holds a 16-digit hash of the rubric changes, so every other request renders as before). A copy in
-    capitals, in fullwidth digits or with zero-width characters between its digits is a copy too: a model reads
+    capitals, in fullwidth digits or with invisible characters between its digits is a copy too: a model reads
     the same hash in it."""
-    if system_tag is None or (text.isascii() and system_tag not in text.lower()):
+    if system_tag is None:
+        return text
+    # A copy's digits folded, with whatever stands between them dropped (invisible characters are not ASCII):
+    # a text in which even this finds no tag holds no copy, and is left as it is.
+    probe = text.lower() if text.isascii() else _NON_ASCII.sub("", unicodedata.normalize(
+        "NFKC", _NO_HEX_FORM.sub("", text)).casefold())
+    if system_tag not in probe:
         return text
     read, where = _as_read(text)
     found = read.find(system_tag)

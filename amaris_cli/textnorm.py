@@ -46,6 +46,12 @@ _CJK = {"HAN", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"}
 _NEUTRAL = {"COMMON", "INHERITED", "Unknown"}
 
 
+def is_invisible(ch: str) -> bool:
+    """Whether a character has no glyph: a format character (zero-width space and joiners, soft hyphen, bidi
+    marks: category Cf) or one of the other invisible characters above."""
+    return unicodedata.category(ch) == "Cf" or _INVISIBLE.match(ch) is not None
+
+
 def clean(text: str) -> str:
     """The text as stored and sent: NFC, invisible and format characters removed, outer space stripped."""
     text = unicodedata.normalize("NFC", text)
