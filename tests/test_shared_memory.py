@@ -87,3 +87,7 @@ def test_a_run_whose_name_holds_a_bar_knows_its_own_entries(tmp_path: Path) -> N
     assert store.own(store.key(entry)) == entry
     other = MemoryStore(RunDir(tmp_path / "job"), MemorySettings(url="http://127.0.0.1:9"), mode="reader")
     assert other.own(store.key(entry)) is None
+    # Entries an earlier version wrote for `job|a` (under the key it gave the run then) are still its own.
+    old_key = f"job|a-{store.run_key.rsplit('-', 1)[1]}"
+    assert store.own(f"{old_key}|{entry}") == entry and other.own(f"{old_key}|{entry}") is None
+

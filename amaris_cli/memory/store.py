@@ -89,6 +89,7 @@ class MemoryStore:
         self.shared = settings.url is not None
         self.writer = mode == "writer"
         self.run_key = run_key(run) if self.shared else ""
+        self._run_keys = run_keys(run) if self.shared else ()
         self._lock: Any = None
         self._copy: Path | None = None
         self._client: Any = None
@@ -222,7 +223,7 @@ class MemoryStore:
         """Forget a step's entries of one type (its files were recomputed)."""
         where: dict[str, Any] = {"step": step}
         if self.shared:
-            where = {"$and": [{"step": step}, {"run": self.run_key}]}
+            where = {"$and": [{"step": step}, {"run": {"$in": list(self._run_keys)}}]}
         collection = self._store()[entry_type]  # opened outside the io lock, which opening takes itself
         with self._writing():
             collection.delete(where=where)
@@ -241,8 +242,7 @@ class MemoryStore:
         """The entry id of a key this run wrote, or None for another job's entry."""
         if not self.shared:
             return key
-        prefix, _, entry_id = key.partition("|")
-        return entry_id if prefix == self.run_key else None
+        return next((key[len(k) + 1:] for k in self._run_keys if key.startswith(f"{k}|")), None)
 
     @_store_errors
     def existing(self, ids: Sequence[str], entry_type: EntryType) -> set[str]:
@@ -329,7 +329,7 @@ class MemoryStore:
         with self._writing():
             if self.shared:
                 for col in collections.values():
-                    col.delete(where={"run": self.run_key})
+                    col.delete(where={"run": {"$in": list(self._run_keys)}})
                 return
             for name in self._names.values():
                 try:
@@ -362,8 +362,15 @@ def _rows(found: Any, i: int) -> list[tuple[str, dict[str, Any], float, str | No
 def run_key(run: RunDir) -> str:
     """A short stable name for the run that wrote an entry into a shared memory. It never holds the "|" that ends
     it in an entry's key (`MemoryStore.key`): a run named `job|a` read its own entries as another job's."""
+    return run_keys(run)[0]
+
+
+def run_keys(run: RunDir) -> tuple[str, ...]:
+    """The run's key, then the one earlier versions gave a run whose name holds "|" (its entries stay its own)."""
     digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:8]
-    return f"{run.path.resolve().name[:40].replace('|', '_')}-{digest}"
+    name = run.path.resolve().name[:40]
+    key = f"{name.replace('|', '_')}-{digest}"
+    return (key,) if "|" not in name else (key, f"{name}-{digest}")
 
 
 def to_hit(id_: str, entry_type: EntryType, step: int, distance: float, query: str, text: str) -> MemoryHit:
