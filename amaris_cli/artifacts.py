@@ -40,7 +40,7 @@ from amaris_cli.models import (
     SummaryRecord,
     UpdateRecord,
 )
-from amaris_cli.rundir import RunDir, numbered, safe_instance_dir
+from amaris_cli.rundir import RunDir, numbered
 
 ROLLOUTS = "rollouts.jsonl"
 SCORES = "scores.jsonl"
@@ -56,13 +56,14 @@ PROVENANCE = "provenance.json"
 # --- paths ------------------------------------------------------------------------------------
 
 
-def rel(name: str, instance_id: str | None = None) -> str:
-    """A step file's name relative to its step directory (per-instance files live under instances/)."""
-    return name if instance_id is None else f"instances/{safe_instance_dir(instance_id)}/{name}"
+def rel(run: RunDir, name: str, instance_id: str | None = None) -> str:
+    """A step file's name relative to its step directory (per-instance files live under instances/, in the
+    directory the run keeps the instance under: RunDir.instance_dir)."""
+    return name if instance_id is None else f"instances/{run.instance_dir(instance_id)}/{name}"
 
 
 def step_file(run: RunDir, step: int, name: str, instance_id: str | None = None) -> Path:
-    return run.step_dir(step) / rel(name, instance_id)
+    return run.step_dir(step) / rel(run, name, instance_id)
 
 
 def rollouts_path(run: RunDir, step: int) -> Path:

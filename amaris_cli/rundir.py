@@ -57,13 +57,14 @@ def _cleaned(instance_id: str) -> str:
 
 
 def _plain(instance_id: str) -> bool:
-    """Whether an id is safe as a directory name as it is (the whole rule before hashed-looking ids were hashed)."""
+    """Whether an id is safe as a directory name as it is (the whole rule of earlier versions, whose runs keep
+    such ids under these names: RunDir._kept_name)."""
     return _cleaned(instance_id) == instance_id and not instance_id.startswith(".")
 
 
 def _portable(instance_id: str) -> bool:
-    """Whether an id names its directory alone on every file system: macOS's and Windows's ignore case, and
-    macOS's Unicode normalization too, so "Q1" and "q1" (or a composed and a decomposed "é") would be one
+    """Whether an id names its directory alone also where the file system ignores case (macOS's, by default;
+    it also ignores Unicode normalization): "Q1" and "q1" (or a composed and a decomposed "é") would be one
     directory there, and two instances would share one rubric and write over each other's step files."""
     return instance_id.isascii() and instance_id == instance_id.lower()
 
@@ -90,6 +91,7 @@ def numbered(name: str, prefix: str = "", suffix: str = "") -> int | None:
 class RunDir:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
+        self._instance_names: dict[str, str] = {}  # a run keeps an instance under one name: looked up once
 
     # --- paths --------------------------------------------------------------------------
     @property
@@ -111,39 +113,43 @@ class RunDir:
     def step_dir(self, step: int, instance_id: str | None = None) -> Path:
         base = self.path / "steps" / f"{step:06d}"
         if instance_id is not None:
-            return base / "instances" / self._instance_dir(instance_id)
+            return base / "instances" / self.instance_dir(instance_id)
         return base
 
     def rubric_dir(self, instance_id: str | None = None) -> Path:
         base = self.path / "rubrics"
         if instance_id is not None:
-            return base / "instances" / self._instance_dir(instance_id)
+            return base / "instances" / self.instance_dir(instance_id)
         return base
 
-    def _instance_dir(self, instance_id: str) -> str:
-        """`safe_instance_dir`, after making sure the run does not keep this instance under the plain name an
-        earlier amaris gave it (an id that ends like a hashed name, `q-1700000000`, or one with capitals or
-        non-ASCII letters, `Q1`): read under the new name, its rubrics and history would be missing and the
-        instance scored with the run's global rubric, silently. A directory of that name that another instance
-        owns (the hashed name of `q 17...`, or `q1` where case is ignored) is no such case."""
-        name = safe_instance_dir(instance_id)
+    def instance_dir(self, instance_id: str) -> str:
+        """The name of an instance's directories (rubrics/instances/NAME, steps/*/instances/NAME): the one this
+        run keeps the instance under, else `safe_instance_dir`."""
+        if instance_id not in self._instance_names:
+            self._instance_names[instance_id] = self._kept_name(instance_id) or safe_instance_dir(instance_id)
+        return self._instance_names[instance_id]
+
+    def _kept_name(self, instance_id: str) -> str | None:
+        """The plain name an earlier amaris gave an id that is hashed now (one that ends like a hashed name,
+        `q-1700000000`, or has capitals or non-ASCII letters, `Q1`), when this run keeps the instance there: its
+        rubrics, history and each step's provenance.json name that directory, so it stays the instance's (read
+        under the new name, the instance would be scored with the run's global rubric, silently). A directory
+        of that name that another instance owns (the hashed name of `q 17...`, or `q1` where case is ignored)
+        is not this instance's."""
         instances = self.path / "rubrics" / "instances"
-        if name != instance_id and _plain(instance_id) and not (instances / name).exists():
-            legacy = instances / instance_id
-            first = min(legacy.glob("step-*.json"), default=None) if legacy.is_dir() else None
-            if first is not None:
-                try:
-                    owner = RubricSet.model_validate_json(first.read_bytes()).instance_id
-                except ValueError:
-                    owner = None
-                if owner == instance_id:
-                    raise AmarisError(
-                        f"{legacy}: instance {instance_id!r} is kept under a name this version of amaris no longer "
-                        f"gives it (an id that ends in '-' and 10 hex digits, or that has capitals or non-ASCII "
-                        f"letters, is hashed, so that no other id can take its directory, also where a file system "
-                        f"ignores case); rename rubrics/instances/{instance_id} and every "
-                        f"steps/*/instances/{instance_id} to {name}")
-        return name
+        if not _plain(instance_id) or safe_instance_dir(instance_id) == instance_id:
+            return None
+        if (instances / safe_instance_dir(instance_id)).exists():
+            return None
+        kept = instances / instance_id
+        first = min(kept.glob("step-*.json"), default=None) if kept.is_dir() else None
+        if first is None:
+            return None
+        try:
+            owner = RubricSet.model_validate_json(first.read_bytes()).instance_id
+        except ValueError:
+            return None
+        return instance_id if owner == instance_id else None
 
     def rubric_path(self, version: int, instance_id: str | None = None) -> Path:
         return self.rubric_dir(instance_id) / f"step-{version:06d}.json"

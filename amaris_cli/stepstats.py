@@ -29,7 +29,7 @@ class CurrentStats:
 def current_stats(run: RunDir, step: int) -> CurrentStats | None:
     """The step's statistics in global mode (a per-instance run keeps them per instance); None while the
     step has no scores."""
-    name = artifacts.rel(artifacts.STATS)
+    name = artifacts.rel(run, artifacts.STATS)
     if artifacts.stats_path(run, step).exists():
         if artifacts.freshness(run, step, name).current:
             stats = artifacts.load_stats(run, step)

@@ -71,7 +71,7 @@ def group_stats(run: RunDir, step: int, instance_id: str | None, rollouts: list[
 
 def _write_stats(session: Session, step: int, instance_id: str | None, rubric: RubricSet, stats: StepStats) -> None:
     run = session.run
-    name = artifacts.rel(artifacts.STATS, instance_id)
+    name = artifacts.rel(run, artifacts.STATS, instance_id)
     inputs = {"rollouts": artifacts.freshness(run, step, artifacts.ROLLOUTS).sha,
               "scores": artifacts.freshness(run, step, artifacts.SCORES).sha, "rubrics": rubric_inputs(run, [rubric])}
     if not artifacts.freshness(run, step, name).made_from(inputs):
@@ -89,12 +89,12 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
         raise AmarisError(f"{artifacts.scores_path(run, step)}: no scores for {instance_id or 'the step'}")
     rubric, stats = group_stats(run, step, instance_id, rollouts, group_scores)
     _write_stats(session, step, instance_id, rubric, stats)
-    name = artifacts.rel(artifacts.SUMMARY, instance_id)
+    name = artifacts.rel(run, artifacts.SUMMARY, instance_id)
     inputs = summary_inputs(session, step, rubric)
     if not force and artifacts.freshness(run, step, name).made_from(inputs):
         return False
     analyzed = [analyses[i] for i in ids if i in analyses and analyses[i].status == "analyzed"]
-    for stale in run.step_dir(step).glob(artifacts.rel("summary.chunk-*.json", instance_id)):
+    for stale in run.step_dir(step).glob(artifacts.rel(run, "summary.chunk-*.json", instance_id)):
         stale.unlink()
     scope = f"step {step}" + (f", instance {instance_id}" if instance_id is not None else "")
     try:
@@ -136,7 +136,7 @@ async def _summary_of(session: Session, step: int, instance_id: str | None, rubr
                 raise AgentFailed(f"step {step}: the summarizer failed on chunk {index + 1}: {answer.error}; "
                                   "re-run to retry")
             artifacts.write_json_recorded(
-                run, step, artifacts.rel(artifacts.chunk_name(index), instance_id),
+                run, step, artifacts.rel(run, artifacts.chunk_name(index), instance_id),
                 {"chunk": index, "n": len(chunk), "rollout_ids": [a.rollout_id for a in chunk],
                  "summary": answer.value.model_dump(mode="json")}, inputs, session.how)
             return len(chunk), answer.value

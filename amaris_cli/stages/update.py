@@ -113,11 +113,11 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     iid = summary.instance_id
     base = rubric_for(run, step, iid)
     reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
-    inputs = {**update_inputs(session, step, artifacts.rel(artifacts.SUMMARY, iid), base), **reliability.inputs}
-    name = artifacts.rel(artifacts.UPDATE, iid)
+    inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base), **reliability.inputs}
+    name = artifacts.rel(run, artifacts.UPDATE, iid)
     # The update is reused with its retrieval: one edited or lost since (a carried-forward update has none) makes
     # the update run again, its requests answered from calls.jsonl.
-    retrieval = artifacts.freshness(run, step, artifacts.rel(artifacts.RETRIEVAL, iid))
+    retrieval = artifacts.freshness(run, step, artifacts.rel(run, artifacts.RETRIEVAL, iid))
     if (not force and artifacts.freshness(run, step, name).made_from(inputs)
             and (retrieval.made is None or retrieval.made_from(inputs))):
         existing = artifacts.load_update(run, step, iid)
@@ -181,7 +181,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
                                             "rejected": rejected, "gate": gate})
         new_rubric = _rubric_of(base, record)
     run.save_rubric(new_rubric)
-    artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.RETRIEVAL, iid), retrieval.model_dump(mode="json"),
+    artifacts.write_json_recorded(run, step, artifacts.rel(run, artifacts.RETRIEVAL, iid), retrieval.model_dump(mode="json"),
                                   inputs, session.how)
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
     return record, retrieval, True
@@ -202,8 +202,8 @@ def _carry_forward(session: Session, step: int, base: RubricSet, inputs: dict[st
     record = carried_forward_record(step, base, why)
     run.save_rubric(_rubric_of(base, record))
     # No retrieval was made: a retrieval.json of an earlier attempt describes nothing this update used.
-    artifacts.remove(run, step, artifacts.rel(artifacts.RETRIEVAL, base.instance_id))
-    artifacts.write_json_recorded(run, step, artifacts.rel(artifacts.UPDATE, base.instance_id),
+    artifacts.remove(run, step, artifacts.rel(run, artifacts.RETRIEVAL, base.instance_id))
+    artifacts.write_json_recorded(run, step, artifacts.rel(run, artifacts.UPDATE, base.instance_id),
                                   record.model_dump(mode="json"), inputs, session.how)
     return record
 
