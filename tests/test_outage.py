@@ -259,6 +259,48 @@ def test_a_retry_after_that_is_no_wait_is_ignored() -> None:
         assert client_module._retry_after({"retry-after-ms": value}) is None, value
     assert client_module._retry_after({"retry-after": "2.5"}) == 2.5
     assert client_module._retry_after({"retry-after-ms": "250"}) == 0.25
+    assert client_module._retry_after({"retry-after-ms": "nan", "retry-after": "3"}) == 3.0  # the other may say
+
+
+def test_a_look_at_a_judge_that_rate_limits_after_the_budget_is_spent_waits_for_its_retry_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a step has spent its outage budget, one request at a time still looks whether the judge is back, at most
+    one every OUTAGE_MAX_DELAY_S. A look answered by a 429 asking for longer was followed by the next one after that
+    interval all the same: the one place left that did not keep the endpoint's Retry-After."""
+    import asyncio
+
+    from amaris_cli.config import load_settings
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.models import QueriesAnswer
+
+    monkeypatch.setattr(client_module, "OUTAGE_MAX_DELAY_S", 0.1)  # the rule at the scale of a test
+    judge = SimJudge(SimJudgeConfig(fault_plan=["429"] * 100, retry_after=0.8)).start_in_thread()
+    config = tmp_path / "c.toml"
+    config.write_text(f"[llm]\noutage_budget = 0.3\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
+                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 2\n")
+    settings = load_settings(config_file=config, environ={})
+
+    async def step() -> None:
+        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        await client.ask("scorer", [{"role": "user", "content": "q"}], QueriesAnswer, step=0, reasks=0)  # spends it
+        deadline = time.monotonic() + 2.5
+        asked = []
+        for i in range(500):  # bounded: a new request every 20 ms for 2.5 s (a served step's rollouts arriving)
+            if time.monotonic() > deadline:
+                break
+            asked.append(asyncio.ensure_future(
+                client.ask("scorer", [{"role": "user", "content": f"q{i}"}], QueriesAnswer, step=0, reasks=0)))
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*asked)
+        await client.aclose()
+
+    try:
+        asyncio.run(step())
+    finally:
+        judge.stop()
+    looks = judge.arrivals[2:]  # after the first request's two tries within the budget (0.3 s, 0.8 s apart)
+    gaps = [b - a for a, b in zip(looks, looks[1:], strict=False)]
+    assert looks and len(looks) <= 4 and all(g >= 0.8 for g in gaps), (len(judge.arrivals), gaps)
 
 
 @pytest.mark.timeout(120)

@@ -203,9 +203,10 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
         return None
     if ms := headers.get("retry-after-ms"):
         try:
-            return _seconds(float(ms) / 1000)
+            if (wait := _seconds(float(ms) / 1000)) is not None:
+                return wait
         except ValueError:
-            pass
+            pass  # unusable: the plain header may still say
     value = headers.get("retry-after")
     if not value:
         return None
@@ -406,13 +407,17 @@ class LLMClient:
                         if not first or endpoint.probing or now < endpoint.next_probe:
                             raise self._outage_spent(name, agent, endpoint)
                         endpoint.probing = probe = True
+                    wait = OUTAGE_MAX_DELAY_S
                     try:
                         usage.requests += 1
                         return await self._send_once(name, agent, body, payload)
+                    except _Transient as exc:  # a look refused with a Retry-After: the next not before then
+                        wait = max(wait, self._wish(exc.retry_after) or 0.0)
+                        raise
                     finally:
                         if probe:
                             endpoint.probing = False
-                            endpoint.next_probe = time.monotonic() + OUTAGE_MAX_DELAY_S
+                            endpoint.next_probe = time.monotonic() + wait
             except EndpointFatal as exc:
                 endpoint.fatal = exc
                 raise
@@ -641,23 +646,22 @@ class LLMClient:
         if reply.indexable:
             self.call_log.index(reply.written, reply.request_hash, accepted)
 
+    def _wish(self, retry_after: float | None) -> float | None:
+        """The wait the endpoint asked for (Retry-After), within the configured limit llm.retry_max_delay."""
+        return None if retry_after is None else min(retry_after, self.settings.llm.retry_max_delay)
+
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         base = self.settings.llm.retry_base_delay
         cap = self.settings.llm.retry_max_delay
         # full jitter; the exponent is bounded, as an outage's retries are not: 2.0 ** 1024 overflows a float
         delay = random.uniform(0, min(cap, base * 2.0 ** min(attempt - 1, 64)))
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, cap))  # the endpoint's wish, within the configured limit
-        return delay
+        return max(delay, self._wish(retry_after) or 0.0)
 
     def _outage_delay(self, attempt: int, retry_after: float | None) -> float:
         """During an outage a request tries again at least every OUTAGE_MAX_DELAY_S, to notice its end, unless the
-        endpoint said when (a 429's Retry-After, within retry_max_delay): a provider that rate-limits counts the
-        requests it refuses against the limit, so asking before then prolongs the limit for every request."""
-        delay = min(self._backoff(attempt, None), OUTAGE_MAX_DELAY_S)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.settings.llm.retry_max_delay))
-        return delay
+        endpoint said when (a 429's Retry-After): a provider that rate-limits counts the requests it refuses
+        against the limit, so asking before then prolongs the limit for every request."""
+        return max(min(self._backoff(attempt, None), OUTAGE_MAX_DELAY_S), self._wish(retry_after) or 0.0)
 
     # --- one question ---------------------------------------------------------------------
     async def ask(
