@@ -110,10 +110,23 @@ _NO_HEX_FORM = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af
 _APART = "\x00"  # stands for visible text that holds no hex digit: no copy of a tag runs across it
 
 
+def _read_through(ch: str) -> bool:
+    """Whether a reader sees the digits on either side of a character as adjacent: an invisible character, or a
+    combining mark (an underlined, accented or keycapped digit is still the digit)."""
+    return is_invisible(ch) or unicodedata.category(ch) in ("Mn", "Me")
+
+
+def _folded(text: str) -> str:
+    """Compatibility forms as their ASCII and case folded, decomposed (NFKD, never composed: an ASCII letter and
+    the mark after it stay the letter and a mark, whatever stands around them)."""
+    return unicodedata.normalize("NFKD", text).casefold()
+
+
 def _as_read(text: str) -> tuple[str, list[int]]:
     """The text as a model reads a hash in it, with where each of its characters comes from in `text`:
-    compatibility forms (fullwidth, mathematical digits) as their ASCII (NFKC), case folded, and without the
-    invisible characters (zero-width spaces and joiners, soft hyphens, bidi marks, variation selectors)."""
+    compatibility forms (fullwidth, mathematical digits) as their ASCII (NFKD), case folded, and without the
+    invisible characters (zero-width spaces and joiners, soft hyphens, bidi marks, variation selectors) and
+    combining marks."""
     if text.isascii():
         return text.lower(), list(range(len(text)))
     read: list[str] = []
@@ -123,18 +136,17 @@ def _as_read(text: str) -> tuple[str, list[int]]:
         if part.isascii():  # most of a text, folded at once
             read.append(part.lower())
             where.extend(range(run.start(), run.end()))
-        elif not _HEX.search(unicodedata.normalize("NFKC", part).casefold()):
-            # Text without a hex digit in any form (CJK, accented words) only keeps two digits apart, unless it is
-            # invisible: decided at its first visible character, so a long run costs no more than a short one.
-            if any(not is_invisible(ch) for ch in part):
+        elif not _HEX.search(_folded(part)):
+            # Text without a hex digit in any form (CJK) only keeps two digits apart, unless it is read through:
+            # decided at its first visible character, so a long run costs no more than a short one.
+            if any(not _read_through(ch) for ch in part):
                 read.append(_APART)
                 where.append(run.start())
         else:
             for i, ch in enumerate(part, start=run.start()):
-                if not is_invisible(ch):
-                    folded = unicodedata.normalize("NFKC", ch).casefold()
-                    read.append(folded)
-                    where.extend([i] * len(folded))
+                folded = "".join(c for c in _folded(ch) if not _read_through(c))
+                read.append(folded)
+                where.extend([i] * len(folded))
     return "".join(read), where
 
 
@@ -143,14 +155,13 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     message stays the same from one request to the next. A rollout that knows the rubric can compute that tag
     and write, inside its own block, a block that carries the rubric's marker: such a copy is replaced (only a
     text that holds a 16-digit hash of the rubric changes, so every other request renders as before). A copy in
-    capitals, in fullwidth digits or with invisible characters between its digits is a copy too: a model reads
-    the same hash in it."""
+    capitals, in fullwidth digits, with invisible characters between its digits or combining marks on them is a
+    copy too: a model reads the same hash in it."""
     if system_tag is None:
         return text
-    # A copy's digits folded, with whatever stands between them dropped (invisible characters are not ASCII):
-    # a text in which even this finds no tag holds no copy, and is left as it is.
-    probe = text.lower() if text.isascii() else _NON_ASCII.sub("", unicodedata.normalize(
-        "NFKC", _NO_HEX_FORM.sub("", text)).casefold())
+    # A copy's digits folded, with whatever stands between them dropped (what _as_read reads through leaves no
+    # ASCII: checked by a test): a text in which even this finds no tag holds no copy, and is left as it is.
+    probe = text.lower() if text.isascii() else _NON_ASCII.sub("", _folded(_NO_HEX_FORM.sub("", text)))
     if system_tag not in probe:
         return text
     read, where = _as_read(text)
