@@ -19,7 +19,7 @@ from amaris_cli import __version__
 from amaris_cli.config import Settings, validate_settings
 from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_model, write_json_atomic
-from amaris_cli.models import RubricSet
+from amaris_cli.models import RubricSet, SummaryRecord
 
 
 class Manifest(BaseModel):
@@ -88,6 +88,14 @@ def numbered(name: str, prefix: str = "", suffix: str = "") -> int | None:
     return int(digits)
 
 
+def _owner(path: Path, model: type[RubricSet] | type[SummaryRecord]) -> str | None:
+    """The instance a rubric or summary file belongs to; None when the file cannot be read."""
+    try:
+        return model.model_validate_json(path.read_bytes()).instance_id
+    except ValueError:
+        return None
+
+
 class RunDir:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -143,13 +151,12 @@ class RunDir:
             return None
         kept = instances / instance_id
         first = min(kept.glob("step-*.json"), default=None) if kept.is_dir() else None
-        if first is None:
-            return None
-        try:
-            owner = RubricSet.model_validate_json(first.read_bytes()).instance_id
-        except ValueError:
-            return None
-        return instance_id if owner == instance_id else None
+        if first is not None:
+            return instance_id if _owner(first, RubricSet) == instance_id else None
+        # Before its first update an instance has no rubric file: the summaries in its step directories say whose
+        # they are (a plain name holds no glob character).
+        summary = min((self.path / "steps").glob(f"*/instances/{instance_id}/summary.json"), default=None)
+        return instance_id if summary is not None and _owner(summary, SummaryRecord) == instance_id else None
 
     def rubric_path(self, version: int, instance_id: str | None = None) -> Path:
         return self.rubric_dir(instance_id) / f"step-{version:06d}.json"

@@ -191,3 +191,36 @@ def test_a_response_cannot_carry_the_rubric_blocks_tag_into_the_scorers_request(
     assert rubric_tag not in request[1]["content"].lower(), request[1]["content"]
     assert parse_blocks(request[1]["content"])["RESPONSE"] == fake.replace(rubric_tag, TAG_REMOVED).replace(
         rubric_tag.upper(), TAG_REMOVED)
+
+
+@pytest.mark.parametrize("rid", ["q-1700000000", "Q1"], ids=["hashed-looking", "capitals"])
+def test_an_instance_kept_under_its_old_plain_name_before_its_first_update_goes_on_there(
+        rid: str, tmp_path: Path, sim_factory: Callable[..., SimJudge], run_cli: Callable[..., object]) -> None:
+    """An earlier amaris wrote an instance's stats and summary under steps/N/instances/ID as soon as the step was
+    summarized; its rubrics/instances/ID comes only with its first update. A run stopped in between (or an instance
+    first seen at this step) keeps the instance under the plain name with no rubric file to say so: the update must
+    use the summary there, not make a second one under the new name (two summaries of one instance: two updates)."""
+    rows = [{"id": f"0-{k}", "instance_id": rid, "input": "What is 6*7?", "answer": "42", "step": 0,
+             "output": "6*7 = 42. Final answer: 42"} for k in range(2)]
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    env = {"OPENAI_BASE_URL": sim_factory().base_url, "OPENAI_API_KEY": "k"}
+    rollouts = write_jsonl(tmp_path / "all.jsonl", rows)
+    for command in (("score", rollouts), ("analyze",), ("summarize",)):
+        assert run_cli(*command, "--run", run, "--step", "0", env=env).exit_code == 0
+    hashed = safe_instance_dir(rid)
+    assert not (run / "rubrics" / "instances").exists()  # no update yet: nothing names the instance's directory
+    # The run as the earlier amaris wrote it: the step's directory and provenance.json under the plain name.
+    step_instance = run / "steps" / "000000" / "instances" / hashed
+    step_instance.rename(step_instance.with_name(rid))
+    provenance = run / "steps" / "000000" / "provenance.json"
+    provenance.write_text(provenance.read_text().replace(f"instances/{hashed}/", f"instances/{rid}/"))
+    summary = (step_instance.with_name(rid) / "summary.json").read_bytes()
+
+    result = run_cli("update", "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert (step_instance.with_name(rid) / "summary.json").read_bytes() == summary  # used, not made again
+    assert (run / "rubrics" / "instances" / rid / "step-000001.json").exists()
+    assert not list(run.rglob(hashed)), "a second directory for the instance"
