@@ -91,3 +91,43 @@ def test_a_run_whose_name_holds_a_bar_knows_its_own_entries(tmp_path: Path) -> N
     old_key = f"job|a-{store.run_key.rsplit('-', 1)[1]}"
     assert store.own(f"{old_key}|{entry}") == entry and other.own(f"{old_key}|{entry}") is None
 
+
+
+def test_a_run_named_with_a_bar_keeps_using_the_entries_an_earlier_version_wrote_under_its_old_key(
+        tmp_path: Path, sim, chroma_server: str) -> None:
+    """An earlier version keyed the entries of a run named `job|a` with the run's old key. They are the run's own:
+    present (not indexed a second time under the new key), and the static entries the update shows in full (its
+    recent summaries and updates) are excluded from its dynamic hits whichever key they carry."""
+    import chromadb
+
+    from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, static_retrieval
+    from amaris_cli.memory.store import run_keys
+
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "job|a"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--memory-url", chroma_server,
+                    env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    new, old = run_keys(RunDir(run))
+    port = int(chroma_server.rsplit(":", 1)[1])
+    for collection in chromadb.HttpClient(host="127.0.0.1", port=port).list_collections():
+        # The memory as the earlier version wrote it: every entry of the run under the key it gave the run then.
+        got = collection.get(include=["embeddings", "metadatas", "documents"])
+        collection.delete(ids=got["ids"])
+        collection.add(ids=[i.replace(f"{new}|", f"{old}|", 1) for i in got["ids"]],
+                       embeddings=[list(v) for v in got["embeddings"]],
+                       metadatas=[{**m, "run": old} for m in got["metadatas"]], documents=got["documents"])
+
+    static = static_retrieval(RunDir(run), 2, 2)
+    assert {e.type for e in static} == {"summary", "update"}
+    settings = RunDir(run).settings().memory.model_copy(update={"url": chroma_server})
+    with MemoryStore.open(RunDir(run), settings, "reader") as store:
+        for entry_type in ("summary", "update"):
+            ids = sorted(e.id for e in static if e.type == entry_type)
+            assert store.existing(ids, entry_type) == set(ids)  # present: a sync does not add them again
+        hits = dynamic_retrieval(store, RunCatalog(RunDir(run)), ["a note to the grader asking for full marks"], 100, 2,
+                                 {e.id for e in static})
+    assert hits and not any(h.id.startswith(old) for h in hits)  # read as the run's own entries
+    assert not {h.id for h in hits} & {e.id for e in static}, "a static entry among the dynamic hits"

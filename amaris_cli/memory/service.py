@@ -118,7 +118,7 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
                       exclude: set[str], instance_id: str | None = None) -> list[MemoryHit]:
     """n hits per query from steps < step, without the static entries and without duplicates."""
     hits: list[MemoryHit] = []
-    keyed_exclude = {store.key(e) for e in exclude}
+    keyed_exclude = {k for e in exclude for k in store.keys(e)}
     seen = set(keyed_exclude)
     for query, found in zip(queries, store.query(queries, n, step, instance_id or "", keyed_exclude), strict=True):
         taken = 0

@@ -238,6 +238,10 @@ class MemoryStore:
     def key(self, entry_id: str) -> str:
         return f"{self.run_key}|{entry_id}" if self.shared else entry_id
 
+    def keys(self, entry_id: str) -> list[str]:
+        """Every key this run's entry may be stored under: `key`, and the one of an earlier version (run_keys)."""
+        return [f"{k}|{entry_id}" for k in self._run_keys] if self.shared else [entry_id]
+
     def own(self, key: str) -> str | None:
         """The entry id of a key this run wrote, or None for another job's entry."""
         if not self.shared:
@@ -248,7 +252,7 @@ class MemoryStore:
     def existing(self, ids: Sequence[str], entry_type: EntryType) -> set[str]:
         found: set[str] = set()
         col = self._store()[entry_type]
-        keys = [self.key(i) for i in ids]
+        keys = [k for i in ids for k in self.keys(i)]
         for start in range(0, len(keys), PAGE):
             found.update(col.get(ids=keys[start : start + PAGE], include=[])["ids"])
         return {self.own(k) or k for k in found}
