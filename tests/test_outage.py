@@ -303,6 +303,41 @@ def test_a_look_at_a_judge_that_rate_limits_after_the_budget_is_spent_waits_for_
     assert looks and len(looks) <= 4 and all(g >= 0.8 for g in gaps), (len(judge.arrivals), gaps)
 
 
+
+def test_a_look_after_the_budget_is_spent_does_not_wait_a_retry_after_before_failing(tmp_path: Path) -> None:
+    """Once the step's outage budget is spent its requests fail ("its requests fail from now on"), bar a look now
+    and then; a retry of the look would not be sent (_attempt refuses it unsent). A look refused with a 429 still
+    slept the judge's Retry-After (up to llm.retry_max_delay, 30 s by default, deaf to stop_waiting) before that
+    refusal: with a budget of 0.3 s, each look of the step took 5 s to fail."""
+    import asyncio
+
+    from amaris_cli.config import load_settings
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.models import QueriesAnswer
+
+    judge = SimJudge(SimJudgeConfig(fault_plan=["429"] * 100, retry_after=5)).start_in_thread()
+    config = tmp_path / "c.toml"
+    config.write_text(f"[llm]\noutage_budget = 0.3\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
+                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 2\n")
+    settings = load_settings(config_file=config, environ={})
+
+    async def look() -> tuple[float, str | None]:
+        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        await client.ask("scorer", [{"role": "user", "content": "q"}], QueriesAnswer, step=0, reasks=0)  # spends it
+        started, sent = time.monotonic(), len(judge.arrivals)
+        answer = await client.ask("scorer", [{"role": "user", "content": "q2"}], QueriesAnswer, step=0, reasks=0)
+        await client.aclose()
+        assert len(judge.arrivals) == sent + 1  # the look was sent
+        return time.monotonic() - started, answer.error
+
+    try:
+        took, error = asyncio.run(look())
+    finally:
+        judge.stop()
+    assert error is not None and "unreachable for 0.3s of this step" in error, error
+    assert took < 2, took  # one try; 5 s before
+
+
 @pytest.mark.timeout(120)
 def test_an_outage_of_more_than_a_thousand_retries_is_still_waited_out(tmp_path: Path, raw: list[RawServer]) -> None:
     """The backoff's exponent grew with every retry of an outage: at the 1025th, 2 ** 1024 overflowed a float and

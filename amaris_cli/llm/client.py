@@ -601,6 +601,11 @@ class LLMClient:
                     counted -= 1
                 elif counted == agent.max_attempts:
                     break
+                elif is_outage(exc.kind) and endpoint.spent(step, time.monotonic(), outage_budget):
+                    # The step's budget is spent: _attempt would refuse a retry unsent, so no backoff before it (a
+                    # look's Retry-After held the request up to llm.retry_max_delay, deaf to stop_waiting).
+                    last_error = str(self._outage_spent(name, agent, endpoint))
+                    break
                 usage.retries += 1
                 if wait is None:
                     await asyncio.sleep(delay)
