@@ -224,3 +224,41 @@ def test_an_instance_kept_under_its_old_plain_name_before_its_first_update_goes_
     assert (step_instance.with_name(rid) / "summary.json").read_bytes() == summary  # used, not made again
     assert (run / "rubrics" / "instances" / rid / "step-000001.json").exists()
     assert not list(run.rglob(hashed)), "a second directory for the instance"
+
+
+def test_the_memory_of_an_instance_kept_under_its_old_plain_name_is_read_with_its_texts(
+        tmp_path: Path, sim_factory: Callable[..., SimJudge], run_cli: Callable[..., object],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An earlier amaris named `Q1`'s memory entries by its directory, `summary:00000000:Q1`, as it named the
+    directory. The run goes on under that directory; the index it built still holds those ids, and an entry's text is
+    read from the run's files by its id: under the new name (`Q1-<hash>`) none was found, and every hit of the
+    instance reached the updater as "(entry no longer in the run's files)", its static entries among them."""
+    import amaris_cli.memory.digests as digests
+    import amaris_cli.rundir as rundir
+
+    def earlier(instance_id: str) -> str:  # the whole rule of earlier versions: a plain id is its own name
+        return instance_id if rundir._plain(instance_id) else new_rule(instance_id)
+
+    new_rule = rundir.safe_instance_dir
+    rows = [{"id": f"{step}-{k}", "instance_id": "Q1", "input": "What is 6*7?", "answer": "42", "step": step,
+             "output": f"6*7 = 42. Final answer: 42 (step {step})"} for step in (0, 1) for k in range(2)]
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    env = {"OPENAI_BASE_URL": sim_factory().base_url, "OPENAI_API_KEY": "k"}
+    rollouts = write_jsonl(tmp_path / "all.jsonl", rows)
+    with monkeypatch.context() as m:  # the run as the earlier amaris wrote it, its memory included
+        m.setattr(rundir, "safe_instance_dir", earlier)
+        m.setattr(digests, "safe_instance_dir", earlier)
+        assert run_cli("loop", rollouts, "--run", run, "--steps", "0:0", env=env).exit_code == 0
+    assert (run / "rubrics" / "instances" / "Q1").is_dir()
+
+    result = run_cli("loop", rollouts, "--run", run, env=env)
+    assert result.exit_code == 0, result.stderr
+    retrieval = json.loads((run / "steps" / "000001" / "instances" / "Q1" / "retrieval.json").read_text())
+    hits = retrieval["dynamic"]
+    assert hits and {h["step"] for h in hits} == {0}, hits
+    assert not [h for h in hits if "no longer in the run's files" in h["text"]], [h["id"] for h in hits]
+    static = {e["id"] for e in retrieval["static"]}
+    assert static and not static & {h["id"] for h in hits}  # the step's summary and update are shown once

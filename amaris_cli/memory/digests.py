@@ -3,7 +3,9 @@ of a step's analyses get an entry.
 
 Ids are predictable so static retrieval and rebuilds never search:
   analysis:STEP:INSTANCE:ROLLOUT   summary:STEP:INSTANCE   update:STEP:INSTANCE
-with STEP zero-padded to 8 digits and INSTANCE "-" in global mode.
+with STEP zero-padded to 8 digits and INSTANCE "-" in global mode, else the instance's directory name (the one
+the run keeps it under, RunDir.instance_dir: an instance an earlier amaris kept under its plain name keeps the
+ids it indexed then).
 
 Embedding is what the memory costs (several ms of CPU per text), and a step may have 10,000 analyses, so
 a step's analyses are indexed as retrieval needs them: at most ANALYSES_PER_STEP per step (and instance),
@@ -17,7 +19,7 @@ would no longer reproduce its retrieval (loop, separate commands and replay writ
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,20 +45,24 @@ class MemoryEntry:
         return self.text if self.search_text is None else self.search_text
 
 
-def _inst(instance_id: str | None) -> str:
-    return "-" if instance_id is None else safe_instance_dir(instance_id)
+# An instance's directory name (RunDir.instance_dir); safe_instance_dir where no run is at hand.
+Directory = Callable[[str], str]
 
 
-def analysis_id(step: int, instance_id: str | None, rollout_id: str) -> str:
-    return f"analysis:{step:08d}:{_inst(instance_id)}:{rollout_id}"
+def _inst(instance_id: str | None, directory: Directory) -> str:
+    return "-" if instance_id is None else directory(instance_id)
 
 
-def summary_id(step: int, instance_id: str | None) -> str:
-    return f"summary:{step:08d}:{_inst(instance_id)}"
+def analysis_id(step: int, instance_id: str | None, rollout_id: str, directory: Directory = safe_instance_dir) -> str:
+    return f"analysis:{step:08d}:{_inst(instance_id, directory)}:{rollout_id}"
 
 
-def update_id(step: int, instance_id: str | None) -> str:
-    return f"update:{step:08d}:{_inst(instance_id)}"
+def summary_id(step: int, instance_id: str | None, directory: Directory = safe_instance_dir) -> str:
+    return f"summary:{step:08d}:{_inst(instance_id, directory)}"
+
+
+def update_id(step: int, instance_id: str | None, directory: Directory = safe_instance_dir) -> str:
+    return f"update:{step:08d}:{_inst(instance_id, directory)}"
 
 
 def _clip(text: str, limit: int = 1200) -> str:
@@ -72,16 +78,17 @@ def _assessment(record: AnalysisRecord) -> str:
     return f"{a.overall_assessment} Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}"
 
 
-def analysis_entry(record: AnalysisRecord) -> MemoryEntry | None:
+def analysis_entry(record: AnalysisRecord, directory: Directory = safe_instance_dir) -> MemoryEntry | None:
     if record.analysis is None:
         return None
     reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
     text = f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {_assessment(record)}"
-    return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id), "analysis", record.step,
+    return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id, directory), "analysis", record.step,
                        record.instance_id, _clip(text))
 
 
-def analysis_entries(records: Iterable[AnalysisRecord], limit: int = ANALYSES_PER_STEP) -> list[MemoryEntry]:
+def analysis_entries(records: Iterable[AnalysisRecord], limit: int = ANALYSES_PER_STEP,
+                     directory: Directory = safe_instance_dir) -> list[MemoryEntry]:
     """The entries of a step's analyses (module docstring), in file order; deterministic in the files alone,
     so a rebuild makes the same entries. Up to `limit` per instance, every analysis has its entry; above it,
     first one rollout of each distinct analysis, taking each kind of finding in turn (flagged kinds first,
@@ -89,7 +96,7 @@ def analysis_entries(records: Iterable[AnalysisRecord], limit: int = ANALYSES_PE
     the rollout id rather than the file order, which often follows the prompts), then second copies, ..."""
     entries: dict[str | None, list[tuple[MemoryEntry, AnalysisRecord]]] = {}
     for record in records:
-        entry = analysis_entry(record)
+        entry = analysis_entry(record, directory)
         if entry is not None:
             entries.setdefault(record.instance_id, []).append((entry, record))
     chosen: set[str] = set()
@@ -127,7 +134,7 @@ def _across_kinds(group: list[tuple[MemoryEntry, AnalysisRecord]], limit: int) -
     return [entry for _, entry in ranked[:limit]]
 
 
-def summary_entry(record: SummaryRecord) -> MemoryEntry:
+def summary_entry(record: SummaryRecord, directory: Directory = safe_instance_dir) -> MemoryEntry:
     """The summarizer's memory paragraph and amaris's own numbers: the hacking counts and the criterion rates
     of stats, the rates exact and never cut (they follow the clipped part). The rates are read, not searched: the
     same criteria and words in every step's digest pull the vectors of different steps together (with them
@@ -137,11 +144,11 @@ def summary_entry(record: SummaryRecord) -> MemoryEntry:
     hacking = ", ".join(f"{h.pattern} {h.count}/{record.n_analyzed}" for h in record.hacking) or "none"
     searched = _clip(f"Step {record.step} summary. {s.memory_entry} Hacking (counted): {hacking}.")
     rates = rates_text(record.stats)
-    return MemoryEntry(summary_id(record.step, record.instance_id), "summary", record.step, record.instance_id,
+    return MemoryEntry(summary_id(record.step, record.instance_id, directory), "summary", record.step, record.instance_id,
                        f"{searched} Criteria: {rates}." if rates else searched, search_text=searched)
 
 
-def update_entry(record: UpdateRecord) -> MemoryEntry:
+def update_entry(record: UpdateRecord, directory: Directory = safe_instance_dir) -> MemoryEntry:
     changes = []
     # An update the adoption gate refused applied nothing: what it proposed is what the next update should know.
     refused = record.carried_forward is not None and record.carried_forward.cause == "gate" and record.gate is not None
@@ -156,4 +163,4 @@ def update_entry(record: UpdateRecord) -> MemoryEntry:
             + (f" Rejected: {rejected}." if rejected else "")
             + (f" Not adopted, version {record.from_version} carried forward: {record.gate.reason}."
                if refused and record.gate is not None else ""))
-    return MemoryEntry(update_id(record.step, record.instance_id), "update", record.step, record.instance_id, _clip(text))
+    return MemoryEntry(update_id(record.step, record.instance_id, directory), "update", record.step, record.instance_id, _clip(text))

@@ -34,14 +34,14 @@ class RunCatalog:
         if "analysis" in types:
             analyses = artifacts.load_analyses(self.run, step)
             for a in analyses:  # a hit's text, also of an analysis an older index holds (it had one entry each)
-                if (own := analysis_entry(a)) is not None:
+                if (own := analysis_entry(a, self.run.instance_dir)) is not None:
                     self._texts[own.id] = own.text
-            entries += analysis_entries(analyses)
+            entries += analysis_entries(analyses, directory=self.run.instance_dir)
         for summary in artifacts.load_summaries(self.run, step):
             if "summary" in types:
-                entries.append(summary_entry(summary))
+                entries.append(summary_entry(summary, self.run.instance_dir))
             if "update" in types and (u := artifacts.load_update(self.run, step, summary.instance_id)) is not None:
-                entries.append(update_entry(u))
+                entries.append(update_entry(u, self.run.instance_dir))
         for e in entries:
             self._texts[e.id] = e.text
         return entries
@@ -105,11 +105,11 @@ def static_retrieval(run: RunDir, step: int, k: int, instance_id: str | None = N
             recent.append((s, summary))
     entries: list[StaticEntry] = []
     for s, summary in reversed(recent):
-        e = summary_entry(summary)
+        e = summary_entry(summary, run.instance_dir)
         entries.append(StaticEntry(id=e.id, type="summary", step=s, text=e.text))
         update = artifacts.load_update(run, s, instance_id)
         if update is not None:
-            u = update_entry(update)
+            u = update_entry(update, run.instance_dir)
             entries.append(StaticEntry(id=u.id, type="update", step=s, text=u.text))
     return entries
 
