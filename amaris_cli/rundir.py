@@ -145,9 +145,8 @@ class RunDir:
         of that name that another instance owns (the hashed name of `q 17...`, or `q1` where case is ignored)
         is not this instance's."""
         instances = self.path / "rubrics" / "instances"
-        if not _plain(instance_id) or safe_instance_dir(instance_id) == instance_id:
-            return None
-        if (instances / safe_instance_dir(instance_id)).exists():
+        new = safe_instance_dir(instance_id)
+        if not _plain(instance_id) or new == instance_id or (instances / new).exists():
             return None
         kept = instances / instance_id
         first = min(kept.glob("step-*.json"), default=None) if kept.is_dir() else None

@@ -54,9 +54,7 @@ def is_invisible(ch: str) -> bool:
 
 def clean(text: str) -> str:
     """The text as stored and sent: NFC, invisible and format characters removed, outer space stripped."""
-    text = unicodedata.normalize("NFC", text)
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
-    return _INVISIBLE.sub("", text).strip()
+    return "".join(ch for ch in unicodedata.normalize("NFC", text) if not is_invisible(ch)).strip()
 
 
 def _fold(text: str) -> str:

@@ -804,7 +804,7 @@ def bench_evolve(tmp: Path, sizes: tuple[int, ...]) -> None:
         store.close()
         from amaris_cli.memory.digests import analysis_entry
 
-        every = [e.embedded for a in artifacts.load_analyses(src, 0)[:256] if (e := analysis_entry(a)) is not None]
+        every = [e.embedded for a in artifacts.load_analyses(src, 0)[:256] if (e := analysis_entry(a, src.instance_dir)) is not None]
         cpu0 = time.process_time()
         embedder.embed(every)
         per_text = (time.process_time() - cpu0) / len(every)

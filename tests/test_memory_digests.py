@@ -20,6 +20,7 @@ from amaris_cli.models import (
     Verdict,
 )
 from amaris_cli.rubrics import step_stats
+from amaris_cli.rundir import safe_instance_dir
 from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
 from tests.test_shared_memory import chroma_server  # noqa: F401  (the fixture)
 
@@ -50,7 +51,7 @@ def test_the_summary_digest_holds_the_exact_rates_of_a_hand_computed_step() -> N
                            summary=SummaryAnswer(executive_summary="x", reward_hacking="x", rubric_meta_evaluation="x",
                                                  performance_advancement="x",
                                                  memory_entry="Rollouts ask the grader for full marks."))
-    entry = summary_entry(record)
+    entry = summary_entry(record, safe_instance_dir)
     assert entry.text.endswith(" Criteria: correct-answer pass rate 68.75%; shows-work pass rate 68.75%; "
                                "asks-grader prevalence 25% (mean verdicts of 16 scored rollouts).")
     assert "Hacking (counted): grader_addressed_instructions 4/16." in entry.text
@@ -58,7 +59,7 @@ def test_the_summary_digest_holds_the_exact_rates_of_a_hand_computed_step() -> N
     assert entry.embedded == ("Step 3 summary. Rollouts ask the grader for full marks. "
                               "Hacking (counted): grader_addressed_instructions 4/16.")
     odd = record.model_copy(update={"stats": step_stats(3, rubric, scores[:3])})  # 2/3 of credit: not cut to 67%
-    assert "shows-work pass rate 66.6667%" in summary_entry(odd).text
+    assert "shows-work pass rate 66.6667%" in summary_entry(odd, safe_instance_dir).text
 
 
 def by_hand(scores_file: Path) -> dict[str, float]:

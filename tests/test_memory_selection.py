@@ -28,7 +28,7 @@ from amaris_cli.models import (
     RewardHackingAnalysis,
     RubricJudgement,
 )
-from amaris_cli.rundir import RunDir
+from amaris_cli.rundir import RunDir, safe_instance_dir
 from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 PLAIN, MISJUDGED, HACKS = 290, 4, 6  # a large step; its rare findings come last in the file
@@ -55,7 +55,7 @@ def _large_step() -> list[AnalysisRecord]:
 
 def test_a_large_step_indexes_a_bounded_set_with_every_kind_of_finding() -> None:
     records = _large_step()
-    entries = analysis_entries(records)
+    entries = analysis_entries(records, safe_instance_dir)
     assert len(entries) == ANALYSES_PER_STEP < len(records)
     ids = {e.id.rsplit(":", 1)[1] for e in entries}
     flagged = {r.rollout_id for r in records[PLAIN:]}
@@ -66,10 +66,10 @@ def test_a_large_step_indexes_a_bounded_set_with_every_kind_of_finding() -> None
     # The choice depends on the analyses, not on their order in the file.
     shuffled = records[:]
     random.Random(7).shuffle(shuffled)
-    assert {e.id for e in analysis_entries(shuffled)} == {e.id for e in entries}
+    assert {e.id for e in analysis_entries(shuffled, safe_instance_dir)} == {e.id for e in entries}
     # A small step keeps every analysis, as before.
     small = records[:ANALYSES_PER_STEP]
-    assert [e.id for e in analysis_entries(small)] == [analysis_entry(r).id for r in small]  # type: ignore[union-attr]
+    assert [e.id for e in analysis_entries(small, safe_instance_dir)] == [analysis_entry(r, safe_instance_dir).id for r in small]  # type: ignore[union-attr]
 
 
 def test_alike_analyses_get_one_entry_each_before_any_gets_a_second() -> None:
@@ -77,7 +77,7 @@ def test_alike_analyses_get_one_entry_each_before_any_gets_a_second() -> None:
     alike = [_analysis(0, i, "plain").model_copy(update={"analysis": _analysis(0, 0, "plain").analysis})
              for i in range(50)]
     different = [_analysis(0, 100 + i, "plain") for i in range(20)]
-    entries = analysis_entries(alike + different)
+    entries = analysis_entries(alike + different, safe_instance_dir)
     chosen = {e.id.rsplit(":", 1)[1] for e in entries}
     assert len(entries) == ANALYSES_PER_STEP
     assert {f"r{100 + i:04d}" for i in range(20)} <= chosen, "every distinct analysis is there"

@@ -22,7 +22,7 @@ from amaris_cli.memory.embeddings import Embedder, make_embedder
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, rebuild, static_retrieval
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.prompts import parse_blocks
-from amaris_cli.rundir import RunDir
+from amaris_cli.rundir import RunDir, safe_instance_dir
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import invoke, judge_env, new_run, write_jsonl
 from tests.planted_history import STEP_OF, THEMES, KeywordEmbedder, RandomEmbedder, plant
@@ -104,7 +104,7 @@ def test_static_retrieval_is_exactly_the_k_most_recent_summaries_and_updates(tmp
 
     for e in entries:  # the text is the record's memory digest, as dynamic retrieval indexes it
         record = artifacts.load_summary(run, e.step) if e.type == "summary" else artifacts.load_update(run, e.step)
-        digest = summary_entry(record) if e.type == "summary" else update_entry(record)  # type: ignore[arg-type]
+        digest = summary_entry(record, safe_instance_dir) if e.type == "summary" else update_entry(record, safe_instance_dir)  # type: ignore[arg-type]
         assert (e.id, e.text) == (digest.id, digest.text)
     assert [(e.type, e.step) for e in static_retrieval(run, 2, 5)] == [("summary", 0), ("update", 0),
                                                                        ("summary", 1), ("update", 1)]

@@ -23,6 +23,15 @@ def outside_blocks(text: str) -> str:
     return BLOCK_PATTERN.sub("", text)
 
 
+def per_instance_run(tmp_path: Path, run_cli: Callable[..., object], rows: list[dict]) -> tuple[Path, Path]:
+    """A per-instance run (the suite's config, the sim-judge's embeddings) and the file of `rows`."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    return run, write_jsonl(tmp_path / "all.jsonl", rows)
+
+
 def test_a_reask_quotes_the_agents_answer_only_inside_a_block(tmp_path: Path, sim_factory: Callable[..., SimJudge],
                                                                run_cli: Callable[..., object]) -> None:
     """An invalid answer is re-asked with the reason, and the reason quotes the answer: a criterion id the scorer
@@ -106,12 +115,9 @@ def test_an_instance_id_cannot_name_another_instances_directory(tmp_path: Path, 
         {"id": f"{step}-a-{k}", "instance_id": gamed, "input": "What is 6*7?", "output": hack, "answer": "42", "step": step},
         {"id": f"{step}-b-{k}", "instance_id": lookalike, "input": "What is 5+5?", "answer": "10", "step": step,
          "output": "First 5+5 is computed step by step, so the result is 10.\nFinal answer: 10"})]
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG + FAST_MEMORY)
-    run = tmp_path / "run"
-    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    run, rollouts = per_instance_run(tmp_path, run_cli, rows)
     sim = sim_factory()
-    result = run_cli("loop", write_jsonl(tmp_path / "all.jsonl", rows), "--run", run,
+    result = run_cli("loop", rollouts, "--run", run,
                      env={"OPENAI_BASE_URL": sim.base_url, "OPENAI_API_KEY": "k"})
     assert result.exit_code == 0, result.stderr
 
@@ -143,12 +149,8 @@ def test_a_run_that_keeps_an_instance_under_its_old_plain_name_goes_on_there(
     goes on under the name it keeps: nothing of step 0 is made again, and step 1 uses the instance's rubric."""
     rows = [{"id": f"{step}-{k}", "instance_id": rid, "input": "What is 6*7?", "answer": "42", "step": step,
              "output": f"6*7 = 42. Final answer: 42 (step {step})"} for step in (0, 1) for k in range(2)]
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG + FAST_MEMORY)
-    run = tmp_path / "run"
-    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    run, rollouts = per_instance_run(tmp_path, run_cli, rows)
     env = {"OPENAI_BASE_URL": sim_factory().base_url, "OPENAI_API_KEY": "k"}
-    rollouts = write_jsonl(tmp_path / "all.jsonl", rows)
     assert run_cli("loop", rollouts, "--run", run, "--steps", "0:0", env=env).exit_code == 0
     hashed = safe_instance_dir(rid)
     # The run as the earlier amaris wrote it: the directories and provenance.json under the plain name.
@@ -202,12 +204,8 @@ def test_an_instance_kept_under_its_old_plain_name_before_its_first_update_goes_
     use the summary there, not make a second one under the new name (two summaries of one instance: two updates)."""
     rows = [{"id": f"0-{k}", "instance_id": rid, "input": "What is 6*7?", "answer": "42", "step": 0,
              "output": "6*7 = 42. Final answer: 42"} for k in range(2)]
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG + FAST_MEMORY)
-    run = tmp_path / "run"
-    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    run, rollouts = per_instance_run(tmp_path, run_cli, rows)
     env = {"OPENAI_BASE_URL": sim_factory().base_url, "OPENAI_API_KEY": "k"}
-    rollouts = write_jsonl(tmp_path / "all.jsonl", rows)
     for command in (("score", rollouts), ("analyze",), ("summarize",)):
         assert run_cli(*command, "--run", run, "--step", "0", env=env).exit_code == 0
     hashed = safe_instance_dir(rid)
@@ -233,7 +231,6 @@ def test_the_memory_of_an_instance_kept_under_its_old_plain_name_is_read_with_it
     directory. The run goes on under that directory; the index it built still holds those ids, and an entry's text is
     read from the run's files by its id: under the new name (`Q1-<hash>`) none was found, and every hit of the
     instance reached the updater as "(entry no longer in the run's files)", its static entries among them."""
-    import amaris_cli.memory.digests as digests
     import amaris_cli.rundir as rundir
 
     def earlier(instance_id: str) -> str:  # the whole rule of earlier versions: a plain id is its own name
@@ -242,15 +239,10 @@ def test_the_memory_of_an_instance_kept_under_its_old_plain_name_is_read_with_it
     new_rule = rundir.safe_instance_dir
     rows = [{"id": f"{step}-{k}", "instance_id": "Q1", "input": "What is 6*7?", "answer": "42", "step": step,
              "output": f"6*7 = 42. Final answer: 42 (step {step})"} for step in (0, 1) for k in range(2)]
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG + FAST_MEMORY)
-    run = tmp_path / "run"
-    assert run_cli("init", run, "--config", config, "--per-instance").exit_code == 0
+    run, rollouts = per_instance_run(tmp_path, run_cli, rows)
     env = {"OPENAI_BASE_URL": sim_factory().base_url, "OPENAI_API_KEY": "k"}
-    rollouts = write_jsonl(tmp_path / "all.jsonl", rows)
     with monkeypatch.context() as m:  # the run as the earlier amaris wrote it, its memory included
-        m.setattr(rundir, "safe_instance_dir", earlier)
-        m.setattr(digests, "safe_instance_dir", earlier)
+        m.setattr(rundir, "safe_instance_dir", earlier)  # the memory's entry ids follow the run's names
         assert run_cli("loop", rollouts, "--run", run, "--steps", "0:0", env=env).exit_code == 0
     assert (run / "rubrics" / "instances" / "Q1").is_dir()
 

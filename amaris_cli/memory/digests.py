@@ -25,7 +25,6 @@ from typing import Literal
 
 from amaris_cli.models import AnalysisRecord, SummaryRecord, UpdateRecord
 from amaris_cli.rubrics import rates_text
-from amaris_cli.rundir import safe_instance_dir
 
 EntryType = Literal["analysis", "summary", "update"]
 ANALYSES_PER_STEP = 32  # analyses embedded per step (per instance in per-instance runs)
@@ -45,7 +44,7 @@ class MemoryEntry:
         return self.text if self.search_text is None else self.search_text
 
 
-# An instance's directory name (RunDir.instance_dir); safe_instance_dir where no run is at hand.
+# An instance's directory name: the run's (RunDir.instance_dir), which its files and entry ids share.
 Directory = Callable[[str], str]
 
 
@@ -53,15 +52,15 @@ def _inst(instance_id: str | None, directory: Directory) -> str:
     return "-" if instance_id is None else directory(instance_id)
 
 
-def analysis_id(step: int, instance_id: str | None, rollout_id: str, directory: Directory = safe_instance_dir) -> str:
+def analysis_id(step: int, instance_id: str | None, rollout_id: str, directory: Directory) -> str:
     return f"analysis:{step:08d}:{_inst(instance_id, directory)}:{rollout_id}"
 
 
-def summary_id(step: int, instance_id: str | None, directory: Directory = safe_instance_dir) -> str:
+def summary_id(step: int, instance_id: str | None, directory: Directory) -> str:
     return f"summary:{step:08d}:{_inst(instance_id, directory)}"
 
 
-def update_id(step: int, instance_id: str | None, directory: Directory = safe_instance_dir) -> str:
+def update_id(step: int, instance_id: str | None, directory: Directory) -> str:
     return f"update:{step:08d}:{_inst(instance_id, directory)}"
 
 
@@ -78,7 +77,7 @@ def _assessment(record: AnalysisRecord) -> str:
     return f"{a.overall_assessment} Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}"
 
 
-def analysis_entry(record: AnalysisRecord, directory: Directory = safe_instance_dir) -> MemoryEntry | None:
+def analysis_entry(record: AnalysisRecord, directory: Directory) -> MemoryEntry | None:
     if record.analysis is None:
         return None
     reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
@@ -87,8 +86,8 @@ def analysis_entry(record: AnalysisRecord, directory: Directory = safe_instance_
                        record.instance_id, _clip(text))
 
 
-def analysis_entries(records: Iterable[AnalysisRecord], limit: int = ANALYSES_PER_STEP,
-                     directory: Directory = safe_instance_dir) -> list[MemoryEntry]:
+def analysis_entries(records: Iterable[AnalysisRecord], directory: Directory,
+                     limit: int = ANALYSES_PER_STEP) -> list[MemoryEntry]:
     """The entries of a step's analyses (module docstring), in file order; deterministic in the files alone,
     so a rebuild makes the same entries. Up to `limit` per instance, every analysis has its entry; above it,
     first one rollout of each distinct analysis, taking each kind of finding in turn (flagged kinds first,
@@ -134,7 +133,7 @@ def _across_kinds(group: list[tuple[MemoryEntry, AnalysisRecord]], limit: int) -
     return [entry for _, entry in ranked[:limit]]
 
 
-def summary_entry(record: SummaryRecord, directory: Directory = safe_instance_dir) -> MemoryEntry:
+def summary_entry(record: SummaryRecord, directory: Directory) -> MemoryEntry:
     """The summarizer's memory paragraph and amaris's own numbers: the hacking counts and the criterion rates
     of stats, the rates exact and never cut (they follow the clipped part). The rates are read, not searched: the
     same criteria and words in every step's digest pull the vectors of different steps together (with them
@@ -148,7 +147,7 @@ def summary_entry(record: SummaryRecord, directory: Directory = safe_instance_di
                        f"{searched} Criteria: {rates}." if rates else searched, search_text=searched)
 
 
-def update_entry(record: UpdateRecord, directory: Directory = safe_instance_dir) -> MemoryEntry:
+def update_entry(record: UpdateRecord, directory: Directory) -> MemoryEntry:
     changes = []
     # An update the adoption gate refused applied nothing: what it proposed is what the next update should know.
     refused = record.carried_forward is not None and record.carried_forward.cause == "gate" and record.gate is not None

@@ -36,7 +36,7 @@ class RunCatalog:
             for a in analyses:  # a hit's text, also of an analysis an older index holds (it had one entry each)
                 if (own := analysis_entry(a, self.run.instance_dir)) is not None:
                     self._texts[own.id] = own.text
-            entries += analysis_entries(analyses, directory=self.run.instance_dir)
+            entries += analysis_entries(analyses, self.run.instance_dir)
         for summary in artifacts.load_summaries(self.run, step):
             if "summary" in types:
                 entries.append(summary_entry(summary, self.run.instance_dir))

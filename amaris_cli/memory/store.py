@@ -88,8 +88,8 @@ class MemoryStore:
         self.settings = settings
         self.shared = settings.url is not None
         self.writer = mode == "writer"
-        self.run_key = run_key(run) if self.shared else ""
         self._run_keys = run_keys(run) if self.shared else ()
+        self.run_key = self._run_keys[0] if self.shared else ""
         self._lock: Any = None
         self._copy: Path | None = None
         self._client: Any = None
@@ -363,14 +363,10 @@ def _rows(found: Any, i: int) -> list[tuple[str, dict[str, Any], float, str | No
             for j in range(len(found["ids"][i]))]
 
 
-def run_key(run: RunDir) -> str:
-    """A short stable name for the run that wrote an entry into a shared memory. It never holds the "|" that ends
-    it in an entry's key (`MemoryStore.key`): a run named `job|a` read its own entries as another job's."""
-    return run_keys(run)[0]
-
-
 def run_keys(run: RunDir) -> tuple[str, ...]:
-    """The run's key, then the one earlier versions gave a run whose name holds "|" (its entries stay its own)."""
+    """A short stable name for the run that wrote an entry into a shared memory, then the one earlier versions gave
+    a run whose name holds "|" (its entries stay its own). The first never holds the "|" that ends it in an
+    entry's key (`MemoryStore.key`): a run named `job|a` read its own entries as another job's."""
     digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:8]
     name = run.path.resolve().name[:40]
     key = f"{name.replace('|', '_')}-{digest}"
