@@ -417,8 +417,7 @@ def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None
 
 
 def run_sim_judge(host: str, port: int, latency: float, fault_rate: float, faults: str | None, seed: int) -> None:
-    import asyncio
-
+    from amaris_cli import eventloop
     from amaris_cli.errors import ConfigError
     from amaris_cli.simjudge.server import ALL_FAULT_KINDS, FAULT_KINDS, SimJudge, SimJudgeConfig
 
@@ -436,7 +435,7 @@ def run_sim_judge(host: str, port: int, latency: float, fault_rate: float, fault
         await judge.serve_forever()
 
     try:
-        asyncio.run(serve())
+        eventloop.run(serve())
     except KeyboardInterrupt:
         pass
 

@@ -7,7 +7,6 @@ A session takes no lock: what a command writes is locked by the command (locks.p
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from amaris_cli import eventloop
 from amaris_cli.agents.common import AgentKit
 from amaris_cli.artifacts import How
 from amaris_cli.config import AGENTS, Settings, endpoint_configured, load_settings, without_credentials
@@ -61,7 +61,7 @@ class Session:
             finally:
                 await self.client.aclose()
 
-        return asyncio.run(main())
+        return eventloop.run(main())
 
 
 def _sim_agents(url: str) -> dict[str, Any]:

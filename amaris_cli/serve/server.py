@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from amaris_cli import eventloop
 from amaris_cli.errors import AmarisError
 from amaris_cli.options import ServeOptions
 from amaris_cli.serve.app import ServeApp
@@ -100,4 +101,4 @@ async def _serve(options: ServeOptions, say: Callable[[str], None], on_listening
 
 def run_server(options: ServeOptions, say: Callable[[str], None], on_listening: Callable[[str], None]) -> int:
     """Serve until SIGINT or SIGTERM; `on_listening(url)` is called once the socket accepts."""
-    return asyncio.run(_serve(options, say, on_listening))
+    return eventloop.run(_serve(options, say, on_listening))

@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from amaris_cli import eventloop
 from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.faults import (  # noqa: F401 (defined there, once; imported from here too)
     ALL_FAULT_KINDS,
@@ -114,7 +115,7 @@ class SimJudge:
         ready = threading.Event()
 
         def run() -> None:
-            self._loop = asyncio.new_event_loop()
+            self._loop = (eventloop.loop_factory() or asyncio.new_event_loop)()
             asyncio.set_event_loop(self._loop)
             self._loop.run_until_complete(self.start(host, port))
             ready.set()
