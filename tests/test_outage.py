@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -336,6 +337,68 @@ def test_a_look_after_the_budget_is_spent_does_not_wait_a_retry_after_before_fai
         judge.stop()
     assert error is not None and "unreachable for 0.3s of this step" in error, error
     assert took < 2, took  # one try; 5 s before
+
+
+def test_a_request_started_after_a_retry_after_waits_for_it_too(tmp_path: Path) -> None:
+    """A 429's Retry-After held back the request it refused, but a request started meanwhile (the next rollouts a
+    trainer posts to serve, the next wave of a step) was sent at once, to be refused again: a provider counts those
+    against the limit. Nothing goes to the endpoint before the time it asked for; a stop ends that wait at once."""
+    import asyncio
+
+    from amaris_cli.config import load_settings
+    from amaris_cli.llm.client import LLMClient, OutageInterrupted
+    from amaris_cli.models import QueriesAnswer
+
+    def ask(client: LLMClient, text: str) -> asyncio.Future:
+        return asyncio.ensure_future(client.ask("scorer", [{"role": "user", "content": text}], QueriesAnswer, step=0,
+                                                reasks=0))
+
+    async def refused(client: LLMClient) -> None:
+        for _ in range(500):  # bounded: until the first request's 429 has come back
+            if any(e.not_before > time.monotonic() for e in client._endpoints.values()):
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("no 429 came back")
+
+    def client_of(judge: SimJudge) -> LLMClient:
+        config = tmp_path / "c.toml"
+        config.write_text(f"[llm]\noutage_budget = 60\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
+                          f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 5\n")
+        return LLMClient(load_settings(config_file=config, environ={}), environ={"OPENAI_API_KEY": PLANTED_KEY})
+
+    async def two(judge: SimJudge) -> None:
+        client = client_of(judge)
+        first = ask(client, "a")
+        await refused(client)
+        await asyncio.gather(first, ask(client, "b"))
+        await client.aclose()
+
+    async def stopped(judge: SimJudge) -> tuple[float, list[Any]]:
+        client = client_of(judge)
+        first = ask(client, "c")
+        await refused(client)
+        asyncio.get_running_loop().call_later(0.3, client.stop_waiting)
+        started = time.monotonic()
+        ended = await asyncio.gather(first, ask(client, "d"), return_exceptions=True)
+        await client.aclose()
+        return time.monotonic() - started, ended
+
+    judge = SimJudge(SimJudgeConfig(fault_plan=["429"], retry_after=0.8)).start_in_thread()
+    try:
+        asyncio.run(two(judge))
+    finally:
+        judge.stop()
+    assert len(judge.arrivals) == 3, judge.arrivals  # a (429), then b and a again, both after the wait
+    assert min(judge.arrivals[1:]) - judge.arrivals[0] >= 0.8, judge.arrivals
+
+    judge = SimJudge(SimJudgeConfig(fault_plan=["429"], retry_after=30)).start_in_thread()
+    try:
+        took, ended = asyncio.run(stopped(judge))
+    finally:
+        judge.stop()
+    assert len(judge.arrivals) == 1, judge.arrivals  # d was never sent
+    assert isinstance(ended[1], OutageInterrupted) and "asked to wait" in str(ended[1]), ended
+    assert took < 5, took
 
 
 @pytest.mark.timeout(120)

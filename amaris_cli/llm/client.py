@@ -169,6 +169,7 @@ class _Endpoint:
     unanswered: int = 0  # attempts without any HTTP answer while it had not answered yet
     probing: bool = False  # a request is sent to see whether an endpoint a step gave up on answers again
     next_probe: float = float("-inf")  # not before then (a failed probe waits OUTAGE_MAX_DELAY_S for the next)
+    not_before: float = float("-inf")  # no attempt before then: the endpoint's last Retry-After (within the limit)
 
     def answered(self, now: float) -> float | None:
         """An answer came: the outage (if any) is over; returns how long it lasted when it was said."""
@@ -572,6 +573,15 @@ class LLMClient:
         while counted < agent.max_attempts:
             attempt += 1
             counted += 1
+            # The endpoint asked (a 429's or 503's Retry-After) that nothing be sent to it before then: a request
+            # started meanwhile waits too, not only the one refused. A provider counts refused requests against
+            # its limit, so each new request sent at once prolonged the wait of all. (A step that spent its outage
+            # budget sends only looks, which keep the wish through next_probe; its other requests fail at once.)
+            now = time.monotonic()
+            if (hold := endpoint.not_before - now) > 0 and not endpoint.spent(step, now, outage_budget) and (
+                    self._stopping.is_set() or await _set_within(self._stopping, hold)):
+                raise OutageInterrupted(f"not judged: stopping while the {name} endpoint {public_url(agent.base_url)} "
+                                        f"asked to wait ({last_error if attempt > 1 else 'Retry-After'})")
             try:
                 # A step that spent its outage budget sends nothing but a probe now and then (_attempt): its requests
                 # do not wait for the rate budget, nor take from it (they held a step for minutes under a limit).
@@ -592,6 +602,8 @@ class LLMClient:
                         endpoint.silent = str(exc)
                 usage.fault(exc.kind)
                 last_error = str(exc)
+                if (wish := self._wish(exc.retry_after)) is not None:
+                    endpoint.not_before = max(endpoint.not_before, time.monotonic() + wish)
                 delay = self._backoff(counted, exc.retry_after)
                 wait = (self._outage_wait(name, agent, step, last_error, failed_at,
                                           self._outage_delay(attempt, exc.retry_after))
