@@ -401,6 +401,43 @@ def test_a_request_started_after_a_retry_after_waits_for_it_too(tmp_path: Path) 
     assert took < 5, took
 
 
+def test_a_stop_ends_a_retry_s_backoff_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request whose answer was unusable (no outage) slept its backoff, up to llm.retry_max_delay (30 s by
+    default) before each of its retries, deaf to a stop: `amaris serve` on SIGTERM held the shutdown that long
+    for it. The stop now ends the wait; the request is not judged (503 from serve), as in an outage."""
+    import asyncio
+
+    from amaris_cli.config import load_settings
+    from amaris_cli.llm.client import LLMClient, OutageInterrupted
+    from amaris_cli.models import QueriesAnswer
+
+    monkeypatch.setattr(client_module.random, "uniform", lambda low, high: high)  # the backoff's jitter at its top
+    judge = SimJudge(SimJudgeConfig(fault_plan=["malformed"])).start_in_thread()
+    config = tmp_path / "c.toml"
+    config.write_text(f"[llm]\nretry_base_delay = 20\nretry_max_delay = 20\n"
+                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 5\n")
+    settings = load_settings(config_file=config, environ={})
+
+    async def stopped() -> float:
+        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        asyncio.get_running_loop().call_later(0.5, client.stop_waiting)
+        started = time.monotonic()
+        try:
+            with pytest.raises(OutageInterrupted, match="waited to be retried"):
+                await asyncio.wait_for(client.ask("scorer", [{"role": "user", "content": "q"}], QueriesAnswer,
+                                                  step=0, reasks=0), 8)
+        finally:
+            await client.aclose()
+        return time.monotonic() - started
+
+    try:
+        took = asyncio.run(stopped())
+    finally:
+        judge.stop()
+    assert len(judge.arrivals) == 1, judge.arrivals
+    assert took < 3, took
+
+
 @pytest.mark.timeout(120)
 def test_an_outage_of_more_than_a_thousand_retries_is_still_waited_out(tmp_path: Path, raw: list[RawServer]) -> None:
     """The backoff's exponent grew with every retry of an outage: at the 1025th, 2 ** 1024 overflowed a float and

@@ -123,8 +123,9 @@ class _FormatRejected(Exception):
 
 
 class OutageInterrupted(AmarisError):
-    """A request waiting out an outage was given up because its process stops (amaris serve on SIGTERM): it was
-    not answered, and is no failure of the judge's to record (the client sends it again)."""
+    """A request waiting (out an outage, for a Retry-After, or to be retried) was given up because its process
+    stops (amaris serve on SIGTERM): it was not answered, and is no failure of the judge's to record (the client
+    sends it again)."""
 
 
 class _OutageSpent(Exception):
@@ -619,8 +620,11 @@ class LLMClient:
                     last_error = str(self._outage_spent(name, agent, endpoint))
                     break
                 usage.retries += 1
-                if wait is None:
-                    await asyncio.sleep(delay)
+                if wait is None:  # a retry's backoff, up to llm.retry_max_delay: a stop need not wait it out either
+                    if self._stopping.is_set() or await _set_within(self._stopping, delay):
+                        raise OutageInterrupted(f"not judged: stopping while a request to the {name} endpoint "
+                                                f"{public_url(agent.base_url)} waited to be retried ({last_error})"
+                                                ) from None
                 elif self._stopping.is_set() or await _set_within(self._stopping, wait):
                     raise OutageInterrupted(f"not judged: stopping while the {name} endpoint "
                                             f"{public_url(agent.base_url)} is unreachable ({last_error})") from None
