@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from amaris_cli.errors import ConfigError
+from amaris_cli.hexlookalikes import ASCII_TO_HEX, ASCII_TO_HEX_CHARS, TO_HEX, TO_HEX_CHARS
 from amaris_cli.textnorm import is_invisible
 
 USER_SEPARATOR = "=== user ==="
@@ -124,19 +125,19 @@ def _folded(text: str) -> str:
 
 def _as_read(text: str) -> tuple[str, list[int]]:
     """The text as a model reads a hash in it, with where each of its characters comes from in `text`:
-    compatibility forms (fullwidth, mathematical digits) as their ASCII (NFKD), case folded, and without the
-    invisible characters (zero-width spaces and joiners, soft hyphens, bidi marks, variation selectors) and
-    combining marks."""
+    look-alikes of a hex digit as the digit (hexlookalikes.py), compatibility forms (fullwidth, mathematical
+    digits) as their ASCII (NFKD), case folded, and without the invisible characters (zero-width spaces and
+    joiners, soft hyphens, bidi marks, variation selectors) and combining marks."""
     if text.isascii():
-        return text.lower(), list(range(len(text)))
+        return text.translate(ASCII_TO_HEX).lower(), list(range(len(text)))
     read: list[str] = []
     where: list[int] = []
     for run in _ASCII_OR_NOT.finditer(text):
         part = run.group()
         if part.isascii():  # most of a text, folded at once
-            read.append(part.lower())
+            read.append(part.translate(ASCII_TO_HEX).lower())
             where.extend(range(run.start(), run.end()))
-        elif not _HEX.search(_folded(part)):
+        elif not _HEX.search(_folded(part.translate(TO_HEX))):
             # Text without a hex digit in any form (CJK) only keeps two digits apart, unless it is read through:
             # decided at its first visible character, so a long run costs no more than a short one.
             if any(not _read_through(ch) for ch in part):
@@ -144,10 +145,29 @@ def _as_read(text: str) -> tuple[str, list[int]]:
                 where.append(run.start())
         else:
             for i, ch in enumerate(part, start=run.start()):
-                folded = "".join(c for c in _folded(ch) if not _read_through(c))
+                folded = "".join(c for c in _folded(ch.translate(TO_HEX)) if not _read_through(c))
                 read.append(folded)
                 where.extend([i] * len(folded))
     return "".join(read), where
+
+
+# The probe's look-alikes: the non-ASCII ones, searched for first (most texts have none; a class of single astral
+# characters makes the search 20 times slower, so any astral character counts), and after case folding the ASCII
+# ones in either case (looser than the reading: the probe may only find more).
+_NON_ASCII_LOOKALIKE = re.compile("[" + re.escape("".join(sorted(ch for ch in TO_HEX_CHARS if "\x7f" < ch < "\uffff")))
+                                  + "\U00010000-\U0010ffff]")
+_PROBE_ASCII = str.maketrans({ch.lower(): digit for ch, digit in ASCII_TO_HEX_CHARS.items()})
+
+
+def _probe(text: str) -> str:
+    """A copy's digits folded, with whatever stands between them dropped (what _as_read reads through leaves no
+    ASCII: checked by a test)."""
+    if text.isascii():
+        return text.translate(ASCII_TO_HEX).lower()
+    text = _NO_HEX_FORM.sub("", text)
+    if _NON_ASCII_LOOKALIKE.search(text):
+        text = text.translate(TO_HEX)
+    return _NON_ASCII.sub("", _folded(text)).translate(_PROBE_ASCII)
 
 
 def _without_tag(text: str, system_tag: str | None) -> str:
@@ -156,13 +176,12 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     and write, inside its own block, a block that carries the rubric's marker: such a copy is replaced (only a
     text that holds a 16-digit hash of the rubric changes, so every other request renders as before). A copy in
     capitals, in fullwidth digits, with invisible characters between its digits or combining marks on them is a
-    copy too: a model reads the same hash in it."""
+    copy too, and so is one with look-alikes of its digits (a Cyrillic "а", a Latin "O" for "0"): a model reads
+    the same hash in it."""
     if system_tag is None:
         return text
-    # A copy's digits folded, with whatever stands between them dropped (what _as_read reads through leaves no
-    # ASCII: checked by a test): a text in which even this finds no tag holds no copy, and is left as it is.
-    probe = text.lower() if text.isascii() else _NON_ASCII.sub("", _folded(_NO_HEX_FORM.sub("", text)))
-    if system_tag not in probe:
+    # A text in which even the probe finds no tag holds no copy, and is left as it is.
+    if system_tag not in _probe(text):
         return text
     read, where = _as_read(text)
     found = read.find(system_tag)

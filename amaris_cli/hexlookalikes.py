@@ -1,0 +1,49 @@
+"""The characters that look like a hexadecimal digit (Unicode's confusables, UTS #39), as the digit.
+
+A hash copied with look-alikes (a Cyrillic "а" for "a", a Greek "Ο" or a Latin "O" for "0", an "l" for
+"1") is the same hash to a model that reads it. Generated from confusable-homoglyphs' data (each digit's
+homoglyphs, and theirs where one is ASCII: "0" looks like "O", which looks like a Cyrillic "О"), leaving out
+what NFKD and case folding already make the digit; tests/test_prompts.py checks the table against the data.
+Kept as a table: the data takes 70 ms to load, and the scorer reads every rollout through it.
+"""
+
+from __future__ import annotations
+
+HEX_LOOKALIKES: dict[str, str] = {
+    "0": ("O\u039f\u041e\u0555\u07c0\u09e6\u0b20\u0b66\u12d0\u2c9e\u2d54\u3007\ua4f3\uff2f\U00010292"
+          "\U000102ab\U00010404\U000104c2\U00010516\U000114d0\U000118b5\U000118e0\U0001d40e\U0001d442"
+          "\U0001d476\U0001d4aa\U0001d4de\U0001d512\U0001d546\U0001d57a\U0001d5ae\U0001d5e2\U0001d616"
+          "\U0001d64a\U0001d67e\U0001d6b6\U0001d6f0\U0001d72a\U0001d764\U0001d79e"),
+    "1": ("Il|\u0196\u01c0\u0399\u0406\u04c0\u05c0\u05d5\u05df\u0627\u0661\u06f1\u07ca\u16c1\u2110"
+          "\u2111\u2113\u2160\u217c\u2223\u23fd\u2c92\u2d4f\ua4f2\ufe8d\ufe8e\uff29\uff4c\uffe8"
+          "\U0001028a\U00010309\U00010320\U00016f28\U0001d408\U0001d425\U0001d43c\U0001d459\U0001d470"
+          "\U0001d48d\U0001d4c1\U0001d4d8\U0001d4f5\U0001d529\U0001d540\U0001d55d\U0001d574\U0001d591"
+          "\U0001d5a8\U0001d5c5\U0001d5dc\U0001d5f9\U0001d610\U0001d62d\U0001d644\U0001d661\U0001d678"
+          "\U0001d695\U0001d6b0\U0001d6ea\U0001d724\U0001d75e\U0001d798\U0001e8c7\U0001ee00\U0001ee80"),
+    "2": "\u01a7\u03e8\u14bf\ua644\ua6ef\ua75a",
+    "3": "\u01b7\u021c\u0417\u04e0\u2ccc\ua76a\ua7ab\U000118ca\U00016f3b\U0001d206",
+    "4": "\u13ce\U000118af",
+    "5": "\u01bc\U000118bb",
+    "6": "\u0431\u13ee\u2cd2\U000118d5",
+    "7": "\U000104d2\U000118c6\U0001d212",
+    "8": "\u0222\u0223\u09ea\u0a6a\u0b03\U0001031a\U0001e8cb",
+    "9": "\u09ed\u0a67\u0b68\u0d6d\u2cca\ua76e\U000118ac\U000118cc\U000118d6",
+    "a": ("\u0251\u0391\u03b1\u0410\u0430\u13aa\u15c5\u237a\ua4ee\U000102a0\U00016f40\U0001d6a8"
+          "\U0001d6c2\U0001d6e2\U0001d6fc\U0001d71c\U0001d736\U0001d756\U0001d770\U0001d790\U0001d7aa"),
+    "b": ("\u0184\u0392\u0412\u042c\u13cf\u13f4\u1472\u15af\u15f7\ua4d0\ua7b4\U00010282\U000102a1"
+          "\U00010301\U0001d6a9\U0001d6e3\U0001d71d\U0001d757\U0001d791"),
+    "c": ("\u03f2\u03f9\u0421\u0441\u13df\u1d04\u2ca4\u2ca5\ua4da\uabaf\U000102a2\U00010302\U00010415"
+          "\U0001043d\U0001051c\U000118e9\U000118f2\U0001f74c"),
+    "d": "\u0501\u13a0\u13e7\u146f\u15de\u15ea\ua4d2\ua4d3",
+    "e": ("\u0395\u0415\u0435\u04bd\u13ac\u212e\u22ff\u2d39\ua4f0\uab32\U00010286\U000118a6\U000118ae"
+          "\U0001d6ac\U0001d6e6\U0001d720\U0001d75a\U0001d794"),
+    "f": ("\u017f\u03dc\u0584\u15b4\u1e9d\ua4dd\ua798\ua799\uab35\U00010287\U000102a5\U00010525"
+          "\U000118a2\U000118c2\U0001d213\U0001d7ca"),
+}
+
+# each look-alike to its digit, and str.translate's table of it
+TO_HEX_CHARS = {ch: digit for digit, chars in HEX_LOOKALIKES.items() for ch in chars}
+TO_HEX = str.maketrans(TO_HEX_CHARS)
+# the same for ASCII text alone (its look-alikes are ASCII: "O", "I", "l", "|")
+ASCII_TO_HEX_CHARS = {ch: digit for ch, digit in TO_HEX_CHARS.items() if ch.isascii()}
+ASCII_TO_HEX = str.maketrans(ASCII_TO_HEX_CHARS)
