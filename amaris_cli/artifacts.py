@@ -30,7 +30,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from amaris_cli.errors import AmarisError, InputError
-from amaris_cli.jsonio import iter_models, read_model, write_json_atomic, write_jsonl_atomic
+from amaris_cli.jsonio import load_per_rollout, read_model, write_json_atomic, write_jsonl_atomic
 from amaris_cli.models import (
     AnalysisRecord,
     RetrievalRecord,
@@ -125,15 +125,15 @@ def load_rollouts(run: RunDir, step: int) -> list[Rollout]:
     if not path.exists():
         raise InputError(path, f"step {step} has no rollouts yet; run `amaris score ROLLOUTS.jsonl --run {run.path} "
                                f"--step {step}` first")
-    return list(iter_models(path, Rollout))
+    return load_per_rollout(path, Rollout, lambda r: r.id)
 
 
 def load_scores(run: RunDir, step: int, output: str = SCORES) -> list[ScoreRecord]:
-    return list(iter_models(scores_path(run, step, output), ScoreRecord))
+    return load_per_rollout(scores_path(run, step, output), ScoreRecord, lambda r: r.rollout_id)
 
 
 def load_analyses(run: RunDir, step: int) -> list[AnalysisRecord]:
-    return list(iter_models(analyses_path(run, step), AnalysisRecord))
+    return load_per_rollout(analyses_path(run, step), AnalysisRecord, lambda r: r.rollout_id)
 
 
 def load_stats(run: RunDir, step: int, instance_id: str | None = None) -> StepStats | None:

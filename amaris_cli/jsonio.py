@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -107,16 +107,32 @@ def iter_jsonl(path: Path) -> Iterator[Any]:
     return (row for _, row in iter_jsonl_numbered(path))
 
 
-def iter_models(path: Path, model: type[M]) -> Iterator[M]:
-    """Records of a JSONL file written by amaris, validated: a row that is JSON but not a record (a hand
-    edit, a file of another version) is an error naming the file, the line and the field, like a line
-    that is not JSON."""
+def iter_models_numbered(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
+    """(line number, record) of a JSONL file written by amaris, validated: a row that is JSON but not a record (a
+    hand edit, a file of another version) is an error naming the file, the line and the field, like a line that
+    is not JSON."""
     for number, row in iter_jsonl_numbered(path):
         try:
-            yield model.model_validate(row)
+            yield number, model.model_validate(row)
         except ValidationError as exc:
             raise AmarisError(f"{path}:{number}: not a valid {model.__name__} ({validation_problems(exc)}); "
                               "was the file edited by hand?") from None
+
+
+def load_per_rollout(path: Path, model: type[M], rollout_id: Callable[[M], str]) -> list[M]:
+    """The records of a file that holds one per rollout (rollouts, scores, analyses). A rollout's record twice (a
+    hand edit, two files joined) is an error naming both lines: each reader took one of them, and the memory
+    refused the step as a whole (its ids must be unique)."""
+    records: list[M] = []
+    first: dict[str, int] = {}
+    for number, record in iter_models_numbered(path, model):
+        key = rollout_id(record)
+        if key in first:
+            raise AmarisError(f"{path}:{number}: a second record of rollout {key!r} (the first is on line "
+                              f"{first[key]}); was the file edited by hand?")
+        first[key] = number
+        records.append(record)
+    return records
 
 
 def iter_jsonl_numbered(path: Path) -> Iterator[tuple[int, Any]]:

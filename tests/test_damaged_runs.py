@@ -94,6 +94,24 @@ def test_a_damaged_jsonl_line_says_what_is_wrong_with_it(copy, damage, reason) -
     assert "surrogates" not in line and "line 1 column" not in line, line
 
 
+@pytest.mark.parametrize("name, args", [
+    ("rollouts.jsonl", ("inspect", "{run}", "--step", "1")),
+    ("scores.jsonl", ("inspect", "{run}")),
+    ("analyses.jsonl", ("memory", "rebuild", "--run", "{run}")),
+], ids=["rollouts-inspect", "scores-inspect", "analyses-memory"])
+def test_a_rollouts_record_twice_in_a_step_file_names_both_lines(judge, copy, name, args) -> None:
+    """A step file that holds a rollout's record twice (a hand edit, two files joined): `inspect` counted 17
+    rollouts of 16 and their mean with one of them twice, and the memory failed as a whole with chromadb's
+    DuplicateIDError, its advice being to free disk space. (`rewards` already refuses a scores.jsonl that is not
+    the one its step wrote.)"""
+    path = copy / "steps/000001" / name
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines) + lines[2])
+    line = one_error_line(invoke(*[a.format(run=copy) for a in args], env=judge_env(judge)))
+    rollout = json.loads(lines[2]).get("rollout_id") or json.loads(lines[2])["id"]
+    assert (f"{path}:{len(lines) + 1}: a second record of rollout {rollout!r} (the first is on line 3)" in line), line
+
+
 @pytest.mark.parametrize("damage", ["manifest-utf16", "manifest-bom", "rubric-nan"])
 def test_a_json_file_that_no_longer_parses_names_its_line(copy, damage) -> None:
     if damage == "rubric-nan":
