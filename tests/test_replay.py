@@ -66,6 +66,42 @@ def test_offline_miss_is_a_clear_error_and_writes_nothing(recorded, tmp_path) ->
     assert not (tmp_path / "off").exists()
 
 
+def test_an_offline_miss_on_a_damaged_record_says_where_it_is(recorded, tmp_path) -> None:
+    """A request the source recorded, on a line of its calls.jsonl that no longer reads (a flipped byte): --offline
+    said the source had recorded no such request at all."""
+    import shutil
+
+    src, judge = recorded
+    copy = Path(shutil.copytree(src, tmp_path / "src"))
+    log = copy / "calls.jsonl"
+    data = bytearray(log.read_bytes())
+    data[10] = 0xFF  # in line 1, the first scorer request
+    log.write_bytes(bytes(data))
+    result = invoke("replay", copy, "--out", tmp_path / "off", "--offline", env=judge_env(judge))
+    assert result.exit_code == 5, result.stderr
+    assert "the source recorded this request, but its record, line 1, is damaged (not JSON)" in result.stderr, \
+        result.stderr
+
+
+def test_a_record_the_index_no_longer_finds_says_why(recorded, tmp_path) -> None:
+    """A log rewritten under its index (a line shortened before a record): the record is not found, and why is the
+    index's offset, which now points into a line, with what to do."""
+    import shutil
+
+    from amaris_cli.llm.calllog import CallIndex
+
+    copy = Path(shutil.copytree(recorded[0], tmp_path / "src"))
+    log = copy / "calls.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    second = json.loads(lines[1])
+    log.write_bytes(lines[0][:5] + lines[0][10:] + b"".join(lines[1:]))  # line 1 five bytes shorter
+    index = CallIndex(log)
+    assert index.find(second["step"], second["request_hash"], accepted_only=False) is None
+    assert index.damage(second["step"], second["request_hash"]) == (
+        f"its index points into line 2 of the log, which was cut or rewritten since (delete {copy / '.calls-index'} "
+        "to index the log again)")
+
+
 def test_replay_into_another_run_is_refused(recorded, tmp_path) -> None:
     src, judge = recorded
     result = invoke("replay", src, "--out", src, env=judge_env(judge))

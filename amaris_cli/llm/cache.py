@@ -47,7 +47,7 @@ class CallCache:
             if self.offline:
                 raise OfflineMiss(
                     f"--offline: step {step}, agent {agent} ({context or 'no context'}): the request is not in "
-                    f"{self.source_log}: {self.explain(agent, step, context, model, messages, params)}; "
+                    f"{self.source_log}: {self.explain(agent, step, context, model, messages, params, request_hash)}; "
                     "run without --offline to call the model for it")
         if self.own is not None:
             found = self.own.find(step, request_hash, accepted_only=True)
@@ -62,8 +62,10 @@ class CallCache:
                 index.forget(step)
 
     def explain(self, agent: str, step: int | None, context: str, model: str, messages: list[dict[str, Any]],
-                params: dict[str, Any]) -> str:
+                params: dict[str, Any], request_hash: str) -> str:
         assert self.source is not None
+        if (damage := self.source.damage(step, request_hash)) is not None:
+            return f"the source recorded this request, but {damage}"
         candidates = [r for r in self.source.records(step) if r.agent == agent and r.context == context]
         if not candidates:
             return f"the source recorded no {agent} request for this step and context"

@@ -269,6 +269,7 @@ class CallIndex:
         self._dir = log.parent / INDEX_DIR
         self._steps: dict[str, dict[str, tuple[int, int, bool | None, bool]]] = {}
         self._scanned = False
+        self._damaged: dict[tuple[str, str], tuple[int, str]] = {}  # (step, hash): (offset, what is wrong)
 
     def _load(self, step: int | None) -> dict[str, tuple[int, int, bool | None, bool]]:
         name = index_name(step)
@@ -312,7 +313,9 @@ class CallIndex:
 
     def forget(self, step: int | None) -> None:
         """Drop a step's index from memory (a long-lived process done with the step); read again on use."""
-        self._steps.pop(index_name(step), None)
+        name = index_name(step)
+        self._steps.pop(name, None)
+        self._damaged = {key: value for key, value in self._damaged.items() if key[0] != name}
 
     def find(self, step: int | None, request_hash: str, accepted_only: bool) -> CallRecord | None:
         """The recorded answer of a request (`accepted_only`: one amaris used); without `accepted_only`, a
@@ -328,11 +331,34 @@ class CallIndex:
                 fh.seek(offset)
                 raw = fh.read(length)
             record = CallRecord.model_validate(orjson.loads(raw))
-        except (OSError, orjson.JSONDecodeError, ValueError):
+        except OSError:
+            return None
+        except (orjson.JSONDecodeError, ValueError) as exc:  # the answer is there but cannot be read: not found
+            what = "not JSON" if isinstance(exc, orjson.JSONDecodeError) else "not a call record"
+            self._damaged[(index_name(step), request_hash)] = (offset, f"damaged ({what})")
             return None
         if record.request_hash != request_hash or (record.response is None) != failed or (failed and not record.error):
-            return None  # the log was cut or rewritten under the index
+            self._damaged[(index_name(step), request_hash)] = (offset, "another request's (the log was cut or "
+                                                                       "rewritten under its index)")
+            return None
         return record
+
+    def damage(self, step: int | None, request_hash: str) -> str | None:
+        """Why `find` found no answer where the index has one: the record's line and what is wrong with it."""
+        found = self._damaged.get((index_name(step), request_hash))
+        if found is None:
+            return None
+        offset, problem = found
+        try:
+            with open(self.log, "rb") as fh:
+                before = fh.read(offset)
+        except OSError:
+            return f"its record (at byte {offset}) is {problem}"
+        line = before.count(b"\n") + 1
+        if before and not before.endswith(b"\n"):  # the index points into a line: the log is not the one indexed
+            return (f"its index points into line {line} of the log, which was cut or rewritten since (delete "
+                    f"{self._dir} to index the log again)")
+        return f"its record, line {line}, is {problem}"
 
     def records(self, step: int | None) -> Iterator[CallRecord]:
         """Every answered record of a step (to explain a replay miss)."""
