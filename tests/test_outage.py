@@ -438,6 +438,47 @@ def test_a_stop_ends_a_retry_s_backoff_at_once(tmp_path: Path, monkeypatch: pyte
     assert took < 3, took
 
 
+@pytest.mark.parametrize("queued_at", ["first contact", "concurrency slot", "rate limiter"])
+def test_a_request_queued_when_a_retry_after_comes_waits_for_it_too(tmp_path: Path, queued_at: str) -> None:
+    """The wait for a Retry-After was checked once per attempt, before the request queued: one waiting for the
+    endpoint's first answer (its first contact goes alone), for a concurrency slot or for the rate budget when
+    the 429 came was sent the moment the refused request let it go, and refused again. The step's next wave
+    waits in those queues, so the wait held back only the requests started after the 429."""
+    import asyncio
+
+    from amaris_cli.config import load_settings
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.models import QueriesAnswer
+
+    warm = queued_at != "first contact"  # an endpoint that answered once: its requests no longer go one at a time
+    limits = {"first contact": "", "concurrency slot": "concurrency = 1\n",
+              "rate limiter": "requests_per_minute = 100\n"}[queued_at]  # a burst of 1, then one every 0.6 s
+    config = tmp_path / "c.toml"
+    config.write_text(f"[llm]\noutage_budget = 60\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
+                      f"[agents.default]\nbase_url = \"{{url}}\"\nmax_attempts = 3\ntimeout = 5\n{limits}")
+
+    async def two(judge: SimJudge) -> None:
+        config.write_text(config.read_text().replace("{url}", judge.base_url))
+        client = LLMClient(load_settings(config_file=config, environ={}), environ={"OPENAI_API_KEY": PLANTED_KEY})
+
+        def ask(text: str) -> Any:
+            return client.ask("scorer", [{"role": "user", "content": text}], QueriesAnswer, step=0, reasks=0)
+
+        if warm:
+            await ask("warm")
+        await asyncio.gather(ask("a"), ask("b"))
+        await client.aclose()
+
+    judge = SimJudge(SimJudgeConfig(fault_plan=[""] * warm + ["429"], retry_after=2.0)).start_in_thread()
+    try:
+        asyncio.run(two(judge))
+    finally:
+        judge.stop()
+    arrivals = judge.arrivals[warm:]
+    assert len(arrivals) == 3, arrivals  # a (429), then b and a again, both after the wait
+    assert min(arrivals[1:]) - arrivals[0] >= 2.0, [round(t - arrivals[0], 3) for t in arrivals]
+
+
 @pytest.mark.timeout(120)
 def test_an_outage_of_more_than_a_thousand_retries_is_still_waited_out(tmp_path: Path, raw: list[RawServer]) -> None:
     """The backoff's exponent grew with every retry of an outage: at the 1025th, 2 ** 1024 overflowed a float and

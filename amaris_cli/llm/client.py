@@ -128,6 +128,11 @@ class OutageInterrupted(AmarisError):
     sends it again)."""
 
 
+class _Held(Exception):
+    """Not sent: the request queued (the endpoint's first contact, a concurrency slot, the rate budget) before the
+    endpoint asked that nothing be sent to it until a time still to come (a 429's or 503's Retry-After)."""
+
+
 class _OutageSpent(Exception):
     """Not sent: the endpoint is still down and the step has waited its whole outage budget for it. Sent, such a
     request would cost one `timeout` against a judge that accepts connections and never answers (and one request
@@ -409,6 +414,8 @@ class LLMClient:
                         if not first or endpoint.probing or now < endpoint.next_probe:
                             raise self._outage_spent(name, agent, endpoint)
                         endpoint.probing = probe = True
+                    elif endpoint.not_before > time.monotonic():  # asked while this request queued: _request waits
+                        raise _Held
                     wait = OUTAGE_MAX_DELAY_S
                     try:
                         usage.requests += 1
@@ -628,6 +635,14 @@ class LLMClient:
                 elif self._stopping.is_set() or await _set_within(self._stopping, wait):
                     raise OutageInterrupted(f"not judged: stopping while the {name} endpoint "
                                             f"{public_url(agent.base_url)} is unreachable ({last_error})") from None
+                continue
+            except _Held:
+                # It queued when the endpoint asked to wait (a request let go by the refused one was sent at once,
+                # to be refused again): not an attempt; it waits at the top of the loop, its rate share given back.
+                attempt -= 1
+                counted -= 1
+                if metered and limiter is not None:
+                    limiter.give_back(estimate)
                 continue
             except _Stopped as exc:
                 raise exc.fatal from None  # nothing was sent: no call to record

@@ -77,6 +77,13 @@ class RateLimiter:
                 raise
         return waited
 
+    def give_back(self, estimated_tokens: int) -> None:
+        """A request that took its share and was not sent gives it back."""
+        if self.requests is not None:
+            self.requests.give_back(1)
+        if self.tokens is not None:
+            self.tokens.give_back(estimated_tokens)
+
     def settle(self, estimated_tokens: int, used_tokens: int) -> None:
         """The endpoint reported `used_tokens` for a request estimated at `estimated_tokens`."""
         if self.tokens is not None and used_tokens > 0:
