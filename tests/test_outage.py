@@ -438,6 +438,48 @@ def test_a_stop_ends_a_retry_s_backoff_at_once(tmp_path: Path, monkeypatch: pyte
     assert took < 3, took
 
 
+def test_a_request_waiting_for_a_retry_after_still_fails_when_its_step_spends_its_budget(tmp_path: Path) -> None:
+    """A request of a step that waits out an outage waited for the endpoint's Retry-After whole (up to
+    llm.retry_max_delay, 30 s by default), though the step's budget ran out meanwhile: the refused request stopped
+    at the budget, as an outage's waits do, but one started after the 429 was held for the rest of the wish before
+    it failed as spent."""
+    import asyncio
+
+    from amaris_cli.config import load_settings
+    from amaris_cli.llm.client import LLMClient
+    from amaris_cli.models import QueriesAnswer
+
+    judge = SimJudge(SimJudgeConfig(fault_plan=["429"] * 100, retry_after=6)).start_in_thread()
+    config = tmp_path / "c.toml"
+    config.write_text(f"[llm]\noutage_budget = 1\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
+                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 2\n")
+    settings = load_settings(config_file=config, environ={})
+
+    async def step() -> tuple[float, list[Any]]:
+        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+
+        def ask(text: str) -> Any:
+            return asyncio.ensure_future(client.ask("scorer", [{"role": "user", "content": text}], QueriesAnswer,
+                                                    step=0, reasks=0))
+
+        started = time.monotonic()
+        first = ask("a")
+        wait_until_sent = time.monotonic() + 5
+        while not judge.arrivals and time.monotonic() < wait_until_sent:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # the 429 has come back: the step waits out the outage, 1 s in all
+        answers = await asyncio.gather(first, ask("b"))
+        await client.aclose()
+        return time.monotonic() - started, [a.error for a in answers]
+
+    try:
+        took, errors = asyncio.run(step())
+    finally:
+        judge.stop()
+    assert all(e is not None and "unreachable for 1s of this step" in e for e in errors), errors
+    assert took < 3, took  # the budget, 1 s; 6.5 s before (b waited for the Retry-After)
+
+
 @pytest.mark.parametrize("queued_at", ["first contact", "concurrency slot", "rate limiter"])
 def test_a_request_queued_when_a_retry_after_comes_waits_for_it_too(tmp_path: Path, queued_at: str) -> None:
     """The wait for a Retry-After was checked once per attempt, before the request queued: one waiting for the

@@ -585,11 +585,15 @@ class LLMClient:
             # started meanwhile waits too, not only the one refused. A provider counts refused requests against
             # its limit, so each new request sent at once prolonged the wait of all. (A step that spent its outage
             # budget sends only looks, which keep the wish through next_probe; its other requests fail at once.)
-            now = time.monotonic()
-            if (hold := endpoint.not_before - now) > 0 and not endpoint.spent(step, now, outage_budget) and (
-                    self._stopping.is_set() or await _set_within(self._stopping, hold)):
-                raise OutageInterrupted(f"not judged: stopping while the {name} endpoint {public_url(agent.base_url)} "
-                                        f"asked to wait ({last_error if attempt > 1 else 'Retry-After'})")
+            # A step waiting out an outage waits no longer than its budget, as the outage's own waits (_outage_wait).
+            while (hold := endpoint.not_before - (now := time.monotonic())) > 0 and not endpoint.spent(
+                    step, now, outage_budget):
+                if outage_budget > 0 and endpoint.down_since is not None and step in endpoint.waiting_since:
+                    hold = min(hold, endpoint.outage_left(step, now, outage_budget))
+                if self._stopping.is_set() or await _set_within(self._stopping, hold):
+                    raise OutageInterrupted(f"not judged: stopping while the {name} endpoint "
+                                            f"{public_url(agent.base_url)} asked to wait "
+                                            f"({last_error if attempt > 1 else 'Retry-After'})")
             try:
                 # A step that spent its outage budget sends nothing but a probe now and then (_attempt): its requests
                 # do not wait for the rate budget, nor take from it (they held a step for minutes under a limit).
