@@ -115,11 +115,22 @@ class SimJudge:
         ready = threading.Event()
 
         def run() -> None:
-            self._loop = (eventloop.loop_factory() or asyncio.new_event_loop)()
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self.start(host, port))
-            ready.set()
-            self._loop.run_forever()
+            loop = self._loop = (eventloop.loop_factory() or asyncio.new_event_loop)()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start(host, port))
+                ready.set()
+                loop.run_forever()
+            finally:
+                # Closed here, once stopped: asyncio's loop closed itself when collected, uvloop's never does (its
+                # sockets and descriptors stayed open, six a judge). The connections' tasks finish their cancel.
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                asyncio.set_event_loop(None)
+                loop.close()
 
         self._thread = threading.Thread(target=run, name="sim-judge", daemon=True)
         self._thread.start()
