@@ -31,6 +31,11 @@ def loop_factory(environ: Any = None) -> Callable[[], asyncio.AbstractEventLoop]
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """`asyncio.run(main)` on the loop above: a new loop, closed with its async generators and executor."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+    """`asyncio.run(main)` on the loop above: a new loop, closed with its async generators and executor. Called
+    from a running loop it raises as asyncio.run does, before making a loop (as a context manager the runner
+    made its loop first, and failed again closing it)."""
+    runner = asyncio.Runner(loop_factory=loop_factory())
+    try:
         return runner.run(main)
+    finally:
+        runner.close()

@@ -63,3 +63,26 @@ def test_a_stopped_sim_judge_leaves_no_file_open() -> None:
             client.chat.completions.create(model="sim", messages=messages)  # type: ignore[arg-type]
     gc.collect()
     assert open_files() - before <= 2, open_files() - before
+
+
+def test_a_command_called_inside_a_running_event_loop_says_so_as_asyncio_run_did() -> None:
+    """A job called from a coroutine (a trainer's async reward function calling `score_job`) cannot run its own
+    loop. asyncio.run said so at once; the runner opened as a context manager made its loop first, and its close
+    then failed too: "Cannot run the event loop while another loop is running", raised while handling the first,
+    with "coroutine 'Loop.shutdown_asyncgens' was never awaited"."""
+    import gc
+    import warnings
+
+    async def inside() -> None:
+        session = Session.__new__(Session)
+        session.execute(_loop_module())
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="cannot be called from a running event loop") as raised:
+            asyncio.run(inside())
+        context = raised.value.__context__
+        del raised  # its traceback holds the coroutines never awaited: their warnings are said here, not later
+        gc.collect()
+    assert context is None, repr(context)
+    assert not [w for w in said if "shutdown_asyncgens" in str(w.message)], [str(w.message) for w in said]
