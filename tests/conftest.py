@@ -71,7 +71,8 @@ FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\
 # Every test's runs share one embedding cache (amaris_cli/memory/embedcache.py): a vector depends on its text
 # alone, so a cached vector is the one the model would give, and the suite embeds each text once instead of
 # in every run that writes it (a third of the suite's CPU was the model). Tests of the cache use their own.
-KEPT_ENV = ("AMARIS_EMBEDDING_CACHE",)
+# AMARIS_EVENT_LOOP too: the loop asked for (amaris_cli/eventloop.py) runs the commands the suite runs.
+KEPT_ENV = ("AMARIS_EMBEDDING_CACHE", "AMARIS_EVENT_LOOP")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
