@@ -9,6 +9,8 @@ Kept as a table: the data takes 70 ms to load, and the scorer reads every rollou
 
 from __future__ import annotations
 
+import unicodedata
+
 HEX_LOOKALIKES: dict[str, str] = {
     "0": ("O\u039f\u041e\u0555\u07c0\u09e6\u0b20\u0b66\u12d0\u2c9e\u2d54\u3007\ua4f3\uff2f\U00010292"
           "\U000102ab\U00010404\U000104c2\U00010516\U000114d0\U000118b5\U000118e0\U0001d40e\U0001d442"
@@ -41,9 +43,29 @@ HEX_LOOKALIKES: dict[str, str] = {
           "\U000118a2\U000118c2\U0001d213\U0001d7ca"),
 }
 
-# each look-alike to its digit, and str.translate's table of it
+# each look-alike to its digit
 TO_HEX_CHARS = {ch: digit for digit, chars in HEX_LOOKALIKES.items() for ch in chars}
-TO_HEX = str.maketrans(TO_HEX_CHARS)
+
+# The characters that decompose (NFKD) to a non-ASCII look-alike and marks (a Greek "ά" is "α" and a tonos; checked
+# by a test against NFKD): a text is decomposed after its look-alikes are read, so these are read as their
+# decomposition, with the look-alike as its digit ("ά" as "a" and a tonos). Not a ligature that has one among other
+# letters (an Arabic "ﻻ" is lam and alef, "ﷺ" 18 characters): a reader sees one glyph, not a digit in it.
+DECOMPOSES_TO_LOOKALIKE = (
+    "\u01ee\u0386\u0388\u038a\u038c\u03aa\u03ac\u0400\u0401\u0407\u0450\u0451\u04d0"
+    "\u04d1\u04d2\u04d3\u04d6\u04d7\u04de\u04e6\u0622\u0623\u0625\u1d3d\u1d45\u1f00"
+    "\u1f01\u1f02\u1f03\u1f04\u1f05\u1f06\u1f07\u1f08\u1f09\u1f0a\u1f0b\u1f0c\u1f0d"
+    "\u1f0e\u1f0f\u1f18\u1f19\u1f1a\u1f1b\u1f1c\u1f1d\u1f38\u1f39\u1f3a\u1f3b\u1f3c"
+    "\u1f3d\u1f3e\u1f3f\u1f48\u1f49\u1f4a\u1f4b\u1f4c\u1f4d\u1f70\u1f71\u1f80\u1f81"
+    "\u1f82\u1f83\u1f84\u1f85\u1f86\u1f87\u1f88\u1f89\u1f8a\u1f8b\u1f8c\u1f8d\u1f8e"
+    "\u1f8f\u1fb0\u1fb1\u1fb2\u1fb3\u1fb4\u1fb6\u1fb7\u1fb8\u1fb9\u1fba\u1fbb\u1fbc"
+    "\u1fc8\u1fc9\u1fd8\u1fd9\u1fda\u1fdb\u1ff8\u1ff9\u2224\ufb35\ufb4b\ufd3c\ufd3d"
+    "\ufe81\ufe82\ufe83\ufe84\ufe87\ufe88\U000107b6"
+)
+
+_DIGITS = str.maketrans(TO_HEX_CHARS)
+# str.translate's table: each look-alike as its digit, and each character above as its decomposition so read
+TO_HEX = str.maketrans({**TO_HEX_CHARS, **{ch: unicodedata.normalize("NFKD", ch).translate(_DIGITS)
+                                          for ch in DECOMPOSES_TO_LOOKALIKE}})
 # the same for ASCII text alone (its look-alikes are ASCII: "O", "I", "l", "|")
 ASCII_TO_HEX_CHARS = {ch: digit for ch, digit in TO_HEX_CHARS.items() if ch.isascii()}
 ASCII_TO_HEX = str.maketrans(ASCII_TO_HEX_CHARS)

@@ -28,11 +28,12 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from amaris_cli.errors import ConfigError
-from amaris_cli.hexlookalikes import ASCII_TO_HEX, ASCII_TO_HEX_CHARS, TO_HEX, TO_HEX_CHARS
+from amaris_cli.hexlookalikes import ASCII_TO_HEX, ASCII_TO_HEX_CHARS, TO_HEX
 from amaris_cli.textnorm import is_invisible
 
 USER_SEPARATOR = "=== user ==="
@@ -104,6 +105,7 @@ TAG_REMOVED = "[a copy of the rubric block's tag, removed by amaris]"
 
 _ASCII_OR_NOT = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _HEX = re.compile(r"[0-9a-f]")
+_ASCII_LOOKALIKE = re.compile("[" + re.escape("".join(ASCII_TO_HEX_CHARS)) + "]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 # Kana, CJK ideographs and Hangul syllables: no compatibility form of theirs is an ASCII letter or digit, and
 # normalizing them is most of the cost of a Chinese, Japanese or Korean text.
@@ -123,11 +125,32 @@ def _folded(text: str) -> str:
     return unicodedata.normalize("NFKD", text).casefold()
 
 
+def _hex_folded(text: str) -> str:
+    """_folded, with look-alikes of a hex digit as the digit, also those a character decomposes to: a precomposed
+    "Ö", Greek "ά" or circled "Ⓞ" is "O" or "α" and a mark, or "O", as its decomposed spelling is."""
+    return unicodedata.normalize("NFKD", text.translate(TO_HEX)).translate(ASCII_TO_HEX).casefold()
+
+
+def _holds_digit(text: str) -> bool:
+    """Whether _hex_folded(text) holds a hex digit, without translating the whole decomposition (a run of "ﷺ" is 18
+    times as long decomposed)."""
+    decomposed = unicodedata.normalize("NFKD", text.translate(TO_HEX))
+    return bool(_HEX.search(decomposed.casefold()) or _ASCII_LOOKALIKE.search(decomposed))
+
+
+@lru_cache(maxsize=4096)
+def _char_as_read(ch: str) -> str:
+    """One character as _as_read reads it, once: a text that holds a copy is read character by character, and some
+    decompose to 18 ("ﷺ", with an alef, a "1" look-alike, in it)."""
+    return "".join(c for c in _hex_folded(ch) if not _read_through(c))
+
+
 def _as_read(text: str) -> tuple[str, list[int]]:
     """The text as a model reads a hash in it, with where each of its characters comes from in `text`:
-    look-alikes of a hex digit as the digit (hexlookalikes.py), compatibility forms (fullwidth, mathematical
-    digits) as their ASCII (NFKD), case folded, and without the invisible characters (zero-width spaces and
-    joiners, soft hyphens, bidi marks, variation selectors) and combining marks."""
+    look-alikes of a hex digit as the digit (hexlookalikes.py; also those a character decomposes to), compatibility
+    forms (fullwidth, mathematical digits) as their ASCII (NFKD), case folded, and without the invisible
+    characters (zero-width spaces and joiners, soft hyphens, bidi marks, variation selectors) and combining
+    marks."""
     if text.isascii():
         return text.translate(ASCII_TO_HEX).lower(), list(range(len(text)))
     read: list[str] = []
@@ -137,7 +160,7 @@ def _as_read(text: str) -> tuple[str, list[int]]:
         if part.isascii():  # most of a text, folded at once
             read.append(part.translate(ASCII_TO_HEX).lower())
             where.extend(range(run.start(), run.end()))
-        elif not _HEX.search(_folded(part.translate(TO_HEX))):
+        elif not _holds_digit(part):
             # Text without a hex digit in any form (CJK) only keeps two digits apart, unless it is read through:
             # decided at its first visible character, so a long run costs no more than a short one.
             if any(not _read_through(ch) for ch in part):
@@ -145,16 +168,17 @@ def _as_read(text: str) -> tuple[str, list[int]]:
                 where.append(run.start())
         else:
             for i, ch in enumerate(part, start=run.start()):
-                folded = "".join(c for c in _folded(ch.translate(TO_HEX)) if not _read_through(c))
+                folded = _char_as_read(ch)
                 read.append(folded)
                 where.extend([i] * len(folded))
     return "".join(read), where
 
 
-# The probe's look-alikes: the non-ASCII ones, searched for first (most texts have none; a class of single astral
-# characters makes the search 20 times slower, so any astral character counts), and after case folding the ASCII
-# ones in either case (looser than the reading: the probe may only find more).
-_NON_ASCII_LOOKALIKE = re.compile("[" + re.escape("".join(sorted(ch for ch in TO_HEX_CHARS if "\x7f" < ch < "\uffff")))
+# The probe's look-alikes: the non-ASCII ones and the characters that decompose to one (a Greek "ά"), searched for
+# first (most texts have none; a class of single astral characters makes the search 20 times slower, so any astral
+# character counts), and after case folding the ASCII ones in either case (looser than the reading: the probe may
+# only find more; an "Ö" or a circled "Ⓞ" is an "o" once decomposed and folded).
+_NON_ASCII_LOOKALIKE = re.compile("[" + re.escape("".join(sorted(chr(c) for c in TO_HEX if 0x7f < c < 0xffff)))
                                   + "\U00010000-\U0010ffff]")
 _PROBE_ASCII = str.maketrans({ch.lower(): digit for ch, digit in ASCII_TO_HEX_CHARS.items()})
 
