@@ -181,17 +181,35 @@ def _as_read(text: str) -> tuple[str, list[int]]:
 _NON_ASCII_LOOKALIKE = re.compile("[" + re.escape("".join(sorted(chr(c) for c in TO_HEX if 0x7f < c < 0xffff)))
                                   + "\U00010000-\U0010ffff]")
 _PROBE_ASCII = str.maketrans({ch.lower(): digit for ch, digit in ASCII_TO_HEX_CHARS.items()})
+# Unicode tag characters spell ASCII invisibly: a model that does not read them reads through them (they are format
+# characters), and some models read them as the ASCII they spell (textnorm.py): a text that has any is read both ways.
+# One code point for one, so that a copy is in the same place in either reading.
+_TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
+_TAGS_AS_ASCII = {c: c - 0xE0000 for c in range(0xE0020, 0xE007F)}
 
 
 def _probe(text: str) -> str:
     """A copy's digits folded, with whatever stands between them dropped (what _as_read reads through leaves no
-    ASCII: checked by a test)."""
+    ASCII: checked by a test); for a text with tag characters, also with them as ASCII, apart."""
     if text.isascii():
         return text.translate(ASCII_TO_HEX).lower()
     text = _NO_HEX_FORM.sub("", text)
-    if _NON_ASCII_LOOKALIKE.search(text):
-        text = text.translate(TO_HEX)
-    return _NON_ASCII.sub("", _folded(text)).translate(_PROBE_ASCII)
+    if not _NON_ASCII_LOOKALIKE.search(text):  # nor an astral character: no tag character either
+        return _NON_ASCII.sub("", _folded(text)).translate(_PROBE_ASCII)
+    probe = _NON_ASCII.sub("", _folded(text.translate(TO_HEX))).translate(_PROBE_ASCII)
+    if _TAG_CHARS.search(text):
+        probe += _APART + _probe(text.translate(_TAGS_AS_ASCII))
+    return probe
+
+
+def _copies(text: str, tag: str) -> list[tuple[int, int]]:
+    """Where the copies of a tag are in a text as _as_read reads it: (start, end) of each."""
+    read, where = _as_read(text)
+    spans, found = [], read.find(tag)
+    while found >= 0:
+        spans.append((where[found], where[found + len(tag) - 1] + 1))
+        found = read.find(tag, found + len(tag))
+    return spans
 
 
 def _without_tag(text: str, system_tag: str | None) -> str:
@@ -200,23 +218,25 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     and write, inside its own block, a block that carries the rubric's marker: such a copy is replaced (only a
     text that holds a 16-digit hash of the rubric changes, so every other request renders as before). A copy in
     capitals, in fullwidth digits, with invisible characters between its digits or combining marks on them is a
-    copy too, and so is one with look-alikes of its digits (a Cyrillic "а", a Latin "O" for "0"): a model reads
-    the same hash in it."""
+    copy too, and so is one with look-alikes of its digits (a Cyrillic "а", a Latin "O" for "0"), or one spelled
+    in Unicode tag characters (invisible, but some models read them): a model reads the same hash in it."""
     if system_tag is None:
         return text
     # A text in which even the probe finds no tag holds no copy, and is left as it is.
     if system_tag not in _probe(text):
         return text
-    read, where = _as_read(text)
-    found = read.find(system_tag)
-    if found < 0:
+    spans = _copies(text, system_tag)
+    if _TAG_CHARS.search(text):  # a copy spelled in tag characters, read as the ASCII they spell
+        spans += _copies(text.translate(_TAGS_AS_ASCII), system_tag)
+    if not spans:
         return text
     parts, kept = [], 0
-    while found >= 0:
-        start, end = where[found], where[found + len(system_tag) - 1] + 1
+    for start, end in sorted(spans):
+        if start < kept:  # the same copy in the other reading, or part of it: one replacement
+            kept = max(kept, end)
+            continue
         parts += [text[kept:start], TAG_REMOVED]
         kept = end
-        found = read.find(system_tag, found + len(system_tag))
     return "".join([*parts, text[kept:]])
 
 
