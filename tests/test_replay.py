@@ -102,6 +102,48 @@ def test_a_record_the_index_no_longer_finds_says_why(recorded, tmp_path) -> None
         "to index the log again)")
 
 
+def test_a_record_past_the_end_of_a_cut_log_is_not_called_a_damaged_line(recorded, tmp_path) -> None:
+    """A log cut under its index (its first three lines kept): the fourth line's record was 'line 4, damaged (not
+    JSON)', a line the log does not have."""
+    import shutil
+
+    src, judge = recorded
+    copy = Path(shutil.copytree(src, tmp_path / "src"))
+    log = copy / "calls.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:3]))
+    result = invoke("replay", copy, "--out", tmp_path / "off", "--offline", env=judge_env(judge))
+    assert result.exit_code == 5, result.stderr
+    kept = sum(map(len, lines[:3]))
+    assert (f"the source recorded this request, but its index points past the end of the log (to a record at byte "
+            f"{kept}), which was cut since (delete {copy / '.calls-index'} to index the log again)") in \
+        " ".join(result.stderr.split()), result.stderr
+    assert "line 4" not in result.stderr, result.stderr
+
+
+def test_an_offline_miss_of_a_source_without_an_index_names_its_damaged_lines(recorded, tmp_path) -> None:
+    """A read-only source without .calls-index (a run from before it, or one whose index was deleted to index its
+    log again) is scanned in memory, where a line that is not JSON was skipped unseen: the miss of the request it
+    held said the request differed from another record of the rollout (its re-scoring), not that its record may
+    be the damaged line."""
+    import shutil
+
+    from tests.conftest import read_only_copy
+
+    src, judge = recorded
+    stage = Path(shutil.copytree(src, tmp_path / "stage"))
+    shutil.rmtree(stage / ".calls-index")
+    log = stage / "calls.jsonl"
+    data = bytearray(log.read_bytes())
+    data[10] = 0xFF  # in line 1, the first scorer request
+    log.write_bytes(bytes(data))
+    with read_only_copy(stage, tmp_path / "ro") as ro:
+        result = invoke("replay", ro, "--out", tmp_path / "off", "--offline", env=judge_env(judge))
+    assert result.exit_code == 5, result.stderr
+    assert ("but line 1 of the log is damaged (not JSON) and may be its record (the log has no index)"
+            in " ".join(result.stderr.split())), result.stderr
+
+
 def test_replay_into_another_run_is_refused(recorded, tmp_path) -> None:
     src, judge = recorded
     result = invoke("replay", src, "--out", src, env=judge_env(judge))

@@ -66,6 +66,13 @@ class CallCache:
         assert self.source is not None
         if (damage := self.source.damage(step, request_hash)) is not None:
             return f"the source recorded this request, but {damage}"
+        reason = self._differences(agent, step, context, model, messages, params)
+        unreadable = self.source.unreadable()
+        return reason if unreadable is None else f"{reason}; but {unreadable}"
+
+    def _differences(self, agent: str, step: int | None, context: str, model: str, messages: list[dict[str, Any]],
+                     params: dict[str, Any]) -> str:
+        assert self.source is not None
         candidates = [r for r in self.source.records(step) if r.agent == agent and r.context == context]
         if not candidates:
             return f"the source recorded no {agent} request for this step and context"

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from amaris_cli.jsonio import append_whole, dumps_line
 
 INDEX_DIR = ".calls-index"
+CUT = "cut"  # CallIndex.find: the log ends before an indexed record's end
 Source = Literal["model", "replay", "cache"]
 
 
@@ -131,17 +132,19 @@ def _cut_torn_tail(fd: int) -> int:
     return 0
 
 
-def scan_log(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(offset, length, row) of every complete line of a log."""
+def scan_log(path: Path, damaged: list[int] | None = None) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(offset, length, row) of every complete line of a log; the numbers of the complete lines that are not
+    JSON are appended to `damaged` when given."""
     offset = 0
     with open(path, "rb") as fh:
-        for raw in fh:
+        for number, raw in enumerate(fh, start=1):
             length = len(raw)
             if raw.endswith(b"\n") and raw.strip():
                 try:
                     yield offset, length, orjson.loads(raw)
                 except orjson.JSONDecodeError:
-                    pass  # a torn line in the middle of a log cannot be an answer
+                    if damaged is not None:  # a torn line in the middle of a log cannot be an answer
+                        damaged.append(number)
             offset += length
 
 
@@ -270,6 +273,7 @@ class CallIndex:
         self._steps: dict[str, dict[str, tuple[int, int, bool | None, bool]]] = {}
         self._scanned = False
         self._damaged: dict[tuple[str, str], tuple[int, str]] = {}  # (step, hash): (offset, what is wrong)
+        self._unreadable: list[int] = []  # lines a scan (no index on disk) could not read: whose, nobody knows
 
     def _load(self, step: int | None) -> dict[str, tuple[int, int, bool | None, bool]]:
         name = index_name(step)
@@ -303,7 +307,7 @@ class CallIndex:
         self._scanned = True
         if not self.log.exists():
             return
-        for offset, length, row in scan_log(self.log):
+        for offset, length, row in scan_log(self.log, self._unreadable):
             if _indexable(row):
                 table = self._steps.setdefault(index_name(row.get("step")), {})
                 value = (offset, length, None, row.get("response") is None)
@@ -330,6 +334,9 @@ class CallIndex:
             with open(self.log, "rb") as fh:
                 fh.seek(offset)
                 raw = fh.read(length)
+            if len(raw) < length:  # the log ends before the record's end: it is not the log indexed
+                self._damaged[(index_name(step), request_hash)] = (offset, CUT)
+                return None
             record = CallRecord.model_validate(orjson.loads(raw))
         except OSError:
             return None
@@ -349,16 +356,38 @@ class CallIndex:
         if found is None:
             return None
         offset, problem = found
+        if problem == CUT:
+            return (f"its index points past the end of the log (to a record at byte {offset}), which was cut since "
+                    f"(delete {self._dir} to index the log again)")
+        newlines, read, last = 0, 0, b""
         try:
             with open(self.log, "rb") as fh:
-                before = fh.read(offset)
+                while read < offset:  # in pieces: a long run's log holds gigabytes before the record
+                    chunk = fh.read(min(1 << 20, offset - read))
+                    if not chunk:
+                        break
+                    newlines += chunk.count(b"\n")
+                    read += len(chunk)
+                    last = chunk[-1:]
         except OSError:
             return f"its record (at byte {offset}) is {problem}"
-        line = before.count(b"\n") + 1
-        if before and not before.endswith(b"\n"):  # the index points into a line: the log is not the one indexed
+        line = newlines + 1
+        if read and last != b"\n":  # the index points into a line: the log is not the one indexed
             return (f"its index points into line {line} of the log, which was cut or rewritten since (delete "
                     f"{self._dir} to index the log again)")
         return f"its record, line {line}, is {problem}"
+
+    def unreadable(self) -> str | None:
+        """The log's lines that are not JSON, when it was scanned for want of an index (so that nobody knows whose
+        record each was), or None."""
+        lines = self._unreadable
+        if not lines:
+            return None
+        if len(lines) == 1:
+            return f"line {lines[0]} of the log is damaged (not JSON) and may be its record (the log has no index)"
+        more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
+        return (f"lines {', '.join(map(str, lines[:3]))}{more} of the log are damaged (not JSON), and one may be its "
+                "record (the log has no index)")
 
     def records(self, step: int | None) -> Iterator[CallRecord]:
         """Every answered record of a step (to explain a replay miss)."""
