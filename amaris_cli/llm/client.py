@@ -410,8 +410,9 @@ class LLMClient:
                     if silent or endpoint.spent(step, now, budget):  # checked once a slot is free: it may have
                         # waited for one while the budget ran out. One new request at a time is still sent, to see
                         # whether the endpoint is back (a served step's later rollouts, a client's retry), at most
-                        # one every OUTAGE_MAX_DELAY_S: against a judge that never answers each costs a timeout.
-                        if not first or endpoint.probing or now < endpoint.next_probe:
+                        # one every OUTAGE_MAX_DELAY_S (against a judge that never answers each costs a timeout),
+                        # and none before the time the endpoint's last Retry-After asked for, whoever it told.
+                        if not first or endpoint.probing or now < max(endpoint.next_probe, endpoint.not_before):
                             raise self._outage_spent(name, agent, endpoint)
                         endpoint.probing = probe = True
                     elif endpoint.not_before > time.monotonic():  # asked while this request queued: _request waits
