@@ -585,7 +585,7 @@ class LLMClient:
             # The endpoint asked (a 429's or 503's Retry-After) that nothing be sent to it before then: a request
             # started meanwhile waits too, not only the one refused. A provider counts refused requests against
             # its limit, so each new request sent at once prolonged the wait of all. (A step that spent its outage
-            # budget sends only looks, which keep the wish through next_probe; its other requests fail at once.)
+            # budget sends only looks, which _attempt holds until then too; its other requests fail at once.)
             # A step waiting out an outage waits no longer than its budget, as the outage's own waits (_outage_wait).
             while (hold := endpoint.not_before - (now := time.monotonic())) > 0 and not endpoint.spent(
                     step, now, outage_budget):
