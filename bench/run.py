@@ -708,9 +708,11 @@ def bench_serve(tmp: Path, n: int) -> None:
         # calls per /score. `--no-early-analysis` measures the request path alone, one call per /score.
         arms = [(version, extra, args) for version, extra in versions()
                 for args in ((), ("--no-early-analysis",))[: 2 if version == "this" else 1]]
+        # The same server on asyncio's event loop instead of uvloop's (amaris_cli/eventloop.py), for the ratio.
+        arms.append(("asyncio loop", {"AMARIS_EVENT_LOOP": "asyncio"}, ()))
         for version, extra, args in arms:
             label = "".join(f" ({part})" for part in (version if version != "this" else "", *args) if part)
-            run = new_run(tmp, f"serve-{version}{''.join(args)}", url, 16)
+            run = new_run(tmp, f"serve-{version.replace(' ', '-')}{''.join(args)}", url, 16)
             with amaris_serve(run, {**client_env(url), **extra}, *args) as (served, pid):
                 health = loadgen(served, [{"method": "GET", "path": "/health"}] * n, tmp / "serve-health.jsonl", 1)
 
@@ -742,6 +744,9 @@ def bench_serve(tmp: Path, n: int) -> None:
                        "load generator; serve CPU per rollout",
                        f"{share * 100:.0f}% / {judge_share * 100:.0f}% / {result['cpu_s'] / result['wall_s'] * 100:.0f}%; "
                        f"{cpu_ms:.2f} ms")
+    record("serve", "POST /score throughput, uvloop / asyncio's loop (AMARIS_EVENT_LOOP=asyncio), C=1; C=16",
+           f"{rates[('this', 1)] / rates[('asyncio loop', 1)]:.2f}; "
+           f"{rates[('this', 16)] / rates[('asyncio loop', 16)]:.2f}")
     if BASELINE is not None:
         record("serve", "POST /score throughput, this / baseline, C=1; C=16",
                f"{rates[('this', 1)] / rates[('baseline', 1)]:.2f}; {rates[('this', 16)] / rates[('baseline', 16)]:.2f}")
