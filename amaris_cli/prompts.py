@@ -34,7 +34,7 @@ from typing import Any
 
 from amaris_cli.errors import ConfigError
 from amaris_cli.hexlookalikes import ASCII_TO_HEX, ASCII_TO_HEX_CHARS, TO_HEX
-from amaris_cli.textnorm import is_invisible
+from amaris_cli.textnorm import TAG_CHARS, is_invisible, tags_as_ascii
 
 USER_SEPARATOR = "=== user ==="
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
@@ -182,10 +182,8 @@ _NON_ASCII_LOOKALIKE = re.compile("[" + re.escape("".join(sorted(chr(c) for c in
                                   + "\U00010000-\U0010ffff]")
 _PROBE_ASCII = str.maketrans({ch.lower(): digit for ch, digit in ASCII_TO_HEX_CHARS.items()})
 # Unicode tag characters spell ASCII invisibly: a model that does not read them reads through them (they are format
-# characters), and some models read them as the ASCII they spell (textnorm.py): a text that has any is read both ways.
-# One code point for one, so that a copy is in the same place in either reading.
-_TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
-_TAGS_AS_ASCII = {c: c - 0xE0000 for c in range(0xE0020, 0xE007F)}
+# characters), and some models read them as the ASCII they spell (textnorm.tags_as_ascii, one code point for one, so
+# that a copy is in the same place in either reading): a text that has any is read both ways.
 
 
 def _probe(text: str) -> str:
@@ -197,8 +195,8 @@ def _probe(text: str) -> str:
     if not _NON_ASCII_LOOKALIKE.search(text):  # nor an astral character: no tag character either
         return _NON_ASCII.sub("", _folded(text)).translate(_PROBE_ASCII)
     probe = _NON_ASCII.sub("", _folded(text.translate(TO_HEX))).translate(_PROBE_ASCII)
-    if _TAG_CHARS.search(text):
-        probe += _APART + _probe(text.translate(_TAGS_AS_ASCII))
+    if TAG_CHARS.search(text):
+        probe += _APART + _probe(tags_as_ascii(text))
     return probe
 
 
@@ -226,8 +224,8 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     if system_tag not in _probe(text):
         return text
     spans = _copies(text, system_tag)
-    if _TAG_CHARS.search(text):  # a copy spelled in tag characters, read as the ASCII they spell
-        spans += _copies(text.translate(_TAGS_AS_ASCII), system_tag)
+    if TAG_CHARS.search(text):  # a copy spelled in tag characters, read as the ASCII they spell
+        spans += _copies(tags_as_ascii(text), system_tag)
     if not spans:
         return text
     parts, kept = [], 0

@@ -37,7 +37,8 @@ _RLO, _PDF = "\u202e", "\u202c"
 # such as "\\nu" or "\\times".
 _ESCAPED_SPACE = re.compile(r"\\[ntr](?![a-z])")
 # Unicode tag characters (U+E0020..U+E007E) spell ASCII invisibly, and some models read them.
-_TAGS = re.compile("[\U000e0020-\U000e007e]")
+TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
+_TAG_ASCII = {c: c - 0xE0000 for c in range(0xE0020, 0xE007F)}
 # Digits and signs read as the letters they stand for, inside a word that also has letters.
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "6": "g", "7": "t", "8": "b", "9": "g", "@": "a",
          "$": "s", "|": "l", "!": "i", "+": "t"}
@@ -50,6 +51,11 @@ def is_invisible(ch: str) -> bool:
     """Whether a character has no glyph: a format character (zero-width space and joiners, soft hyphen, bidi
     marks: category Cf) or one of the other invisible characters above."""
     return unicodedata.category(ch) == "Cf" or _INVISIBLE.match(ch) is not None
+
+
+def tags_as_ascii(text: str) -> str:
+    """The text with its tag characters as the ASCII they spell (some models read them so), one for one."""
+    return text.translate(_TAG_ASCII)
 
 
 def clean(text: str) -> str:
@@ -116,8 +122,8 @@ def readings(text: str) -> list[str]:
     if _RLO in text:
         visual = _skeleton(_fold(clean(_visual(text))))
         forms += [visual, _leet(visual, "i")]
-    if _TAGS.search(text):
-        forms.append(_skeleton(_fold(clean(_TAGS.sub(lambda m: chr(ord(m.group()) - 0xE0000), text)))))
+    if TAG_CHARS.search(text):
+        forms.append(_skeleton(_fold(clean(tags_as_ascii(text)))))
     return list(dict.fromkeys(forms))
 
 

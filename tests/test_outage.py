@@ -24,8 +24,9 @@ from typing import Any
 import httpx
 import pytest
 
+from amaris_cli.config import load_settings
 from amaris_cli.llm import client as client_module
-from amaris_cli.llm.client import OUTAGE_MAX_DELAY_S
+from amaris_cli.llm.client import OUTAGE_MAX_DELAY_S, LLMClient
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import (
     EXAMPLES,
@@ -45,6 +46,19 @@ from tests.served import serve_env, start_server
 from tests.test_online import finish, holds_step, start
 
 ROLLOUT = {"id": "r1", "input": "What is 6 x 7?", "output": "6 x 7 = 42. Final answer: 42", "answer": "42"}
+
+
+# The [llm] lines of the tests of looks at a judge after a step spent its (short) outage budget.
+LOOKS = "outage_budget = 0.3\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
+
+
+def direct_client(tmp_path: Path, base_url: str, llm: str, agent: str) -> LLMClient:
+    """An LLMClient driven directly, without a command: `llm` and `agent` are the lines of the config's [llm] and
+    [agents.default] sections (the endpoint's base_url added). Made inside the test's event loop."""
+    config = tmp_path / "c.toml"
+    config.write_text(f"[llm]\n{llm}[agents.default]\nbase_url = \"{base_url}\"\n{agent}")
+    return LLMClient(load_settings(config_file=config, environ={}), environ={"OPENAI_API_KEY": PLANTED_KEY})
+
 
 
 def step_file(step: int) -> Path:
@@ -271,19 +285,13 @@ def test_a_look_at_a_judge_that_rate_limits_after_the_budget_is_spent_waits_for_
     interval all the same: the one place left that did not keep the endpoint's Retry-After."""
     import asyncio
 
-    from amaris_cli.config import load_settings
-    from amaris_cli.llm.client import LLMClient
     from amaris_cli.models import QueriesAnswer
 
     monkeypatch.setattr(client_module, "OUTAGE_MAX_DELAY_S", 0.1)  # the rule at the scale of a test
     judge = SimJudge(SimJudgeConfig(fault_plan=["429"] * 100, retry_after=0.8)).start_in_thread()
-    config = tmp_path / "c.toml"
-    config.write_text(f"[llm]\noutage_budget = 0.3\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
-                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 2\n")
-    settings = load_settings(config_file=config, environ={})
 
     async def step() -> None:
-        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        client = direct_client(tmp_path, judge.base_url, LOOKS, "max_attempts = 3\ntimeout = 2\n")
         await client.ask("scorer", [{"role": "user", "content": "q"}], QueriesAnswer, step=0, reasks=0)  # spends it
         deadline = time.monotonic() + 2.5
         asked = []
@@ -314,18 +322,12 @@ def test_a_look_after_the_budget_is_spent_does_not_wait_a_retry_after_before_fai
     the endpoint's last 429 asked for (it was, whatever any other request had been told)."""
     import asyncio
 
-    from amaris_cli.config import load_settings
-    from amaris_cli.llm.client import LLMClient
     from amaris_cli.models import QueriesAnswer
 
     judge = SimJudge(SimJudgeConfig(fault_plan=["429"] * 100, retry_after=5)).start_in_thread()
-    config = tmp_path / "c.toml"
-    config.write_text(f"[llm]\noutage_budget = 0.3\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
-                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 2\n")
-    settings = load_settings(config_file=config, environ={})
 
     async def look() -> tuple[float, str | None]:
-        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        client = direct_client(tmp_path, judge.base_url, LOOKS, "max_attempts = 3\ntimeout = 2\n")
         await client.ask("scorer", [{"role": "user", "content": "q"}], QueriesAnswer, step=0, reasks=0)  # spends it
         started, sent = time.monotonic(), len(judge.arrivals)
         answer = await client.ask("scorer", [{"role": "user", "content": "q2"}], QueriesAnswer, step=0, reasks=0)
@@ -347,8 +349,7 @@ def test_a_request_started_after_a_retry_after_waits_for_it_too(tmp_path: Path) 
     against the limit. Nothing goes to the endpoint before the time it asked for; a stop ends that wait at once."""
     import asyncio
 
-    from amaris_cli.config import load_settings
-    from amaris_cli.llm.client import LLMClient, OutageInterrupted
+    from amaris_cli.llm.client import OutageInterrupted
     from amaris_cli.models import QueriesAnswer
 
     def ask(client: LLMClient, text: str) -> asyncio.Future:
@@ -363,10 +364,9 @@ def test_a_request_started_after_a_retry_after_waits_for_it_too(tmp_path: Path) 
         raise AssertionError("no 429 came back")
 
     def client_of(judge: SimJudge) -> LLMClient:
-        config = tmp_path / "c.toml"
-        config.write_text(f"[llm]\noutage_budget = 60\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
-                          f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 5\n")
-        return LLMClient(load_settings(config_file=config, environ={}), environ={"OPENAI_API_KEY": PLANTED_KEY})
+        return direct_client(tmp_path, judge.base_url,
+                             "outage_budget = 60\nretry_base_delay = 0.01\nretry_max_delay = 10\n",
+                             "max_attempts = 3\ntimeout = 5\n")
 
     async def two(judge: SimJudge) -> None:
         client = client_of(judge)
@@ -409,19 +409,15 @@ def test_a_stop_ends_a_retry_s_backoff_at_once(tmp_path: Path, monkeypatch: pyte
     for it. The stop now ends the wait; the request is not judged (503 from serve), as in an outage."""
     import asyncio
 
-    from amaris_cli.config import load_settings
-    from amaris_cli.llm.client import LLMClient, OutageInterrupted
+    from amaris_cli.llm.client import OutageInterrupted
     from amaris_cli.models import QueriesAnswer
 
     monkeypatch.setattr(client_module.random, "uniform", lambda low, high: high)  # the backoff's jitter at its top
     judge = SimJudge(SimJudgeConfig(fault_plan=["malformed"])).start_in_thread()
-    config = tmp_path / "c.toml"
-    config.write_text(f"[llm]\nretry_base_delay = 20\nretry_max_delay = 20\n"
-                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 5\n")
-    settings = load_settings(config_file=config, environ={})
 
     async def stopped() -> float:
-        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        client = direct_client(tmp_path, judge.base_url, "retry_base_delay = 20\nretry_max_delay = 20\n",
+                               "max_attempts = 3\ntimeout = 5\n")
         asyncio.get_running_loop().call_later(0.5, client.stop_waiting)
         started = time.monotonic()
         try:
@@ -447,18 +443,14 @@ def test_a_request_waiting_for_a_retry_after_still_fails_when_its_step_spends_it
     it failed as spent."""
     import asyncio
 
-    from amaris_cli.config import load_settings
-    from amaris_cli.llm.client import LLMClient
     from amaris_cli.models import QueriesAnswer
 
     judge = SimJudge(SimJudgeConfig(fault_plan=["429"] * 100, retry_after=6)).start_in_thread()
-    config = tmp_path / "c.toml"
-    config.write_text(f"[llm]\noutage_budget = 1\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
-                      f"[agents.default]\nbase_url = \"{judge.base_url}\"\nmax_attempts = 3\ntimeout = 2\n")
-    settings = load_settings(config_file=config, environ={})
 
     async def step() -> tuple[float, list[Any]]:
-        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        client = direct_client(tmp_path, judge.base_url,
+                               "outage_budget = 1\nretry_base_delay = 0.01\nretry_max_delay = 10\n",
+                               "max_attempts = 3\ntimeout = 2\n")
 
         def ask(text: str) -> Any:
             return asyncio.ensure_future(client.ask("scorer", [{"role": "user", "content": text}], QueriesAnswer,
@@ -490,20 +482,16 @@ def test_a_request_queued_when_a_retry_after_comes_waits_for_it_too(tmp_path: Pa
     waits in those queues, so the wait held back only the requests started after the 429."""
     import asyncio
 
-    from amaris_cli.config import load_settings
-    from amaris_cli.llm.client import LLMClient
     from amaris_cli.models import QueriesAnswer
 
     warm = queued_at != "first contact"  # an endpoint that answered once: its requests no longer go one at a time
     limits = {"first contact": "", "concurrency slot": "concurrency = 1\n",
               "rate limiter": "requests_per_minute = 100\n"}[queued_at]  # a burst of 1, then one every 0.6 s
-    config = tmp_path / "c.toml"
-    config.write_text(f"[llm]\noutage_budget = 60\nretry_base_delay = 0.01\nretry_max_delay = 10\n"
-                      f"[agents.default]\nbase_url = \"{{url}}\"\nmax_attempts = 3\ntimeout = 5\n{limits}")
 
     async def two(judge: SimJudge) -> None:
-        config.write_text(config.read_text().replace("{url}", judge.base_url))
-        client = LLMClient(load_settings(config_file=config, environ={}), environ={"OPENAI_API_KEY": PLANTED_KEY})
+        client = direct_client(tmp_path, judge.base_url,
+                               "outage_budget = 60\nretry_base_delay = 0.01\nretry_max_delay = 10\n",
+                               f"max_attempts = 3\ntimeout = 5\n{limits}")
 
         def ask(text: str) -> Any:
             return client.ask("scorer", [{"role": "user", "content": text}], QueriesAnswer, step=0, reasks=0)
@@ -905,18 +893,13 @@ def test_a_step_whose_budget_is_spent_waits_for_no_rate_limit(tmp_path: Path) ->
     waiting at the limiter when the budget runs out stop waiting too (a step's requests all start at once)."""
     import asyncio
 
-    from amaris_cli.config import load_settings
-    from amaris_cli.llm.client import LLMClient
     from amaris_cli.models import QueriesAnswer
 
-    config = tmp_path / "c.toml"
-    config.write_text(f"[llm]\noutage_budget = 1\nretry_base_delay = 0.01\nretry_max_delay = 0.05\n"
-                      f"[agents.default]\nbase_url = \"http://127.0.0.1:{free_port()}/v1\"\nmax_attempts = 3\n"
-                      "timeout = 1\nrequests_per_minute = 60\n")
-    settings = load_settings(config_file=config, environ={})
+    url = f"http://127.0.0.1:{free_port()}/v1"
 
     async def step(together: bool) -> tuple[float, list]:
-        client = LLMClient(settings, environ={"OPENAI_API_KEY": PLANTED_KEY})
+        client = direct_client(tmp_path, url, "outage_budget = 1\nretry_base_delay = 0.01\nretry_max_delay = 0.05\n",
+                               "max_attempts = 3\ntimeout = 1\nrequests_per_minute = 60\n")
         ask = [client.ask("scorer", [{"role": "user", "content": f"q{i}"}], QueriesAnswer, step=0, reasks=0)
                for i in range(30)]
         if together:  # all queue at the limiter while the first spends the budget

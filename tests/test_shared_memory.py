@@ -15,7 +15,7 @@ import pytest
 from amaris_cli.config import MemorySettings
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.rundir import RunDir
-from tests.conftest import EXAMPLES, TEST_CONFIG, free_port, invoke, judge_env
+from tests.conftest import EXAMPLES, TEST_CONFIG, free_port, invoke, judge_env, new_run
 
 CHROMA = Path(sys.executable).parent / "chroma"
 
@@ -70,10 +70,7 @@ def test_two_runs_share_one_memory_and_rebuild_touches_only_its_own(tmp_path: Pa
 
 
 def test_an_unreachable_memory_server_is_a_clear_error(tmp_path: Path, sim) -> None:
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp_path / "run"
-    assert invoke("init", run, "--config", config).exit_code == 0
+    run = new_run(tmp_path)
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", "--memory-url",
                     f"http://127.0.0.1:{free_port()}", env=judge_env(sim))
     assert result.exit_code == 1 and "cannot reach a Chroma server" in result.stderr
@@ -103,10 +100,7 @@ def test_a_run_named_with_a_bar_keeps_using_the_entries_an_earlier_version_wrote
     from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, static_retrieval
     from amaris_cli.memory.store import run_keys
 
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG)
-    run = tmp_path / "job|a"
-    assert invoke("init", run, "--config", config).exit_code == 0
+    run = new_run(tmp_path, "job|a")
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--memory-url", chroma_server,
                     env=judge_env(sim))
     assert result.exit_code == 0, result.stderr

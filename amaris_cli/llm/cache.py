@@ -47,7 +47,8 @@ class CallCache:
             if self.offline:
                 raise OfflineMiss(
                     f"--offline: step {step}, agent {agent} ({context or 'no context'}): the request is not in "
-                    f"{self.source_log}: {self.explain(agent, step, context, model, messages, params, request_hash)}; "
+                    f"{self.source_log}: "
+                    f"{self.explain(agent, step, context, model, messages, params, request_hash)}; "
                     "run without --offline to call the model for it")
         if self.own is not None:
             found = self.own.find(step, request_hash, accepted_only=True)

@@ -82,8 +82,8 @@ def analysis_entry(record: AnalysisRecord, directory: Directory) -> MemoryEntry 
         return None
     reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
     text = f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {_assessment(record)}"
-    return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id, directory), "analysis", record.step,
-                       record.instance_id, _clip(text))
+    return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id, directory), "analysis",
+                       record.step, record.instance_id, _clip(text))
 
 
 def analysis_entries(records: Iterable[AnalysisRecord], directory: Directory,
@@ -143,8 +143,9 @@ def summary_entry(record: SummaryRecord, directory: Directory) -> MemoryEntry:
     hacking = ", ".join(f"{h.pattern} {h.count}/{record.n_analyzed}" for h in record.hacking) or "none"
     searched = _clip(f"Step {record.step} summary. {s.memory_entry} Hacking (counted): {hacking}.")
     rates = rates_text(record.stats)
-    return MemoryEntry(summary_id(record.step, record.instance_id, directory), "summary", record.step, record.instance_id,
-                       f"{searched} Criteria: {rates}." if rates else searched, search_text=searched)
+    return MemoryEntry(summary_id(record.step, record.instance_id, directory), "summary", record.step,
+                       record.instance_id, f"{searched} Criteria: {rates}." if rates else searched,
+                       search_text=searched)
 
 
 def update_entry(record: UpdateRecord, directory: Directory) -> MemoryEntry:
@@ -162,4 +163,5 @@ def update_entry(record: UpdateRecord, directory: Directory) -> MemoryEntry:
             + (f" Rejected: {rejected}." if rejected else "")
             + (f" Not adopted, version {record.from_version} carried forward: {record.gate.reason}."
                if refused and record.gate is not None else ""))
-    return MemoryEntry(update_id(record.step, record.instance_id, directory), "update", record.step, record.instance_id, _clip(text))
+    return MemoryEntry(update_id(record.step, record.instance_id, directory), "update", record.step,
+                       record.instance_id, _clip(text))

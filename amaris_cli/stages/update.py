@@ -181,8 +181,8 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
                                             "rejected": rejected, "gate": gate})
         new_rubric = _rubric_of(base, record)
     run.save_rubric(new_rubric)
-    artifacts.write_json_recorded(run, step, artifacts.rel(run, artifacts.RETRIEVAL, iid), retrieval.model_dump(mode="json"),
-                                  inputs, session.how)
+    artifacts.write_json_recorded(run, step, artifacts.rel(run, artifacts.RETRIEVAL, iid),
+                                  retrieval.model_dump(mode="json"), inputs, session.how)
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
     return record, retrieval, True
 
