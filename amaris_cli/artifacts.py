@@ -241,14 +241,29 @@ class How:
 
 def record(run: RunDir, step: int, name: str, inputs: dict[str, Any], how: How | None = None) -> str:
     """Record how `name` was derived, after it was written; returns its SHA-256."""
-    sha = file_sha256(run.step_dir(step) / name)
-    if sha is None:
-        raise AmarisError(f"{run.step_dir(step) / name}: cannot record a file that was not written")
+    return record_many(run, step, [name], inputs, how)[0]
+
+
+def record_many(run: RunDir, step: int, names: list[str], inputs: dict[str, Any],
+                how: How | None = None) -> list[str]:
+    """Record how files made from the same inputs were derived, after they were written, in one rewrite of
+    provenance.json (which holds every file of the step: a rewrite per file is quadratic in the files, as
+    a large step's summary chunks are); returns their SHA-256s."""
+    shas = []
+    for name in names:
+        sha = file_sha256(run.step_dir(step) / name)
+        if sha is None:
+            raise AmarisError(f"{run.step_dir(step) / name}: cannot record a file that was not written")
+        shas.append(sha)
+    if not names:
+        return shas
     provenance = read_provenance(run, step)
-    provenance.files[name] = Derivation(inputs=inputs, digest=digest(inputs), sha256=sha,
-                                        flags=dict(how.flags) if how else {}, judge=how.judge if how else None)
+    derived = Derivation(inputs=inputs, digest=digest(inputs), sha256="", flags=dict(how.flags) if how else {},
+                         judge=how.judge if how else None)
+    for name, sha in zip(names, shas, strict=True):
+        provenance.files[name] = derived.model_copy(update={"sha256": sha})
     _save(run, step, provenance)
-    return sha
+    return shas
 
 
 def write_jsonl_recorded(run: RunDir, step: int, name: str, rows: Iterable[Any], inputs: dict[str, Any],

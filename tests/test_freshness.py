@@ -106,6 +106,32 @@ def test_an_unchanged_stage_is_reused_without_a_model_call_and_a_changed_setting
     assert agent_requests(sim, "analyzer") == 16
 
 
+def test_a_summary_in_many_chunks_rewrites_provenance_once_for_them_all(tmp_path, sim, monkeypatch) -> None:
+    """provenance.json holds every file of the step, so a rewrite per chunk file was quadratic in the chunks
+    (313 of them at 10,000 rollouts). The chunks are recorded together, each with its own bytes' SHA-256."""
+    import hashlib
+
+    from amaris_cli import artifacts
+
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=env).exit_code == 0
+    saves: list[int] = []
+    save = artifacts._save
+    monkeypatch.setattr(artifacts, "_save", lambda run_, step_, provenance: (saves.append(step_), save(run_, step_, provenance)))
+    result = invoke("summarize", "--run", run, "--step", "0", "--chunk-size", "2", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert read_json(step(run, 0) / "summary.json")["chunks"] == 8
+    assert len(saves) <= 3, f"{len(saves)} rewrites of provenance.json: one for the chunks, the summary, the stats"
+    files = read_json(step(run, 0) / "provenance.json")["files"]
+    chunks = sorted(step(run, 0).glob("summary.chunk-*.json"))
+    assert len(chunks) == 8
+    summary_inputs = files["summary.json"]["inputs"]
+    for chunk in chunks:
+        assert files[chunk.name]["sha256"] == hashlib.sha256(chunk.read_bytes()).hexdigest()
+        assert files[chunk.name]["inputs"] == summary_inputs
+
+
 def test_a_loop_does_not_summarize_a_step_whose_analyses_failed_under_fail(tmp_path, sim_factory) -> None:
     judge = sim_factory(agent_fault_rate={"analyzer": 0.5}, seed=3)
     run = new_run(tmp_path)

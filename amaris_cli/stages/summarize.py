@@ -11,6 +11,7 @@ from typing import Any
 from amaris_cli import artifacts
 from amaris_cli.agents.summarizer import merge_chunks, summarize_chunk
 from amaris_cli.errors import AgentFailed, AmarisError
+from amaris_cli.jsonio import write_json_atomic
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import (
@@ -128,6 +129,8 @@ async def _summary_of(session: Session, step: int, instance_id: str | None, rubr
             raise AgentFailed(f"step {step}: the summarizer failed: {answer.error}; re-run to retry")
         summary: SummaryAnswer = answer.value
     else:
+        written: list[str] = []
+
         async def chunk_summary(index: int) -> tuple[int, SummaryAnswer]:
             chunk = chunks[index]
             answer = await summarize_chunk(kit, rubric, step, chunk, stats, count_hacking(chunk),
@@ -135,13 +138,18 @@ async def _summary_of(session: Session, step: int, instance_id: str | None, rubr
             if answer.value is None:
                 raise AgentFailed(f"step {step}: the summarizer failed on chunk {index + 1}: {answer.error}; "
                                   "re-run to retry")
-            artifacts.write_json_recorded(
-                run, step, artifacts.rel(run, artifacts.chunk_name(index), instance_id),
-                {"chunk": index, "n": len(chunk), "rollout_ids": [a.rollout_id for a in chunk],
-                 "summary": answer.value.model_dump(mode="json")}, inputs, session.how)
+            name = artifacts.rel(run, artifacts.chunk_name(index), instance_id)
+            write_json_atomic(run.step_dir(step) / name,
+                              {"chunk": index, "n": len(chunk), "rollout_ids": [a.rollout_id for a in chunk],
+                               "summary": answer.value.model_dump(mode="json")})
+            written.append(name)
             return len(chunk), answer.value
 
-        parts = await bounded_map(list(range(len(chunks))), chunk_summary, kit.settings.agent("summarizer").concurrency)
+        try:
+            parts = await bounded_map(list(range(len(chunks))), chunk_summary,
+                                      kit.settings.agent("summarizer").concurrency)
+        finally:  # the chunks written, also when another failed: one rewrite of provenance.json for them all
+            artifacts.record_many(run, step, sorted(written), inputs, session.how)
         # Merge at most merge_fan_in summaries per call, level by level, so a prompt stays bounded
         # however large the step (10,000 rollouts in chunks of 32: 313 -> 20 -> 2 -> 1).
         fan_in = session.settings.pipeline.merge_fan_in
