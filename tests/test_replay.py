@@ -103,6 +103,22 @@ def test_a_record_the_index_no_longer_finds_says_why(recorded, tmp_path) -> None
         "to index the log again)")
 
 
+def test_a_log_without_an_index_still_finds_a_step_a_long_lived_process_forgot(recorded, tmp_path) -> None:
+    """Without .calls-index the log is scanned once, for every step. `amaris serve` forgets each step it completes;
+    the step's answers were then never found again (the scan was not repeated), though the log holds them."""
+    import shutil
+
+    from amaris_cli.llm.calllog import INDEX_DIR, CallIndex
+
+    copy = Path(shutil.copytree(recorded[0], tmp_path / "src"))
+    shutil.rmtree(copy / INDEX_DIR)
+    record = json.loads((copy / "calls.jsonl").read_bytes().splitlines()[0])
+    index = CallIndex(copy / "calls.jsonl")
+    assert index.find(record["step"], record["request_hash"], accepted_only=False) is not None
+    index.forget(record["step"])
+    assert index.find(record["step"], record["request_hash"], accepted_only=False) is not None
+
+
 def test_a_record_past_the_end_of_a_cut_log_is_not_called_a_damaged_line(recorded, tmp_path) -> None:
     """A log cut under its index (its first three lines kept): the fourth line's record was 'line 4, damaged (not
     JSON)', a line the log does not have."""

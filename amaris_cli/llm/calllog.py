@@ -316,7 +316,10 @@ class CallIndex:
                     table[h] = value
 
     def forget(self, step: int | None) -> None:
-        """Drop a step's index from memory (a long-lived process done with the step); read again on use."""
+        """Drop a step's index from memory (a long-lived process done with the step); read again on use. A log
+        without an index on disk is scanned once for every step: its tables stay, or the step's answers were lost."""
+        if self._scanned:
+            return
         name = index_name(step)
         self._steps.pop(name, None)
         self._damaged = {key: value for key, value in self._damaged.items() if key[0] != name}
