@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import io
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -112,26 +116,75 @@ def iter_models_numbered(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
     hand edit, a file of another version) is an error naming the file, the line and the field, like a line that
     is not JSON."""
     for number, row in iter_jsonl_numbered(path):
-        try:
-            yield number, model.model_validate(row)
-        except ValidationError as exc:
-            raise AmarisError(f"{path}:{number}: not a valid {model.__name__} ({validation_problems(exc)}); "
-                              "was the file edited by hand?") from None
+        yield number, _validated(path, number, row, model)
+
+
+def _validated(path: Path, number: int, row: Any, model: type[M]) -> M:
+    try:
+        return model.model_validate(row)
+    except ValidationError as exc:
+        raise AmarisError(f"{path}:{number}: not a valid {model.__name__} ({validation_problems(exc)}); "
+                          "was the file edited by hand?") from None
+
+
+class _RecentReads:
+    """The records of the per-rollout files this process read last, by their bytes. An evolution reads a step's
+    scores four times and its analyses three (each stage is a command of its own too, and reads what it needs);
+    validating 2,000 records costs 10-20 ms each time. Only frozen records are shared among readers (none can
+    change them); a file whose bytes changed is read again. Bounded, for `amaris serve`, which reads many steps."""
+
+    MAX_FILES = 4
+    MAX_BYTES = 32 << 20
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: OrderedDict[tuple[str, type], tuple[bytes, int, list[Any]]] = OrderedDict()
+
+    def get(self, path: Path, model: type, digest: bytes) -> list[Any] | None:
+        with self._lock:
+            held = self._held.get((str(path), model))
+            if held is None or held[0] != digest:
+                return None
+            self._held.move_to_end((str(path), model))
+            return list(held[2])
+
+    def put(self, path: Path, model: type, digest: bytes, size: int, records: list[Any]) -> None:
+        with self._lock:
+            self._held.pop((str(path), model), None)
+            if size > self.MAX_BYTES:
+                return
+            self._held[(str(path), model)] = (digest, size, list(records))
+            while len(self._held) > self.MAX_FILES or sum(h[1] for h in self._held.values()) > self.MAX_BYTES:
+                self._held.popitem(last=False)
+
+
+_RECENT = _RecentReads()
 
 
 def load_per_rollout(path: Path, model: type[M], rollout_id: Callable[[M], str]) -> list[M]:
     """The records of a file that holds one per rollout (rollouts, scores, analyses). A rollout's record twice (a
     hand edit, two files joined) is an error naming both lines: each reader took one of them, and the memory
     refused the step as a whole (its ids must be unique)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    shared = bool(model.model_config.get("frozen"))
+    digest = hashlib.sha256(data).digest() if shared else b""
+    if shared and (held := _RECENT.get(path, model, digest)) is not None:
+        return held
     records: list[M] = []
     first: dict[str, int] = {}
-    for number, record in iter_models_numbered(path, model):
+    for number, row in _numbered_rows(path, io.BytesIO(data)):
+        record = _validated(path, number, row, model)
         key = rollout_id(record)
         if key in first:
             raise AmarisError(f"{path}:{number}: a second record of rollout {key!r} (the first is on line "
                               f"{first[key]}); was the file edited by hand?")
         first[key] = number
         records.append(record)
+    if shared:
+        _RECENT.put(path, model, digest, len(data), records)
     return records
 
 
@@ -142,21 +195,25 @@ def iter_jsonl_numbered(path: Path) -> Iterator[tuple[int, Any]]:
     except FileNotFoundError:
         return
     with fh:
-        number = 0
-        pending: tuple[int, bytes] | None = None
-        for raw in fh:
-            number += 1
-            if pending is not None:
-                yield pending[0], _parse_line(path, *pending)
-                pending = None
-            if raw.strip():
-                pending = (number, raw)
-        if pending is not None and pending[1].endswith(b"\n"):
-            try:
-                row = orjson.loads(pending[1])
-            except orjson.JSONDecodeError:
-                return  # the last line, torn
-            yield pending[0], row
+        yield from _numbered_rows(path, fh)
+
+
+def _numbered_rows(path: Path, lines: Iterable[bytes]) -> Iterator[tuple[int, Any]]:
+    number = 0
+    pending: tuple[int, bytes] | None = None
+    for raw in lines:
+        number += 1
+        if pending is not None:
+            yield pending[0], _parse_line(path, *pending)
+            pending = None
+        if raw.strip():
+            pending = (number, raw)
+    if pending is not None and pending[1].endswith(b"\n"):
+        try:
+            row = orjson.loads(pending[1])
+        except orjson.JSONDecodeError:
+            return  # the last line, torn
+        yield pending[0], row
 
 
 def _parse_line(path: Path, number: int, raw: bytes) -> Any:

@@ -19,10 +19,17 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Frozen(Strict):
+    """A record read from a step file: a process shares one copy among its readers (jsonio.load_per_rollout),
+    so none may change it (model_copy(update=...) makes a changed one)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 # --- rollouts ---------------------------------------------------------------------------------
 
 
-class Rollout(Strict):
+class Rollout(Frozen):
     """The canonical rollout: what every trainer shape is normalized to."""
 
     id: str = Field(min_length=1)
@@ -91,7 +98,7 @@ class Verdict(Strict):
     reason: str = ""
 
 
-class ScoreRecord(Strict):
+class ScoreRecord(Frozen):
     rollout_id: str
     step: int
     rubric_version: int
@@ -140,7 +147,7 @@ class AnalysisAnswer(Strict):
     observations: list[str] = Field(default_factory=list)
 
 
-class AnalysisRecord(Strict):
+class AnalysisRecord(Frozen):
     rollout_id: str
     step: int
     reward: float | None

@@ -167,3 +167,32 @@ def test_a_report_into_a_read_only_run_names_the_report_not_a_temporary_file(rec
         line = one_error_line(invoke("report", copy))
         assert line == f"error: {copy / 'report.html'}: Read-only file system", line
         assert snapshot(copy) == before
+
+
+def test_a_step_file_read_again_unchanged_is_not_validated_again_and_a_changed_one_is(tmp_path, monkeypatch) -> None:
+    """An evolution read the step's scores four times and its analyses three, validating every record each time.
+    A process now shares the records of a file whose bytes did not change (records nobody can change), and
+    reads a file again as soon as one byte differs, the size unchanged."""
+    from pydantic import ValidationError
+
+    from amaris_cli import jsonio
+    from amaris_cli.artifacts import load_scores
+    from amaris_cli.models import ScoreRecord
+    from amaris_cli.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    path = run.step_dir(0) / "scores.jsonl"
+    path.parent.mkdir(parents=True)
+    rows = [{"rollout_id": f"r{i}", "step": 0, "rubric_version": 0, "status": "scored", "reward": 0.5} for i in range(50)]
+    path.write_bytes(b"".join(jsonio.dumps_line(r) for r in rows))
+    validated: list[int] = []
+    validate = jsonio._validated
+    monkeypatch.setattr(jsonio, "_validated", lambda *a: (validated.append(a[1]), validate(*a))[1])
+    first, second = load_scores(run, 0), load_scores(run, 0)
+    assert len(validated) == 50 and second == first and second is not first
+    with pytest.raises(ValidationError):
+        second[0].reward = 1.0  # type: ignore[misc]
+    path.write_bytes(path.read_bytes().replace(b'"reward":0.5', b'"reward":0.7', 1))
+    changed = load_scores(run, 0)
+    assert len(validated) == 100 and changed[0].reward == 0.7 and changed[1:] == first[1:]
+    assert isinstance(changed[0], ScoreRecord)
