@@ -181,6 +181,15 @@ def _as_read(text: str) -> tuple[str, list[int]]:
 _NON_ASCII_LOOKALIKE = re.compile("[" + re.escape("".join(sorted(chr(c) for c in TO_HEX if 0x7f < c < 0xffff)))
                                   + "\U00010000-\U0010ffff]")
 _PROBE_ASCII = str.maketrans({ch.lower(): digit for ch, digit in ASCII_TO_HEX_CHARS.items()})
+# Punctuation and symbols that most English texts from a model hold (curly quotes, dashes, bullets, arrows, box
+# drawing) and that hold no ASCII in any form: the probe drops them, so a text of ASCII and a few of these is probed
+# as its ASCII without normalizing it (58 us against 12 for 2,000 characters with one curly quote). Those that
+# decompose to ASCII ("…" is "...", "½" is "1⁄2") or are look-alikes are left out, and go the long way.
+_NO_ASCII_PUNCTUATION = frozenset(
+    ch for c in [*range(0xA1, 0xC0), 0xD7, 0xF7, *range(0x2010, 0x205F), *range(0x2190, 0x2400), *range(0x2500, 0x27C0)]
+    if c not in TO_HEX and (ch := chr(c)).isprintable()
+    and not any(d.isascii() for d in unicodedata.normalize("NFKD", ch).casefold()))
+_FEW = 64  # non-ASCII characters, beyond which a text is not mostly ASCII: counting is cheap, finding them is not
 # Unicode tag characters spell ASCII invisibly: a model that does not read them reads through them (they are format
 # characters), and some models read them as the ASCII they spell (textnorm.tags_as_ascii, one code point for one, so
 # that a copy is in the same place in either reading): a text that has any is read both ways.
@@ -191,6 +200,9 @@ def _probe(text: str) -> str:
     ASCII: checked by a test); for a text with tag characters, also with them as ASCII, apart."""
     if text.isascii():
         return text.translate(ASCII_TO_HEX).lower()
+    plain = text.encode("ascii", "ignore")
+    if len(text) - len(plain) <= _FEW and set("".join(_NON_ASCII.findall(text))) <= _NO_ASCII_PUNCTUATION:
+        return plain.decode().lower().translate(_PROBE_ASCII)  # what the last line below makes of it, faster
     text = _NO_HEX_FORM.sub("", text)
     if not _NON_ASCII_LOOKALIKE.search(text):  # nor an astral character: no tag character either
         return _NON_ASCII.sub("", _folded(text)).translate(_PROBE_ASCII)
