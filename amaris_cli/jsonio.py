@@ -131,10 +131,11 @@ class _RecentReads:
     """The records of the per-rollout files this process read last, by their bytes. An evolution reads a step's
     scores four times and its analyses three (each stage is a command of its own too, and reads what it needs);
     validating 2,000 records costs 10-20 ms each time. Only frozen records are shared among readers (none can
-    change them); a file whose bytes changed is read again. Bounded, for `amaris serve`, which reads many steps."""
+    change them); a file whose bytes changed is read again. Bounded, for `amaris serve` and its evolution worker,
+    which read many steps: records take 4-9 times their file's bytes (a step of 2,000 rollouts fits whole)."""
 
     MAX_FILES = 4
-    MAX_BYTES = 32 << 20
+    MAX_BYTES = 8 << 20
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
