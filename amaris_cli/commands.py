@@ -222,8 +222,9 @@ def say_alarms(run_path: Path, step: int) -> list[dict[str, Any]]:
 
     found = alarms_at(RunReader(RunDir(run_path)), step)
     for alarm in found:
-        kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")
-        err.print(f"[bold yellow]alarm[/] step {alarm.step}, {kind}: {escape(alarm.reason)}", markup=True, soft_wrap=True)
+        kind = alarm.kind + (f" ({alarm.pattern})" if alarm.pattern else "")  # the pattern: an analyzer's free name
+        err.print(f"[bold yellow]alarm[/] step {alarm.step}, {escape(kind)}: {escape(alarm.reason)}", markup=True,
+                  soft_wrap=True)
     return [a.model_dump(mode="json") for a in found]
 
 
