@@ -24,7 +24,8 @@ class SafeConsole(Console):
             [s if s.control else Segment(terminal_safe(s.text), s.style, s.control) for s in buffer])
 
 
-err = SafeConsole(stderr=True, highlight=False, markup=False)  # text is data; styled lines opt in
+# Text is data: styled lines opt in to markup, and no `:name:` in a rollout becomes an emoji.
+err = SafeConsole(stderr=True, highlight=False, markup=False, emoji=False)
 
 
 def emit_json(obj: Any) -> None:

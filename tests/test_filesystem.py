@@ -25,6 +25,7 @@ from amaris_cli.memory.store import MemoryStore
 from amaris_cli.simjudge.server import SimJudge
 from tests.conftest import (
     EXAMPLES,
+    FAST_MEMORY,
     clean_env,
     invoke,
     judge_env,
@@ -299,3 +300,20 @@ def test_json_on_stdout_holds_no_raw_character_that_rewrites_a_terminal(tmp_path
         assert not any(ch in out for ch in "\u202e\u009b\x7f"), out
     [row] = [json.loads(line) for line in invoke("rewards", "--run", run, "--step", "0").stdout.splitlines()]
     assert row["id"] == rid and "\\u202e" in invoke("rewards", "--run", run, "--step", "0").stdout
+
+
+def test_emoji_codes_in_input_are_shown_as_written(tmp_path, sim_factory) -> None:
+    """rich replaces `:name:` with an emoji in every string it prints, markup or not: a rollout whose text
+    holds `1:100:1` or `:white_check_mark:` was shown as `1💯1` or ✅ in failure lines and in `memory search`,
+    not as the text the run holds."""
+    run = new_run(tmp_path, extra=FAST_MEMORY)
+    rid = "r-1:100:1-:white_check_mark:"
+    source = write_jsonl(tmp_path / "r.jsonl", [{"id": rid, "input": "2+2?", "output": "4", "answer": "4"}])
+    failed = invoke("score", source, "--run", run, "--step", "0", env=judge_env(sim_factory(agent_faults={"scorer": "wrong_shape"})))
+    assert failed.exit_code == 4 and f"failed {rid}: " in failed.stderr, failed.stderr
+    judge = sim_factory()
+    assert invoke("score", source, "--run", run, "--step", "0", env=judge_env(judge)).exit_code == 0
+    assert invoke("evolve", "--run", run, "--step", "0", env=judge_env(judge)).exit_code == 0
+    found = invoke("memory", "search", "--run", run, "rollout 1:100:1", env=judge_env(judge))
+    assert found.exit_code == 0 and "r-1:100:1-:white_check" in found.stderr, found.stderr  # the column wraps
+    assert not any(ch in failed.stderr + found.stderr for ch in "\U0001f4af\u2705")
