@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-# DEL, C1 controls, and the Unicode bidi embedding/override/isolate marks: left raw by JSON writers.
-_ABOVE_C0 = "\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# DEL, C1 controls, and the Unicode bidi controls (Bidi_Control: the marks, embeddings, overrides and
+# isolates, the Arabic letter mark U+061C included): left raw by JSON writers.
+_ABOVE_C0 = "\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 # ... and the C0 controls except \t and \n.
 _UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f{_ABOVE_C0}]")
 

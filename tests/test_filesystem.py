@@ -317,3 +317,16 @@ def test_emoji_codes_in_input_are_shown_as_written(tmp_path, sim_factory) -> Non
     found = invoke("memory", "search", "--run", run, "rollout 1:100:1", env=judge_env(judge))
     assert found.exit_code == 0 and "r-1:100:1-:white_check" in found.stderr, found.stderr  # the column wraps
     assert not any(ch in failed.stderr + found.stderr for ch in "\U0001f4af\u2705")
+
+
+def test_the_arabic_letter_mark_is_shown_as_an_escape_like_the_other_bidi_controls(tmp_path, sim_factory) -> None:
+    """U+061C (ARABIC LETTER MARK) is one of Unicode's bidi controls, a twin of U+200F: after it the numbers of
+    `r\\u061c 12 34` are displayed as `34 12`. It reached the failure lines and `rewards` raw."""
+    rid = "r\u061c 12 34"
+    run = new_run(tmp_path)
+    source = write_jsonl(tmp_path / "r.jsonl", [{"id": rid, "input": "2+2?", "output": "4", "answer": "4"}])
+    failed = invoke("score", source, "--run", run, "--step", "0", env=judge_env(sim_factory(agent_faults={"scorer": "wrong_shape"})))
+    assert failed.exit_code == 4 and "failed r\\u061c 12 34: " in failed.stderr, failed.stderr
+    assert invoke("score", source, "--run", run, "--step", "0", env=judge_env(sim_factory())).exit_code == 0
+    rewards = invoke("rewards", "--run", run, "--step", "0").stdout
+    assert "\u061c" not in failed.stderr + rewards and json.loads(rewards)["id"] == rid
