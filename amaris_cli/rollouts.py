@@ -156,6 +156,7 @@ class _BadContent(ValueError):
 
 
 def _short(value: Any, limit: int = 60) -> str:
+    """A value of the input quoted in a message, cut: an id or a role is the trainer's text, of any length."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -185,7 +186,7 @@ def _split_messages(messages: list[Any]) -> tuple[str, str] | None:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "assistant":
             if index < len(messages) - 1:  # the turns after the output would be judged as if never said
-                raise _BadContent(f"the chat goes on after its last assistant turn (a {messages[-1].get('role')!r} turn "
+                raise _BadContent(f"the chat goes on after its last assistant turn (a {_short(messages[-1].get('role'), 40)} turn "
                                   "follows it), so that turn is not the response; end the chat with the response")
             return _render_messages(messages[:index]), _message_text(messages[index])
     return None
@@ -432,7 +433,7 @@ def parse_rollouts(
             last_step = (rollout.step, line_no)
         if explicit:
             if rollout.id in explicit_ids:
-                errors.append(InputError(path, f"duplicate id {rollout.id!r} (first on line {explicit_ids[rollout.id]})", line_no))
+                errors.append(InputError(path, f"duplicate id {_short(rollout.id)} (first on line {explicit_ids[rollout.id]})", line_no))
                 continue
             explicit_ids[rollout.id] = line_no
         else:
@@ -470,7 +471,7 @@ def group_by_step(rollouts: list[Rollout], path: Path) -> dict[int, list[Rollout
     steps: dict[int, list[Rollout]] = {}
     for rollout in rollouts:
         if rollout.step is None:
-            raise InputError(path, f"rollout {rollout.id!r} has no step field (needed when one file holds many steps)")
+            raise InputError(path, f"rollout {_short(rollout.id)} has no step field (needed when one file holds many steps)")
         steps.setdefault(rollout.step, []).append(rollout)
     return dict(sorted(steps.items()))
 
