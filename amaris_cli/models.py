@@ -29,10 +29,15 @@ class Frozen(Strict):
 # --- rollouts ---------------------------------------------------------------------------------
 
 
+# A trainer's ids are uids, indexes or hashes; an id is quoted in messages, memory entries and the report, so a
+# longer one is refused where it is read (rollouts.py) rather than cut in each of them.
+MAX_ROLLOUT_ID_CHARS = 512
+
+
 class Rollout(Frozen):
     """The canonical rollout: what every trainer shape is normalized to."""
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ROLLOUT_ID_CHARS)
     input: str
     output: str
     supplemental_context: str | None = None

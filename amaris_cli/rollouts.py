@@ -40,7 +40,7 @@ import orjson
 from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
-from amaris_cli.models import Rollout
+from amaris_cli.models import MAX_ROLLOUT_ID_CHARS, Rollout
 from amaris_cli.stepfiles import step_files, step_number
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -278,6 +278,9 @@ class _LineReader:
             rollout_id = str(id_value)
             if not rollout_id.strip():
                 raise bad(f"field {id_src!r} is empty")
+            if len(rollout_id) > MAX_ROLLOUT_ID_CHARS:
+                raise bad(f"field {id_src!r} has {len(rollout_id)} characters, more than {MAX_ROLLOUT_ID_CHARS} "
+                          f"({_short(rollout_id)}); an id names a rollout, it does not hold it")
 
         instance_id: str | None = None
         if self.instance_field:

@@ -194,14 +194,20 @@ def test_a_pipe_input_records_the_hash_of_what_was_scored(tmp_path: Path) -> Non
 
 def test_an_error_quotes_a_long_id_or_chat_role_cut_short(scored_run: Path, tmp_path: Path) -> None:
     """A rollout's id and a chat turn's role are the trainer's data, of any length: a duplicated 200,000-character
-    id or role was quoted whole, so one bad line printed 200 KB to the terminal and buried the error itself."""
-    long = "x" * 200_000
+    id or role was quoted whole, so one bad line printed 200 KB to the terminal and buried the error itself. An id
+    longer than MAX_ROLLOUT_ID_CHARS is refused where it is read (it would be quoted in every message, memory entry
+    and report that names the rollout); a shorter one is still cut where an error quotes it."""
+    from amaris_cli.models import MAX_ROLLOUT_ID_CHARS
+
+    long, longest = "x" * MAX_ROLLOUT_ID_CHARS, "y" * 200_000
     path = tmp_path / "long.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in [
         {"id": long, "input": "p", "output": "o"}, {"id": long, "input": "p", "output": "o"},
-        {"id": "c", "messages": [{"role": "assistant", "content": "o"}, {"role": long, "content": "p"}]}]))
+        {"id": "c", "messages": [{"role": "assistant", "content": "o"}, {"role": longest, "content": "p"}]},
+        {"uid": longest, "input": "p", "output": "o"}]))
     result = invoke("score", path, "--run", scored_run, "--step", "7", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     assert result.exit_code == 2 and len(result.stderr) < 2_000, result.stderr[:500]
     said = " ".join(result.stderr.split())
     assert f"{path}:2: duplicate id 'xxxxx" in said and "... (first on line 1)" in said
-    assert f"{path}:3: the chat goes on after its last assistant turn (a 'xxxxx" in said
+    assert f"{path}:3: the chat goes on after its last assistant turn (a 'yyyyy" in said
+    assert f"{path}:4: field 'uid' has 200000 characters, more than {MAX_ROLLOUT_ID_CHARS} ('yyyyy" in said
