@@ -234,6 +234,31 @@ def test_per_instance_rubrics_score_and_evolve_each_instance(tmp_path, sim) -> N
     assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
 
 
+def test_early_analyses_wait_for_a_pause_in_scoring_and_run_in_it(tmp_path, sim) -> None:
+    """An analysis starts only once /score has been quiet for QUIET_S (scoring is the trainer's critical path,
+    an analysis is not), and then without waiting for /complete."""
+    from amaris_cli.serve.analyses import QUIET_S
+
+    run = new_run(tmp_path, "served")
+    posted = rows(0)[:12]
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        for row in posted:  # back to back, as a trainer posting each rollout as it is generated
+            assert http.post("/score", json={**body(row), "metadata": {"current_step": 0}}).status_code == 200
+        # No /complete: the pause alone lets the step's analyses go.
+        wait_until(lambda: sim.stats["agent:analyzer"] >= len(posted), 60, "the analyses of the paused step")
+        agents = [rules.answer(request["messages"])[0] for request in sim.requests]
+        arrivals = list(sim.arrivals)
+    assert agents.count("scorer") == len(posted)
+    # The judge's clock: a scorer request arrives before the server hears its answer, so an analysis that
+    # waited QUIET_S after the last scoring event reaches the judge at least QUIET_S after that request.
+    last_scorer = None
+    for agent, at in zip(agents, arrivals, strict=True):
+        if agent == "scorer":
+            last_scorer = at
+        elif agent == "analyzer":
+            assert last_scorer is not None and at - last_scorer >= QUIET_S, (agents, arrivals)
+
+
 # --- bad requests, conflicts and failures ----------------------------------------------------------------
 
 

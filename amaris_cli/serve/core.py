@@ -422,6 +422,8 @@ class ServeCore:
         request said about training; the first request of a step fixes the step's."""
         if self.stopping.is_set():
             raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
+        if self.analyses is not None:
+            self.analyses.scoring()
         # The server's own task: a client that goes away ends only its wait, also while the step is being
         # opened (its rollout is judged and journaled all the same).
         work = self._spawn(self._score(step, rollout, explicit_id, training))
@@ -504,6 +506,7 @@ class ServeCore:
         st.records[rollout.id] = record  # a rollout judged again keeps its place
         st.journal.append(ScoreEntry(rollout=rollout, record=record))
         if self.analyses is not None:
+            self.analyses.scoring()
             self.analyses.start(st.step, rollout, record)
         return record
 
