@@ -30,14 +30,16 @@ class Frozen(Strict):
 
 
 # A trainer's ids are uids, indexes or hashes; an id is quoted in messages, memory entries and the report, so a
-# longer one is refused where it is read (rollouts.py) rather than cut in each of them.
+# longer one is refused where the input is read (rollouts.py, which serve's intake uses too) rather than cut in
+# each of them. Not a limit of the model: it also reads the run's own files, and a run an earlier amaris wrote
+# with a longer id must stay readable (inspect, report, replay), not be called edited by hand.
 MAX_ROLLOUT_ID_CHARS = 512
 
 
 class Rollout(Frozen):
     """The canonical rollout: what every trainer shape is normalized to."""
 
-    id: str = Field(min_length=1, max_length=MAX_ROLLOUT_ID_CHARS)
+    id: str = Field(min_length=1)
     input: str
     output: str
     supplemental_context: str | None = None

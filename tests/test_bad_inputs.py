@@ -211,3 +211,21 @@ def test_an_error_quotes_a_long_id_or_chat_role_cut_short(scored_run: Path, tmp_
     assert f"{path}:2: duplicate id 'xxxxx" in said and "... (first on line 1)" in said
     assert f"{path}:3: the chat goes on after its last assistant turn (a 'yyyyy" in said
     assert f"{path}:4: field 'uid' has 200000 characters, more than {MAX_ROLLOUT_ID_CHARS} ('yyyyy" in said
+
+
+def test_a_run_written_before_the_id_limit_is_still_read(tmp_path: Path) -> None:
+    """The limit on an id's length is the input's (rollouts.py): a run whose rollouts.jsonl an earlier amaris wrote
+    with a longer id was refused by every reader of its rollouts (inspect, report, analyze, replay) as 'not a valid
+    Rollout ...; was the file edited by hand?', though nobody edited it."""
+    from amaris_cli import artifacts
+    from amaris_cli.jsonio import write_jsonl_atomic
+    from amaris_cli.models import MAX_ROLLOUT_ID_CHARS
+    from amaris_cli.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    long = "z" * (MAX_ROLLOUT_ID_CHARS + 100)
+    path = artifacts.rollouts_path(run, 0)
+    path.parent.mkdir(parents=True)
+    write_jsonl_atomic(path, [{"id": long, "input": "p", "output": "o", "step": 0, "metadata": {}}])
+    [rollout] = artifacts.load_rollouts(run, 0)
+    assert rollout.id == long
