@@ -345,7 +345,7 @@ def loop_plans(options: LoopOptions, settings: Settings) -> dict[int, StepPlan]:
     if source.is_dir():
         discovered = dict(step_files(source))
     else:
-        whole = read_rollout_file(source, mapping, instance_field)
+        whole = read_rollout_file(source, mapping, instance_field, step_required=True)
         discovered = {s: (rows, whole.sha256) for s, rows in group_by_step(whole.rollouts, source).items()}
     selected = {s: v for s, v in discovered.items() if (lo is None or s >= lo) and (hi is None or s <= hi)}
     if not selected:

@@ -364,9 +364,11 @@ def read_rollouts(
     instance_field: str | None = None,
     default_step: int | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
+    step_required: bool = False,
 ) -> list[Rollout]:
     """All rollouts of one JSONL file, or InputErrors naming every bad line."""
-    return read_rollout_file(path, mapping, instance_field, default_step, max_line_bytes).rollouts
+    return read_rollout_file(path, mapping, instance_field, default_step, max_line_bytes,
+                             step_required=step_required).rollouts
 
 
 def read_rollout_file(
@@ -376,11 +378,12 @@ def read_rollout_file(
     default_step: int | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
     max_input_bytes: int = MAX_INPUT_BYTES,
+    step_required: bool = False,
 ) -> RolloutFile:
     """Read a file or a pipe once (kind checked, size capped, bytes hashed) and validate every line."""
     path = Path(path)
     data, digest = read_input_bytes(path, max_input_bytes)
-    rollouts = parse_rollouts(data, path, mapping, instance_field, default_step, max_line_bytes)
+    rollouts = parse_rollouts(data, path, mapping, instance_field, default_step, max_line_bytes, step_required)
     return RolloutFile(path, rollouts, digest, len(data))
 
 
@@ -391,8 +394,10 @@ def parse_rollouts(
     instance_field: str | None = None,
     default_step: int | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
+    step_required: bool = False,
 ) -> list[Rollout]:
-    """The rollouts of JSONL bytes read from `path` (named in errors), or InputErrors for every bad line."""
+    """The rollouts of JSONL bytes read from `path` (named in errors), or InputErrors for every bad line
+    (`step_required`: one file that holds many steps, where a line without a step is a bad line)."""
     problem = whole_file_problem(data)
     if problem:
         raise InputError(path, problem)
@@ -427,6 +432,9 @@ def parse_rollouts(
             continue
         except InputError as exc:
             errors.append(exc)
+            continue
+        if rollout.step is None and step_required:
+            errors.append(InputError(path, "the line has no step field (needed when one file holds many steps)", line_no))
             continue
         if rollout.step is not None:
             if last_step is not None and rollout.step < last_step[0]:
@@ -486,7 +494,7 @@ def discover_steps(source: Path, mapping: Mapping[str, str] | None = None,
     source = Path(source)
     if source.is_dir():
         return step_files(source)
-    rollouts = read_rollouts(source, mapping, instance_field)
+    rollouts = read_rollouts(source, mapping, instance_field, step_required=True)
     return dict(group_by_step(rollouts, source).items())
 
 

@@ -229,3 +229,18 @@ def test_a_run_written_before_the_id_limit_is_still_read(tmp_path: Path) -> None
     write_jsonl_atomic(path, [{"id": long, "input": "p", "output": "o", "step": 0, "metadata": {}}])
     [rollout] = artifacts.load_rollouts(run, 0)
     assert rollout.id == long
+
+
+def test_a_line_without_a_step_in_a_file_of_many_steps_is_named_by_its_line(scored_run: Path, tmp_path: Path) -> None:
+    """One file that holds many steps needs a step on every line. The error named no line, only the rollout by its
+    id, and since ids are quoted cut to 60 characters, ids that share a longer prefix (an experiment's name, a
+    path) no longer told which line it was; and only the first such line was said."""
+    prefix = "experiments/2026-11-25/grpo-qwen-7b-math/global_step_000040/prompt_"
+    rows = [{"id": f"{prefix}{i:04d}", "input": "p", "output": "o", **({"step": 0} if i == 0 else {})} for i in range(3)]
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = invoke("loop", path, "--run", scored_run, env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert result.exit_code == 2, result.stderr
+    said = " ".join(result.stderr.split())
+    for line in (2, 3):
+        assert f"{path}:{line}: the line has no step field (needed when one file holds many steps)" in said, said

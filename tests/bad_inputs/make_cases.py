@@ -91,7 +91,7 @@ def main() -> None:
     case("map_unknown_field.jsonl", OK + "\n", s, None, "unknown field 'answerz'", ["--map", "answerz=x"])
 
     lp = "loop"
-    case("loop_no_step_field.jsonl", OK + "\n", lp, None, "has no step field")
+    case("loop_no_step_field.jsonl", OK + "\n", lp, 1, "has no step field")
     case("loop_step_not_integer.jsonl", '{"id": "a", "input": "p", "output": "o", "step": [1]}\n', lp, 1, "must be an integer")
     case("loop_steps_out_of_order.jsonl", '{"id": "a", "input": "p", "output": "o", "step": 3}\n'
          '{"id": "b", "input": "p", "output": "o", "step": 1}\n', lp, 2, "step 1 comes after step 3")
