@@ -20,8 +20,9 @@ class Strict(BaseModel):
 
 
 class Frozen(Strict):
-    """A record read from a step file: a process shares one copy among its readers (jsonio.load_per_rollout),
-    so none may change it (model_copy(update=...) makes a changed one)."""
+    """A record read from a step file, or a part of one: a process shares one copy among its readers
+    (jsonio.load_per_rollout), so none may change it (model_copy(update=...) makes a changed one). Its lists
+    and dicts are plain ones: nothing appends to a record's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -99,7 +100,7 @@ class RubricSet(Strict):
 # --- scores -----------------------------------------------------------------------------------
 
 
-class Verdict(Strict):
+class Verdict(Frozen):
     criterion_id: str
     score: float = Field(ge=0, le=1)
     reason: str = ""
@@ -121,7 +122,7 @@ class ScoreRecord(Frozen):
 Severity = Literal["none", "low", "medium", "high"]
 
 
-class HackingFinding(Strict):
+class HackingFinding(Frozen):
     pattern: str = Field(min_length=1)
     evidence: str = ""
     severity: Severity  # no default: a severity the analyzer did not give would be one made up (re-asked)
@@ -132,18 +133,18 @@ class HackingFinding(Strict):
         return value.strip().lower().replace(" ", "_").replace("-", "_")
 
 
-class RewardHackingAnalysis(Strict):
+class RewardHackingAnalysis(Frozen):
     detected: bool
     patterns: list[HackingFinding] = Field(default_factory=list)
 
 
-class RubricJudgement(Strict):
+class RubricJudgement(Frozen):
     assessment: str
     misjudged: bool  # no default: read by the summarizer and the report, a missing one is re-asked
     missing_criteria: list[str] = Field(default_factory=list)
 
 
-class AnalysisAnswer(Strict):
+class AnalysisAnswer(Frozen):
     """What the analyzer agent must answer for one rollout."""
 
     overall_assessment: str

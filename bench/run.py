@@ -777,10 +777,9 @@ def distinct_analyses(run: Path, step: int) -> None:
     from amaris_cli.rundir import RunDir
 
     rd = RunDir(run)
-    records = artifacts.load_analyses(rd, step)
-    for i, record in enumerate(records):
-        if record.analysis is not None:
-            record.analysis.overall_assessment += f" Seen in rollout {i} of the step, prompt {i % 97}."
+    records = [r if r.analysis is None else r.model_copy(update={"analysis": r.analysis.model_copy(update={
+        "overall_assessment": f"{r.analysis.overall_assessment} Seen in rollout {i} of the step, prompt {i % 97}."})})
+        for i, r in enumerate(artifacts.load_analyses(rd, step))]
     artifacts.write_jsonl_recorded(rd, step, artifacts.ANALYSES, [r.model_dump(mode="json") for r in records],
                                    {"bench": "distinct"})
 
