@@ -43,8 +43,32 @@ HEX_LOOKALIKES: dict[str, str] = {
           "\U000118a2\U000118c2\U0001d213\U0001d7ca"),
 }
 
-# each look-alike to its digit
-TO_HEX_CHARS = {ch: digit for digit, chars in HEX_LOOKALIKES.items() for ch in chars}
+# The digits of other scripts (Devanagari "४", Arabic-Indic "٤") and the dingbat digits ("❶", "➀"): not look-alikes,
+# but digits a model reads as the digit they are, and none holds ASCII in any form. (first code point, last, the first
+# one's digit) of each run, from Unicode 14.0 (Python 3.11's; tests/test_prompts.py checks them against the
+# interpreter's data). Where one also looks like another digit or letter ("٥" like an "o"), the look-alike reading
+# stands.
+OTHER_DIGIT_RUNS = (
+    (0x660, 0x669, 0), (0x6F0, 0x6F9, 0), (0x7C0, 0x7C9, 0), (0x966, 0x96F, 0), (0x9E6, 0x9EF, 0), (0xA66, 0xA6F, 0),
+    (0xAE6, 0xAEF, 0), (0xB66, 0xB6F, 0), (0xBE6, 0xBEF, 0), (0xC66, 0xC6F, 0), (0xCE6, 0xCEF, 0), (0xD66, 0xD6F, 0),
+    (0xDE6, 0xDEF, 0), (0xE50, 0xE59, 0), (0xED0, 0xED9, 0), (0xF20, 0xF29, 0), (0x1040, 0x1049, 0),
+    (0x1090, 0x1099, 0), (0x1369, 0x1371, 1), (0x17E0, 0x17E9, 0), (0x1810, 0x1819, 0), (0x1946, 0x194F, 0),
+    (0x19D0, 0x19D9, 0), (0x19DA, 0x19DA, 1), (0x1A80, 0x1A89, 0), (0x1A90, 0x1A99, 0), (0x1B50, 0x1B59, 0),
+    (0x1BB0, 0x1BB9, 0), (0x1C40, 0x1C49, 0), (0x1C50, 0x1C59, 0), (0x24F5, 0x24FD, 1), (0x24FF, 0x24FF, 0),
+    (0x2776, 0x277E, 1), (0x2780, 0x2788, 1), (0x278A, 0x2792, 1), (0xA620, 0xA629, 0), (0xA8D0, 0xA8D9, 0),
+    (0xA900, 0xA909, 0), (0xA9D0, 0xA9D9, 0), (0xA9F0, 0xA9F9, 0), (0xAA50, 0xAA59, 0), (0xABF0, 0xABF9, 0),
+    (0x104A0, 0x104A9, 0), (0x10A40, 0x10A43, 1), (0x10D30, 0x10D39, 0), (0x10E60, 0x10E68, 1),
+    (0x11052, 0x1105A, 1), (0x11066, 0x1106F, 0), (0x110F0, 0x110F9, 0), (0x11136, 0x1113F, 0),
+    (0x111D0, 0x111D9, 0), (0x112F0, 0x112F9, 0), (0x11450, 0x11459, 0), (0x114D0, 0x114D9, 0),
+    (0x11650, 0x11659, 0), (0x116C0, 0x116C9, 0), (0x11730, 0x11739, 0), (0x118E0, 0x118E9, 0),
+    (0x11950, 0x11959, 0), (0x11C50, 0x11C59, 0), (0x11D50, 0x11D59, 0), (0x11DA0, 0x11DA9, 0),
+    (0x16A60, 0x16A69, 0), (0x16AC0, 0x16AC9, 0), (0x16B50, 0x16B59, 0), (0x1E140, 0x1E149, 0),
+    (0x1E2F0, 0x1E2F9, 0), (0x1E950, 0x1E959, 0),
+)
+OTHER_DIGITS = {chr(c): str(digit + c - first) for first, last, digit in OTHER_DIGIT_RUNS for c in range(first, last + 1)}
+
+# each look-alike, and each digit of another script, to its digit
+TO_HEX_CHARS = {**OTHER_DIGITS, **{ch: digit for digit, chars in HEX_LOOKALIKES.items() for ch in chars}}
 
 # The characters that decompose (NFKD) to a non-ASCII look-alike and marks (a Greek "ά" is "α" and a tonos; checked
 # by a test against NFKD): a text is decomposed after its look-alikes are read, so these are read as their
