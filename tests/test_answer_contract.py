@@ -30,6 +30,7 @@ MEANT = {"right": round((2 * 1.0 + 0.5) / 3, 6), "wrong": round((2 * 0.0 + 0.5) 
 PERSISTENT = [  # the judge answers every request of the scorer this way
     ("scale10", "off the scale"),
     ("two_objects", "2 different JSON objects"),
+    ("retracted", "takes it back"),
     ("length", "cut at the token limit"),
     ("unclosed_think", "never closed"),
     ("truncated", "cut off before its closing brace"),
@@ -49,7 +50,7 @@ def test_a_judge_that_never_answers_on_the_contract_gives_failed_never_a_number(
     assert judge.stats["requests"] == 2 * 3, "each rollout is asked once and re-asked max_reasks (2) times"
 
 
-@pytest.mark.parametrize("mode", ["scale10", "two_objects", "length", "unclosed_think", "truncated"])
+@pytest.mark.parametrize("mode", ["scale10", "two_objects", "retracted", "length", "unclosed_think", "truncated"])
 def test_a_judge_that_corrects_itself_on_the_reask_gives_the_reward_it_meant(tmp_path: Path, sim_factory, mode: str) -> None:
     judge = sim_factory(fault_plan=[mode])  # the first request only
     run = new_run(tmp_path)
@@ -203,6 +204,7 @@ def test_a_cut_reply_replays_offline_to_the_same_files(tmp_path: Path, sim_facto
 
 AGENT_FAULTS = [  # reply kind -> what the recorded reason says
     ("two_objects", "2 different JSON objects"),
+    ("retracted", "takes it back"),
     ("length", "cut at the token limit"),
     ("unclosed_think", "never closed"),
 ]

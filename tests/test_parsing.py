@@ -24,6 +24,8 @@ from amaris_cli.llm.parsing import ReplyError, extract_json_object, normalize_sc
     '<|channel|>analysis<|message|>maybe {"verdicts": [1]}<|end|><|start|>assistant<|channel|>final<|message|>'
     '{"verdicts": []}<|return|>',
     '<|start|>assistant<|channel|>final <|constrain|>json<|message|>{"verdicts": []}',
+    'Wait, let me check each criterion first. Actually it holds. {"verdicts": []}',  # reasoning before the answer
+    '{"verdicts": []}\nLet me know if you need anything else.',  # a sign-off
 ])
 def test_extracts_the_one_object(reply: str) -> None:
     assert extract_json_object(reply) == {"verdicts": []}
@@ -86,6 +88,12 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"r": "a\\u003ab", "s": 1, "s": 2}', "key 's' twice"),  # an escaped ':' does not hide the dropped key
     ("{'score': 1, 'score': 0}", "drop the value 1"),  # json-repair keeps the last value as silently
     ('{"score": 1, 0}', "drop the value 0"),
+    # text after the object that takes it back: the object is not what the judge meant
+    ('{"score": 1}\nActually, I made a mistake: the response does not meet the criterion.', r'takes it back \("actually"\)'),
+    ('```json\n{"score": 1}\n```\nWait, the final answer is wrong, so the score should be 0.', r'takes it back \("wait"\)'),
+    ('Verdict: {"score": 1}. On second thought, it is only partly met.', r'takes it back \("on second thought"\)'),
+    ('{"score": 1}\nCorrection: score 0.', r'takes it back \("correction"\)'),
+    ('{"score": 1}\nPlease disregard the JSON above.', r'takes it back \("disregard"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

@@ -16,7 +16,10 @@ drafts: one inside an object is text the judge quotes from a response. It is inv
     object must be written, complete, in the reply (`"score": 0.` is not 0.0), and every one written
     in it must be in the repaired object (`"score": 1, 0` is not 1);
   - an object gives a key twice (`"score": 1, ..., "score": 0`, or a second "verdicts" list): a JSON
-    reader silently keeps the last value, but which one the judge meant is as open as between two objects.
+    reader silently keeps the last value, but which one the judge meant is as open as between two objects;
+  - the text after the object takes it back ("Actually, I made a mistake: the first criterion is not
+    met"): the object is then not what the judge meant, and what it meant instead is prose. Reasoning
+    before the object, and a sign-off after it, are fine; only the words of `_REVISION` count.
 A reply cut by the token limit (`finish_reason == "length"`) is invalid too; the client checks that.
 
 Scores (`normalize_score`) are on one scale, the one the scorer prompt states: a number from 0 to 1.
@@ -46,6 +49,12 @@ _HARMONY_CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]
 _HARMONY_END = re.compile(r"<\|(?:end|return|call)\|>")
 _HARMONY_START = re.compile(r"\s*<\|(?:start|channel)\|>")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+# Words with which a judge takes back what it just answered (the reply's text after its JSON object).
+_REVISION = re.compile(
+    r"\b(?:actually|correction|on (?:second|further) thought|wait|scratch that|i retract|disregard"
+    r"|ignore (?:the|my) (?:above|previous|earlier|json|answer)|let me (?:reconsider|re-?evaluate|correct|revise|redo)"
+    r"|i (?:made an? (?:mistake|error)|was wrong|misread)|(?:the|my) (?:above|previous) (?:answer|json|verdict) (?:is|was) "
+    r"(?:wrong|incorrect)|revised (?:score|verdict|answer|json))\b", re.I)
 _LITERAL = re.compile(r"true|false|null", re.I)
 
 
@@ -290,6 +299,9 @@ def extract_json_object(text: str) -> dict[str, Any]:
     value, problem = next(iter(distinct.values()))
     if problem:
         raise ReplyError(problem)
+    if revision := _REVISION.search(body, spans[-1][1]):
+        raise ReplyError(f"the reply goes on after its JSON object and takes it back (\"{revision.group().lower()}\"): "
+                         "answer again with only the JSON object you mean, corrected")
     return value
 
 

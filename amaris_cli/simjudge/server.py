@@ -12,7 +12,8 @@ dropped), hang (no answer until the client times out), malformed (a body that is
 truncated (cut-off JSON content), wrong_shape (valid JSON of the wrong shape), empty_choices.
 
 Answers a real judge gives that do not mean what a naive reader takes (REPLY_KINDS): scale10 (every
-score on a 0-10 scale: 9 met, 1 not met, 5 half), two_objects (the verdict, then "if the rubric were lenient: {...}"), length
+score on a 0-10 scale: 9 met, 1 not met, 5 half), two_objects (the verdict, then "if the rubric were lenient: {...}"),
+retracted (the verdict, then "Actually, I made a mistake: ..." in prose), length
 (cut at `"score": 0.` with finish_reason "length"), unclosed_think (`<think>` and a draft, never
 closed), echo_auth (the request's Authorization header copied into every reason).
 
@@ -397,6 +398,8 @@ class SimJudge:
             if lenient == content:  # an agent whose answer holds no score: the second object differs in prose
                 lenient = orjson.dumps(_reword_first_prose(answer)).decode()
             return f"{content}\n\nIf the rubric were lenient, the verdict would be:\n{lenient}"
+        if fault == "retracted":
+            return f"{content}\n\nActually, I made a mistake above: the first criterion is not met after all."
         if fault == "unclosed_think":
             return f"<think>Let me draft the verdict first.\n{content}\nNow let me check each criterion again"
         return content
