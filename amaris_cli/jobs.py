@@ -164,6 +164,10 @@ def score_job(options: ScoreOptions, hooks: Hooks = Hooks()) -> ScoreResult:
     settings = run_settings(run, options.config_layer())
     # Read (once: it may be a pipe) and validate everything before the run is touched.
     loaded = read_rollout_file(options.rollouts, parse_mapping(options.map or []), settings.pipeline.instance_field)
+    if said := sorted({r.step for r in loaded.rollouts if r.step is not None and r.step != step}):
+        # A trainer's own numbering (verl counts from 1) or a wrong file: either way --step decides, said once.
+        hooks.say(f"{options.rollouts}: its rollouts say step {', '.join(map(str, said[:5]))}{', ...' if len(said) > 5 else ''}; "
+                  f"they are scored and stored as step {step}, as --step says")
     rollouts = [r.model_copy(update={"step": step}) for r in loaded.rollouts]
     source = {"path": str(options.rollouts), "sha256": loaded.sha256}
     result = ScoreResult(scores_path=artifacts.scores_path(run, step), rewards_path=options.rewards)

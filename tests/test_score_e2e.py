@@ -56,6 +56,21 @@ def test_score_writes_rewards_and_verdicts_for_planted_cases(run_cli, sim, tmp_p
     assert scored_from["agents"]["scorer"]["prompt"] and scored_from["lag"] == 0
 
 
+def test_rollouts_that_say_another_step_than_step_are_scored_as_step_says_and_it_is_said(run_cli, sim, tmp_path,
+                                                                                           config_file) -> None:
+    """verl numbers its steps from 1, and a script can pass the wrong file: --step decides, and the disagreement
+    is said (it was silent)."""
+    run = init(run_cli, tmp_path, config_file)
+    rollouts = write_jsonl(tmp_path / "r.jsonl", [{**row, "step": 1} for row in PLANTED[:2]])
+    result = run_cli("score", rollouts, "--run", run, "--step", "0", "--quiet", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    assert f"{rollouts}: its rollouts say step 1; they are scored and stored as step 0, as --step says" in result.stderr
+    assert set(scores(run)) == {"right", "wrong"}
+    again = run_cli("score", write_jsonl(tmp_path / "same.jsonl", [{**row, "step": 1} for row in PLANTED[2:]]),
+                    "--run", run, "--step", "1", "--rubric-version", "0", "--quiet", env=judge_env(sim))
+    assert again.exit_code == 0 and "as --step says" not in again.stderr, again.stderr
+
+
 def test_the_rubric_and_rollout_are_sent_to_the_judge_in_delimited_blocks(run_cli, sim, tmp_path, config_file) -> None:
     run = init(run_cli, tmp_path, config_file)
     run_cli("score", write_jsonl(tmp_path / "r.jsonl", PLANTED[:1]), "--run", run, "--step", "0", env=judge_env(sim))
