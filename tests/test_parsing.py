@@ -31,6 +31,21 @@ def test_extracts_the_one_object(reply: str) -> None:
     assert extract_json_object(reply) == {"verdicts": []}
 
 
+@pytest.mark.parametrize("after", [
+    # what a judge writes after its verdict to explain it, with the words a retraction opens with inside a sentence
+    "Explanation: the response actually works through every step the criterion asks for.",
+    "The response tells the user to wait for the results instead of giving them.",
+    "Note: the response includes a correction of its earlier claim.",
+    "The response chose to disregard the user's constraint.",
+    # the response, quoted: what the judge read, not what it says
+    'The response writes "Wait, I made a mistake" and then fixes it, the self-correction the criterion rewards.',
+    "It ends with `actually, scratch that` and a new answer.",
+])
+def test_an_explanation_after_the_object_does_not_take_it_back(after: str) -> None:
+    assert extract_json_object('{"verdicts": []}\n' + after) == {"verdicts": []}
+    assert extract_json_object('```json\n{"verdicts": []}\n```\n' + after) == {"verdicts": []}
+
+
 def test_a_think_tag_quoted_inside_the_answer_is_text() -> None:
     reply = '{"reason": "the response leaves a <think> tag open", "score": 0}'
     assert extract_json_object(reply) == {"reason": "the response leaves a <think> tag open", "score": 0}
@@ -94,6 +109,13 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('Verdict: {"score": 1}. On second thought, it is only partly met.', r'takes it back \("on second thought"\)'),
     ('{"score": 1}\nCorrection: score 0.', r'takes it back \("correction"\)'),
     ('{"score": 1}\nPlease disregard the JSON above.', r'takes it back \("disregard"\)'),
+    ('{"score": 1}\nHmm, actually no: the score should be 0.', r'takes it back \("hmm, actually"\)'),
+    ('{"score": 1}\n**Wait** - the final answer is wrong.', r'takes it back \("wait"\)'),
+    ('{"score": 1}\nOops, my mistake: the criterion is not met.', r'takes it back \("oops"\)'),
+    ('{"score": 1}\nUpon reflection, the score should be 0.', r'takes it back \("upon reflection"\)'),
+    ('{"score": 1}\nI was mistaken; the response fails it.', r'takes it back \("i was mistaken"\)'),
+    ('{"score": 1}\nHold on, the final answer is wrong.', r'takes it back \("hold on"\)'),
+    ('{"score": 1}\nLet me re-check: the final answer is wrong, so 0.', r'takes it back \("let me re-check"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

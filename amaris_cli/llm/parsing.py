@@ -49,12 +49,26 @@ _HARMONY_CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]
 _HARMONY_END = re.compile(r"<\|(?:end|return|call)\|>")
 _HARMONY_START = re.compile(r"\s*<\|(?:start|channel)\|>")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
-# Words with which a judge takes back what it just answered (the reply's text after its JSON object).
+# Words with which a judge takes back what it just answered (the reply's text after its JSON object). Phrases that
+# only a judge revising itself writes count anywhere; words an honest explanation also uses ("the response actually
+# covers...", "tells the user to wait", "a correction of its claim", "chose to disregard the constraint") count only
+# where they open a sentence ("Actually, ...", "Hmm, wait: ...", "**Correction:** ..."). Text in quotes is the
+# response, quoted: "Wait, I made a mistake" is what the judge read, not what it says.
+_REVISION_ANYWHERE = (
+    r"on (?:second|further) thought|scratch that|i retract|i take (?:it|that) back"
+    r"|(?:disregard|ignore)(?=\s+(?:the|my|that|this|everything)\b[^.\n]{0,20}?\b(?:above|previous|earlier|json|answer"
+    r"|verdict|object|score)s?\b)"
+    r"|let me (?:reconsider|re-?evaluate|re-?check|correct|revise|redo)"
+    r"|i (?:made an? (?:mistake|error)|was (?:wrong|mistaken)|misread|misjudged)|my (?:mistake|error|bad)"
+    r"|(?:the|my) (?:above|previous) (?:answer|json|verdict|score) (?:is|was) (?:wrong|incorrect)"
+    r"|revised (?:score|verdict|answer|json)")
+_REVISION_OPENING = r"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard"
 _REVISION = re.compile(
-    r"\b(?:actually|correction|on (?:second|further) thought|wait|scratch that|i retract|disregard"
-    r"|ignore (?:the|my) (?:above|previous|earlier|json|answer)|let me (?:reconsider|re-?evaluate|correct|revise|redo)"
-    r"|i (?:made an? (?:mistake|error)|was wrong|misread)|(?:the|my) (?:above|previous) (?:answer|json|verdict) (?:is|was) "
-    r"(?:wrong|incorrect)|revised (?:score|verdict|answer|json))\b", re.I)
+    rf"\b(?:{_REVISION_ANYWHERE})\b"
+    rf"|(?:\A|(?<=[.!?;:(\n]))[\s*_>#\-\u2022]*(?:(?:hmm+|oh|ah|uh|um+|no|but|ok(?:ay)?|well|so)\b[\s,.!\-\u2013\u2014]*)*"
+    rf"\b(?:{_REVISION_OPENING})\b", re.I)
+# Quoted text after the object: what the judge quotes from the response (straight, curly or code quotes, one line).
+_QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d|`[^`\n]*`')
 _LITERAL = re.compile(r"true|false|null", re.I)
 
 
@@ -250,6 +264,12 @@ def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
     return repaired, None
 
 
+def _revision(after: str) -> str | None:
+    """The words with which the text after a reply's object takes it back, or None (quotes are not the judge's)."""
+    found = _REVISION.search(_QUOTED.sub('""', after))
+    return " ".join(found.group().split()).strip("*_>#-\u2022 ").lower() if found else None
+
+
 def extract_json_object(text: str) -> dict[str, Any]:
     """The one JSON object of a reply (see the module doc), or a ReplyError naming what is wrong."""
     if not text or not text.strip():
@@ -299,8 +319,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
     value, problem = next(iter(distinct.values()))
     if problem:
         raise ReplyError(problem)
-    if revision := _REVISION.search(body, spans[-1][1]):
-        raise ReplyError(f"the reply goes on after its JSON object and takes it back (\"{revision.group().lower()}\"): "
+    if revision := _revision(body[spans[-1][1]:]):
+        raise ReplyError(f"the reply goes on after its JSON object and takes it back (\"{revision}\"): "
                          "answer again with only the JSON object you mean, corrected")
     return value
 
