@@ -69,6 +69,11 @@ OTHER_DIGITS = {chr(c): str(digit + c - first) for first, last, digit in OTHER_D
 
 # each look-alike, and each digit of another script, to its digit
 TO_HEX_CHARS = {**OTHER_DIGITS, **{ch: digit for digit, chars in HEX_LOOKALIKES.items() for ch in chars}}
+# The digits of other scripts that TO_HEX_CHARS reads as the look-alike they also are (a Bengali "\u09ea" is a 4, and
+# looks like an 8): a model that knows the script reads the digit, one that does not the look-alike, so a text that
+# holds one is read both ways (prompts._without_tag), this table giving the digit's reading, one character for one.
+AMBIGUOUS_DIGITS = {ch: digit for ch, digit in OTHER_DIGITS.items() if TO_HEX_CHARS[ch] != digit}
+AS_DIGITS = str.maketrans(AMBIGUOUS_DIGITS)
 
 # The characters that decompose (NFKD) to a non-ASCII look-alike and marks (a Greek "ά" is "α" and a tonos; checked
 # by a test against NFKD): a text is decomposed after its look-alikes are read, so these are read as their

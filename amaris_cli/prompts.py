@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from amaris_cli.errors import ConfigError
-from amaris_cli.hexlookalikes import ASCII_TO_HEX, ASCII_TO_HEX_CHARS, TO_HEX
+from amaris_cli.hexlookalikes import AMBIGUOUS_DIGITS, AS_DIGITS, ASCII_TO_HEX, ASCII_TO_HEX_CHARS, TO_HEX
 from amaris_cli.textnorm import TAG_CHARS, is_invisible, tags_as_ascii
 
 USER_SEPARATOR = "=== user ==="
@@ -110,6 +110,7 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 # Kana, CJK ideographs and Hangul syllables: no compatibility form of theirs is an ASCII letter or digit, and
 # normalizing them is most of the cost of a Chinese, Japanese or Korean text.
 _NO_HEX_FORM = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_AMBIGUOUS_DIGIT = re.compile("[" + "".join(AMBIGUOUS_DIGITS) + "]")
 _APART = "\x00"  # stands for visible text that holds no hex digit: no copy of a tag runs across it
 
 
@@ -232,12 +233,20 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     in Unicode tag characters (invisible, but some models read them): a model reads the same hash in it."""
     if system_tag is None:
         return text
+    # A digit of another script that also looks like another digit ("\u09ea", a Bengali 4 like an 8) is read both
+    # ways: a second reading with such digits as their value, one character for one (a copy is where it is in both).
+    readings = [text]
+    if not text.isascii() and _AMBIGUOUS_DIGIT.search(text):
+        readings.append(text.translate(AS_DIGITS))
     # A text in which even the probe finds no tag holds no copy, and is left as it is.
-    if system_tag not in _probe(text):
+    readings = [reading for reading in readings if system_tag in _probe(reading)]
+    if not readings:
         return text
-    spans = _copies(text, system_tag)
-    if TAG_CHARS.search(text):  # a copy spelled in tag characters, read as the ASCII they spell
-        spans += _copies(tags_as_ascii(text), system_tag)
+    spans = []
+    for reading in readings:
+        spans += _copies(reading, system_tag)
+        if TAG_CHARS.search(reading):  # a copy spelled in tag characters, read as the ASCII they spell
+            spans += _copies(tags_as_ascii(reading), system_tag)
     if not spans:
         return text
     parts, kept = [], 0
