@@ -699,3 +699,37 @@ def test_which_host_headers_a_server_bound_to_this_machine_refuses(bound, header
     from amaris_cli.serve.hosts import foreign_host
 
     assert (foreign_host(bound, header) is not None) is refused
+
+
+def test_stopping_the_server_drops_the_analyses_of_a_step_that_is_settling(monkeypatch) -> None:
+    """A step completed just before a stop waits in `settle` for its analyses (under a steady /score most of them
+    wait for /complete): stop() drops them as it drops an open step's (the evolution asks again on restart), so
+    that the stop does not wait for them, nor leave them running against a closing client."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from amaris_cli.config import Settings
+    from amaris_cli.serve import analyses
+
+    started: list[int] = []
+
+    async def slow_analysis(kit, rubric, rollout, record, step):  # noqa: ANN001, ANN202 - analyze_rollout's signature
+        started.append(step)
+        await asyncio.sleep(60)
+
+    monkeypatch.setattr(analyses, "analyze_rollout", slow_analysis)
+    monkeypatch.setattr(analyses, "rubric_for", lambda *args, **kwargs: None)
+    record = SimpleNamespace(rubric_version=0, instance_id=None)
+
+    async def scenario() -> None:
+        early = analyses.EarlyAnalyses(SimpleNamespace(settings=Settings(), run=None, kit=None), lambda text: None)
+        for _ in range(3):
+            early.start(0, None, record)  # type: ignore[arg-type]
+        settling = asyncio.create_task(early.settle(0))
+        while len(started) < 3:
+            await asyncio.sleep(0.001)
+        await asyncio.wait_for(early.stop(), 2)
+        await asyncio.wait_for(settling, 2)  # its analyses were dropped: nothing left to wait for
+        assert early._in_flight == 0
+
+    asyncio.run(scenario())

@@ -91,9 +91,12 @@ class EarlyAnalyses:
         waiting go at full concurrency."""
         self._urgent.add(step)
         self._dispatch()
-        tasks = self._by_step.pop(step, set())
+        # The tasks stay in _by_step while they are waited for: a stop meanwhile drops them as an open step's (most
+        # of a step's analyses may wait for its completion), rather than waiting for them or leaving them running.
+        tasks = list(self._by_step.get(step, ()))
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._by_step.pop(step, None)
         self._urgent.discard(step)
         self._failed_steps.discard(step)
         if not any(self._by_step.values()):
