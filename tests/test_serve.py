@@ -234,29 +234,66 @@ def test_per_instance_rubrics_score_and_evolve_each_instance(tmp_path, sim) -> N
     assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
 
 
-def test_early_analyses_wait_for_a_pause_in_scoring_and_run_in_it(tmp_path, sim) -> None:
-    """An analysis starts only once /score has been quiet for QUIET_S (scoring is the trainer's critical path,
-    an analysis is not), and then without waiting for /complete."""
-    from amaris_cli.serve.analyses import QUIET_S
-
+def test_early_analyses_run_in_a_pause_of_scoring_without_complete(tmp_path, sim) -> None:
+    """Rollouts posted back to back, then a pause: the step's analyses go in the pause, not at /complete."""
     run = new_run(tmp_path, "served")
     posted = rows(0)[:12]
     with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         for row in posted:  # back to back, as a trainer posting each rollout as it is generated
             assert http.post("/score", json={**body(row), "metadata": {"current_step": 0}}).status_code == 200
-        # No /complete: the pause alone lets the step's analyses go.
         wait_until(lambda: sim.stats["agent:analyzer"] >= len(posted), 60, "the analyses of the paused step")
-        agents = [rules.answer(request["messages"])[0] for request in sim.requests]
-        arrivals = list(sim.arrivals)
-    assert agents.count("scorer") == len(posted)
-    # The judge's clock: a scorer request arrives before the server hears its answer, so an analysis that
-    # waited QUIET_S after the last scoring event reaches the judge at least QUIET_S after that request.
-    last_scorer = None
-    for agent, at in zip(agents, arrivals, strict=True):
-        if agent == "scorer":
-            last_scorer = at
-        elif agent == "analyzer":
-            assert last_scorer is not None and at - last_scorer >= QUIET_S, (agents, arrivals)
+    assert sim.stats["agent:scorer"] == len(posted)
+
+
+def test_an_early_analysis_starts_only_once_scoring_has_been_quiet(monkeypatch) -> None:
+    """Scoring is the trainer's critical path, an analysis is not: no analysis starts within QUIET_S of a rollout
+    arriving or being judged (on the event loop's clock), and once scoring pauses they all go; a step's completion
+    lets them go at once."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from amaris_cli.config import Settings
+    from amaris_cli.serve import analyses
+
+    starts: list[tuple[int, float]] = []
+
+    async def analysis(kit, rubric, rollout, record, step):  # noqa: ANN001, ANN202 - analyze_rollout's signature
+        starts.append((step, asyncio.get_running_loop().time()))
+
+    monkeypatch.setattr(analyses, "analyze_rollout", analysis)
+    monkeypatch.setattr(analyses, "rubric_for", lambda *args, **kwargs: None)
+    record = SimpleNamespace(rubric_version=0, instance_id=None)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        early = analyses.EarlyAnalyses(SimpleNamespace(settings=Settings(), run=None, kit=None), lambda text: None)
+        events = []
+        for _ in range(20):  # a stream: an arrival and a judgement every QUIET_S / 5
+            early.scoring()
+            events.append(loop.time())
+            early.start(0, None, record)  # type: ignore[arg-type]
+            await asyncio.sleep(analyses.QUIET_S / 5)
+        while len(starts) < 20:
+            await asyncio.sleep(0.001)
+        for _, at in starts:
+            assert at - max(e for e in events if e <= at) >= analyses.QUIET_S, (events, starts)
+        # A step that completes goes at once, while /score goes on without a pause.
+        streaming = True
+
+        async def stream() -> None:
+            while streaming:
+                early.scoring()
+                await asyncio.sleep(0)
+
+        scoring = asyncio.create_task(stream())
+        early.start(1, None, record)  # type: ignore[arg-type]
+        await asyncio.wait_for(early.settle(1), 5)
+        streaming = False
+        await scoring
+        assert starts[-1][0] == 1
+        await early.stop()
+
+    asyncio.run(scenario())
 
 
 # --- bad requests, conflicts and failures ----------------------------------------------------------------
