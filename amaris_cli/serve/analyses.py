@@ -94,11 +94,14 @@ class EarlyAnalyses:
         # The tasks stay in _by_step while they are waited for: a stop meanwhile drops them as an open step's (most
         # of a step's analyses may wait for its completion), rather than waiting for them or leaving them running.
         tasks = list(self._by_step.get(step, ()))
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        self._by_step.pop(step, None)
-        self._urgent.discard(step)
-        self._failed_steps.discard(step)
+        try:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:  # also when the wait is cancelled (a stop): a step number used again starts afresh
+            self._by_step.pop(step, None)
+            self._waiting.pop(step, None)
+            self._urgent.discard(step)
+            self._failed_steps.discard(step)
         if not any(self._by_step.values()):
             self._rubrics.clear()  # read again for the next steps: the cache does not grow with the run
 
