@@ -768,5 +768,13 @@ def test_stopping_the_server_drops_the_analyses_of_a_step_that_is_settling(monke
         await asyncio.wait_for(early.stop(), 2)
         await asyncio.wait_for(settling, 2)  # its analyses were dropped: nothing left to wait for
         assert early._in_flight == 0 and not early._urgent and not early._waiting and not early._by_step
+        # A settle cancelled itself (the server's task that waits for it, at a stop) leaves nothing of the step.
+        early.start(5, None, record)  # type: ignore[arg-type]
+        settling = asyncio.create_task(early.settle(5))
+        while len(started) < 4:
+            await asyncio.sleep(0.001)
+        settling.cancel()
+        await asyncio.gather(settling, return_exceptions=True)
+        assert early._in_flight == 0 and not early._urgent and not early._waiting and not early._by_step
 
     asyncio.run(scenario())
