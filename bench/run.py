@@ -686,10 +686,17 @@ def amaris_serve(run: Path, env: dict[str, str], *args: str) -> Iterator[tuple[s
         server.wait(120)
 
 
-def analyzer_calls(run: Path) -> int:
-    """The analyzer's answers in the run's call log (early analyses included)."""
+def analyzer_calls(run: Path, offset: int = 0) -> tuple[int, int]:
+    """The analyzer's answers in the run's call log (early analyses included) after byte `offset`, and the log's
+    end: a caller that polls reads only what was appended since (the log grows by some 5 kB a call)."""
     log = run / "calls.jsonl"
-    return sum(b'"agent":"analyzer"' in line for line in log.read_bytes().splitlines()) if log.exists() else 0
+    if not log.exists():
+        return 0, offset
+    with open(log, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    whole = data[: data.rfind(b"\n") + 1]  # a line still being written is read next time
+    return whole.count(b'"agent":"analyzer"'), offset + len(whole)
 
 
 def bench_serve(tmp: Path, n: int) -> None:
@@ -733,16 +740,19 @@ def bench_serve(tmp: Path, n: int) -> None:
                 drained: dict[int, tuple[int, float]] = {}
                 for concurrency, part in ((1, rollouts[:n]), (16, rollouts[n:2 * n])):
                     rows = score_rows(part)
-                    before = analyzer_calls(run)
+                    _, mark = analyzer_calls(run)
                     cpu0, judge0 = cpu_of([pid]), cpu_of(judge_pids)
                     result = loadgen(served, rows, tmp / f"serve-score-{concurrency}.jsonl", concurrency)
                     wall = result["wall_s"]
                     figures[concurrency] = (result, (cpu_of([pid]) - cpu0) / wall, (cpu_of(judge_pids) - judge0) / wall,
                                             (cpu_of([pid]) - cpu0) / n * 1000)
                     if not args:  # where the burst's analyses went: during it, or into the pause after it
-                        during, end = analyzer_calls(run) - before, time.monotonic()
-                        while analyzer_calls(run) - before < n and time.monotonic() - end < 120:
+                        during, mark = analyzer_calls(run, mark)
+                        done, end = during, time.monotonic()
+                        while done < n and time.monotonic() - end < 120:
                             time.sleep(0.05)
+                            more, mark = analyzer_calls(run, mark)
+                            done += more
                         drained[concurrency] = (during, time.monotonic() - end)
             record("serve", f"GET /health, C=1{label}: p50 (target <= 5 ms)", f"**{p50(health):.2f} ms** (p90 "
                    f"{statistics.quantiles(health['latencies_ms'], n=10)[-1]:.2f} ms, {n / health['wall_s']:.0f} req/s)")

@@ -245,14 +245,27 @@ def test_early_analyses_run_in_a_pause_of_scoring_without_complete(tmp_path, sim
     assert sim.stats["agent:scorer"] == len(posted)
 
 
+def early_analyses_with(monkeypatch, analysis) -> tuple[Any, Any]:  # noqa: ANN001 - pytest's, analyze_rollout's
+    """serve's EarlyAnalyses in this process, each analysis `analysis` instead of the analyzer's request: a maker of
+    one (inside a running loop), and a record to start analyses with."""
+    from types import SimpleNamespace
+
+    from amaris_cli.config import Settings
+    from amaris_cli.serve import analyses
+
+    monkeypatch.setattr(analyses, "analyze_rollout", analysis)
+    monkeypatch.setattr(analyses, "rubric_for", lambda *args, **kwargs: None)
+
+    def new() -> analyses.EarlyAnalyses:
+        return analyses.EarlyAnalyses(SimpleNamespace(settings=Settings(), run=None, kit=None), lambda text: None)  # type: ignore[arg-type]
+
+    return new, SimpleNamespace(rubric_version=0, instance_id=None)
+
+
 def test_an_early_analysis_starts_only_once_scoring_has_been_quiet(monkeypatch) -> None:
     """Scoring is the trainer's critical path, an analysis is not: no analysis starts within QUIET_S of a rollout
     arriving or being judged (on the event loop's clock), and once scoring pauses they all go; a step's completion
     lets them go at once."""
-    import asyncio
-    from types import SimpleNamespace
-
-    from amaris_cli.config import Settings
     from amaris_cli.serve import analyses
 
     starts: list[tuple[int, float]] = []
@@ -260,13 +273,11 @@ def test_an_early_analysis_starts_only_once_scoring_has_been_quiet(monkeypatch) 
     async def analysis(kit, rubric, rollout, record, step):  # noqa: ANN001, ANN202 - analyze_rollout's signature
         starts.append((step, asyncio.get_running_loop().time()))
 
-    monkeypatch.setattr(analyses, "analyze_rollout", analysis)
-    monkeypatch.setattr(analyses, "rubric_for", lambda *args, **kwargs: None)
-    record = SimpleNamespace(rubric_version=0, instance_id=None)
+    new_early, record = early_analyses_with(monkeypatch, analysis)
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        early = analyses.EarlyAnalyses(SimpleNamespace(settings=Settings(), run=None, kit=None), lambda text: None)
+        early = new_early()
         events = []
         for _ in range(20):  # a stream: an arrival and a judgement every QUIET_S / 5
             early.scoring()
@@ -742,24 +753,16 @@ def test_stopping_the_server_drops_the_analyses_of_a_step_that_is_settling(monke
     """A step completed just before a stop waits in `settle` for its analyses (under a steady /score most of them
     wait for /complete): stop() drops them as it drops an open step's (the evolution asks again on restart), so
     that the stop does not wait for them, nor leave them running against a closing client."""
-    import asyncio
-    from types import SimpleNamespace
-
-    from amaris_cli.config import Settings
-    from amaris_cli.serve import analyses
-
     started: list[int] = []
 
     async def slow_analysis(kit, rubric, rollout, record, step):  # noqa: ANN001, ANN202 - analyze_rollout's signature
         started.append(step)
         await asyncio.sleep(60)
 
-    monkeypatch.setattr(analyses, "analyze_rollout", slow_analysis)
-    monkeypatch.setattr(analyses, "rubric_for", lambda *args, **kwargs: None)
-    record = SimpleNamespace(rubric_version=0, instance_id=None)
+    new_early, record = early_analyses_with(monkeypatch, slow_analysis)
 
     async def scenario() -> None:
-        early = analyses.EarlyAnalyses(SimpleNamespace(settings=Settings(), run=None, kit=None), lambda text: None)
+        early = new_early()
         for _ in range(3):
             early.start(0, None, record)  # type: ignore[arg-type]
         settling = asyncio.create_task(early.settle(0))

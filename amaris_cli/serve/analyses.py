@@ -60,13 +60,11 @@ class EarlyAnalyses:
         self._rubrics: dict[tuple[int, str | None], RubricSet] = {}
         self._failed_steps: set[int] = set()
         self._last_scoring = -math.inf  # the loop's time of the last rollout that arrived or was judged
-        self._quiet = True
-        self._watch: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None  # until /score is quiet again; None while it is
 
     def scoring(self) -> None:
         """A rollout arrived or was judged: analyses not yet started wait until /score is quiet again."""
         self._last_scoring = asyncio.get_running_loop().time()
-        self._quiet = False
         if self._watch is None or self._watch.done():
             self._watch = asyncio.create_task(self._until_quiet())
 
@@ -75,8 +73,7 @@ class EarlyAnalyses:
         loop = asyncio.get_running_loop()
         while (left := self._last_scoring + QUIET_S - loop.time()) > 0:
             await asyncio.sleep(left)
-        self._quiet = True
-        self._watch = None  # with _quiet, at once: the next arrival starts a new timer
+        self._watch = None  # quiet: the next arrival starts a new timer
         self._dispatch()
 
     def start(self, step: int, rollout: Rollout, record: ScoreRecord) -> None:
@@ -122,7 +119,7 @@ class EarlyAnalyses:
     def _may_start(self, step: int) -> bool:
         if step in self._urgent:
             return self._in_flight < self.full
-        return self._quiet and self._in_flight < self.background
+        return self._watch is None and self._in_flight < self.background
 
     async def _slot(self, step: int) -> None:
         if step not in self._waiting and self._may_start(step):
