@@ -37,6 +37,7 @@ def test_extracts_the_one_object(reply: str) -> None:
     "The response tells the user to wait for the results instead of giving them.",
     "Note: the response includes a correction of its earlier claim.",
     "The response chose to disregard the user's constraint.",
+    "The response says sorry for the delay and then answers; its apologies do not replace the steps.",
     # the response, quoted: what the judge read, not what it says
     'The response writes "Wait, I made a mistake" and then fixes it, the self-correction the criterion rewards.',
     "It ends with `actually, scratch that` and a new answer.",
@@ -116,6 +117,9 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\nI was mistaken; the response fails it.', r'takes it back \("i was mistaken"\)'),
     ('{"score": 1}\nHold on, the final answer is wrong.', r'takes it back \("hold on"\)'),
     ('{"score": 1}\nLet me re-check: the final answer is wrong, so 0.', r'takes it back \("let me re-check"\)'),
+    ('{"score": 1}\nSorry, the score should be 0: the final answer is wrong.', r'takes it back \("sorry"\)'),
+    ('{"score": 1}\nMy apologies - the criterion is not met.', r'takes it back \("my apologies"\)'),
+    ('{"score": 1}\nOh, I apologize: the response fails it.', r'takes it back \("oh, i apologize"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

@@ -51,9 +51,9 @@ _HARMONY_START = re.compile(r"\s*<\|(?:start|channel)\|>")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 # Words with which a judge takes back what it just answered (the reply's text after its JSON object). Phrases that
 # only a judge revising itself writes count anywhere; words an honest explanation also uses ("the response actually
-# covers...", "tells the user to wait", "a correction of its claim", "chose to disregard the constraint") count only
-# where they open a sentence ("Actually, ...", "Hmm, wait: ...", "**Correction:** ..."). Text in quotes is the
-# response, quoted: "Wait, I made a mistake" is what the judge read, not what it says.
+# covers...", "tells the user to wait", "a correction of its claim", "says sorry for the delay") count only where
+# they open a sentence ("Actually, ...", "Hmm, wait: ...", "**Correction:** ...", "Sorry, the score should be 0").
+# Text in quotes is the response, quoted: "Wait, I made a mistake" is what the judge read, not what it says.
 _REVISION_ANYWHERE = (
     r"on (?:second|further) thought|scratch that|i retract|i take (?:it|that) back"
     r"|(?:disregard|ignore)(?=\s+(?:the|my|that|this|everything)\b[^.\n]{0,20}?\b(?:above|previous|earlier|json|answer"
@@ -62,7 +62,8 @@ _REVISION_ANYWHERE = (
     r"|i (?:made an? (?:mistake|error)|was (?:wrong|mistaken)|misread|misjudged)|my (?:mistake|error|bad)"
     r"|(?:the|my) (?:above|previous) (?:answer|json|verdict|score) (?:is|was) (?:wrong|incorrect)"
     r"|revised (?:score|verdict|answer|json)")
-_REVISION_OPENING = r"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard"
+_REVISION_OPENING = (r"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard"
+                     r"|sorry|(?:my )?apologies|i apologi[sz]e")
 _REVISION = re.compile(
     rf"\b(?:{_REVISION_ANYWHERE})\b"
     rf"|(?:\A|(?<=[.!?;:(\n]))[\s*_>#\-\u2022]*(?:(?:hmm+|oh|ah|uh|um+|no|but|ok(?:ay)?|well|so)\b[\s,.!\-\u2013\u2014]*)*"
