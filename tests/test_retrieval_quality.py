@@ -154,6 +154,28 @@ def test_dynamic_hits_are_never_duplicated_and_at_most_n_per_query(minilm) -> No
         assert set(per_query.values()) == {n}, per_query
 
 
+def test_entries_at_the_same_distance_are_chosen_by_id_whatever_order_they_were_indexed_in(tmp_path: Path) -> None:
+    """Which of several equally near entries a query keeps was the index's choice, and it depends on the order
+    the entries were added in: a run resumed after a crash indexes in another order than an uninterrupted
+    one, and retrieved (so prompted with) other entries. Twelve entries with one text, indexed in two orders;
+    a query keeping 3 of them keeps the same 3 from both, the first by id."""
+    from amaris_cli.memory.digests import MemoryEntry
+
+    entries = [MemoryEntry(id=f"analysis:{i:02d}", type="analysis", step=0, instance_id=None,
+                           text="the final answer was copied from the question without solving it")
+               for i in range(12)]
+    entries += [MemoryEntry(id=f"analysis:other-{i}", type="analysis", step=0, instance_id=None,
+                            text=f"an unrelated note number {i} about formatting tables") for i in range(20)]
+    kept = []
+    for name, order in (("forward", entries), ("backward", entries[::-1])):
+        with MemoryStore(RunDir(new_run(tmp_path, name)), MemorySettings(), embedder=KeywordEmbedder()) as store:
+            for entry in order:  # one at a time: each addition is its own step of the index
+                store.add([entry])
+            [hits] = store.query(["answer copied from the question"], 3, before_step=1)
+            kept.append([key for key, *_ in hits][:3])
+    assert kept[0] == kept[1] == ["analysis:00", "analysis:01", "analysis:02"], kept
+
+
 # --- end to end: a recurring failure is found again by the loop ----------------------------------
 
 # The opening sentence of every wrong rollout of a step (the sim-judge's analyzer quotes it, its

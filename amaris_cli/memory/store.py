@@ -66,6 +66,7 @@ IO_LOCK = "memory-io"
 COLLECTIONS: dict[EntryType, str] = {"analysis": "analyses", "summary": "summaries", "update": "updates"}
 PAGE = 1000
 META_FILE = "amaris-memory.json"  # which embedder built the index
+TIE_MARGIN = 8  # candidates fetched beyond those a query keeps (see query)
 
 
 class MemoryStore:
@@ -295,7 +296,11 @@ class MemoryStore:
         Fast path: a plain nearest-neighbour query, filtered afterwards. A step's records are indexed
         after its update, so during the update of step t the index normally holds only earlier steps
         and the fast path is exact. When it comes back short (newer or other-instance entries in the
-        way), the query is redone with a metadata filter, which is exact but slow on large indexes."""
+        way), the query is redone with a metadata filter, which is exact but slow on large indexes.
+
+        Entries as near as the last one kept are all fetched and chosen by key: which of them the index
+        returns depends on the order they were added in, and a run resumed after a crash adds them in
+        another order than an uninterrupted one (it retrieved, so prompted the updater with, others)."""
         if not texts:
             return []
         vectors = self.embedder.embed(texts)
@@ -308,19 +313,15 @@ class MemoryStore:
             if count == 0:
                 continue
             k = min(want, count)
-            found = col.query(query_embeddings=vectors, n_results=k, include=include)  # type: ignore[arg-type]
+            fetch = min(want + TIE_MARGIN, count)
+            found = col.query(query_embeddings=vectors, n_results=fetch, include=include)  # type: ignore[arg-type]
             for i in range(len(texts)):
-                rows = _rows(found, i)
-                usable = [r for r in rows if int(r[1]["step"]) < before_step and r[1]["instance_id"] == instance_id]
-                if len(usable) < len(rows) and len(usable) < k:
-                    exact = col.query(query_embeddings=[vectors[i]], n_results=k, where=where,  # type: ignore[arg-type]
-                                      include=include)  # type: ignore[arg-type]
-                    usable = _rows(exact, 0)
-                for key, meta, dist, doc in usable:
+                again = functools.partial(_query_one, col, vectors[i], where, include)
+                for key, meta, dist, doc in _nearest(_rows(found, i), again, k, fetch, count, before_step, instance_id):
                     per_text[i].append((key, entry_type, int(meta["step"]), float(dist), doc))
         results = []
         for hits in per_text:
-            hits.sort(key=lambda h: (round(h[3], 6), h[0]))
+            hits.sort(key=lambda h: _ranked(h[3], h[0]))
             results.append([h for h in hits if not exclude or h[0] not in exclude])
         return results
 
@@ -357,7 +358,44 @@ def _forget_system(identifier: str) -> None:
             pass
 
 
-def _rows(found: Any, i: int) -> list[tuple[str, dict[str, Any], float, str | None]]:
+_Row = tuple[str, dict[str, Any], float, str | None]  # key, metadata, distance, document
+
+
+def _ranked(distance: float, key: str) -> tuple[float, str]:
+    """Nearest first; equal distances (to the 6 decimals retrieval.json records) by key."""
+    return round(distance, 6), key
+
+
+def _query_one(col: Any, vector: list[float], where: dict[str, Any], include: list[str], size: int,
+               filtered: bool) -> list[_Row]:
+    """The `size` nearest rows of one query vector (only those `where` admits, when filtered)."""
+    return _rows(col.query(query_embeddings=[vector], n_results=size, where=where if filtered else None,
+                           include=include), 0)
+
+
+def _nearest(rows: list[_Row], again: Callable[[int, bool], list[_Row]], k: int, fetch: int, count: int,
+             before_step: int, instance_id: str) -> list[_Row]:
+    """The k nearest usable rows (of steps < before_step, of the instance), from the `fetch` nearest of the index
+    (`rows`), fetching more through `again(size, filtered)` while those fall short: filtered when the unusable
+    ones leave fewer than k, twice as many while the farthest fetched is as near as the k-th (more may tie with
+    it). At most log2(count) more queries: the index holds `count` entries."""
+    filtered = False
+    while True:
+        usable = rows if filtered else [r for r in rows if int(r[1]["step"]) < before_step
+                                        and r[1]["instance_id"] == instance_id]
+        if not filtered and len(usable) < len(rows) and len(usable) < k:
+            filtered = True
+            rows = again(fetch, True)
+            continue
+        usable.sort(key=lambda r: _ranked(r[2], r[0]))
+        exhausted = len(rows) < fetch or fetch >= count
+        if exhausted or len(usable) < k or max(round(r[2], 6) for r in rows) > round(usable[k - 1][2], 6):
+            return usable[:k]
+        fetch = min(2 * fetch, count)
+        rows = again(fetch, filtered)
+
+
+def _rows(found: Any, i: int) -> list[_Row]:
     docs = found.get("documents") or None
     return [(found["ids"][i][j], found["metadatas"][i][j], found["distances"][i][j], docs[i][j] if docs else None)
             for j in range(len(found["ids"][i]))]
