@@ -65,6 +65,9 @@ max_attempts = 4
 """
 
 # The sim-judge's /v1/embeddings instead of the local model: where the scenario, not the embedder, is tested.
+# Its vectors are hashed bags of words, so retrieval still finds a recurring failure by its words. Most tests keep
+# the default, the local model (and every process its load and threads can break: test_crash_resume, test_online);
+# those of the model's semantics must (test_retrieval_quality, test_memory_decisions, test_embedding_cache).
 FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n'
 
 
@@ -184,14 +187,19 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def new_run(tmp: Path, name: str = "run", extra: str = "") -> Path:
+def new_run(tmp: Path, name: str = "run", extra: str = "", base: str = TEST_CONFIG) -> Path:
     """`amaris init TMP/NAME` with the test config (plus `extra` TOML)."""
     config = tmp / f"{name}.toml"
-    config.write_text(TEST_CONFIG + extra)
+    config.write_text(base + extra)
     run = tmp / name
     result = invoke("init", run, "--config", config)
     assert result.exit_code == 0, result.stderr
     return run
+
+
+def new_scenario_run(tmp: Path, name: str = "run", extra: str = "") -> Path:
+    """`new_run` with the sim-judge's embeddings (FAST_MEMORY): for tests of a scenario, not of the embedder."""
+    return new_run(tmp, name, extra, TEST_CONFIG + FAST_MEMORY)
 
 
 def calls(run: Path) -> list[dict]:

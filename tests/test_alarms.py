@@ -19,6 +19,7 @@ from amaris_cli.alarms import Moments, StepSignals, detect, run_alarms
 from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge.server import SimJudge
 from tests.conftest import (
+    FAST_MEMORY,
     TEST_CONFIG,
     invoke,
     judge_env,
@@ -34,7 +35,7 @@ LEARNING = [0.35 - 0.015 * t for t in range(12)]  # the wrong share falls as the
 
 def _init(tmp: Path, name: str) -> Path:
     config = tmp / "amaris.toml"
-    config.write_text(TEST_CONFIG)
+    config.write_text(TEST_CONFIG + FAST_MEMORY)  # alarms read rewards and analyses, not the memory
     run = tmp / name
     assert invoke("init", run, "--config", config, "--total-steps", "12").exit_code == 0
     return run

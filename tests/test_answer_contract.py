@@ -17,7 +17,7 @@ from amaris_cli.agents.group_scorer import split_to_fit
 from amaris_cli.agents.scorer import answer_budget
 from amaris_cli.models import RubricSet, Verdict
 from amaris_cli.rubrics import compute_reward
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, read_jsonl, scores, write_jsonl
+from tests.conftest import EXAMPLES, invoke, judge_env, new_scenario_run, read_jsonl, scores, write_jsonl
 
 ROLLOUTS = [
     {"id": "right", "input": "What is 6*7?", "output": "First 6*7 = 42, so the result is 42.\nFinal answer: 42", "answer": "42"},
@@ -41,7 +41,7 @@ PERSISTENT = [  # the judge answers every request of the scorer this way
 def test_a_judge_that_never_answers_on_the_contract_gives_failed_never_a_number(
         tmp_path: Path, sim_factory, mode: str, reason: str) -> None:
     judge = sim_factory(agent_faults={"scorer": mode})
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0", env=judge_env(judge))
     assert result.exit_code == 4, result.stderr
     for record in scores(run).values():
@@ -53,7 +53,7 @@ def test_a_judge_that_never_answers_on_the_contract_gives_failed_never_a_number(
 @pytest.mark.parametrize("mode", ["scale10", "two_objects", "retracted", "length", "unclosed_think", "truncated"])
 def test_a_judge_that_corrects_itself_on_the_reask_gives_the_reward_it_meant(tmp_path: Path, sim_factory, mode: str) -> None:
     judge = sim_factory(fault_plan=[mode])  # the first request only
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     env = judge_env(judge, AMARIS_SCORER_CONCURRENCY="1")
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0", env=env)
     assert result.exit_code == 0, result.stderr
@@ -64,7 +64,7 @@ def test_a_judge_that_corrects_itself_on_the_reask_gives_the_reward_it_meant(tmp
 
 def test_a_cut_reply_is_asked_again_with_twice_the_budget_up_to_the_cap(tmp_path: Path, sim_factory) -> None:
     judge = sim_factory(agent_faults={"scorer": "length"})
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     env = judge_env(judge, AMARIS_SCORER_MAX_TOKENS="1000", AMARIS_SCORER_MAX_TOKENS_CAP="3000")
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=env)
     assert result.exit_code == 4
@@ -81,12 +81,12 @@ def test_a_length_cut_at_a_verdict_number_is_never_repaired_into_that_number(tmp
     full = json.dumps({"verdicts": [{"criterion_id": "correct-answer", "score": 1.0, "reason": "ok"},
                                     {"criterion_id": "shows-reasoning", "score": score, "reason": "ok"}]})
     judge = sim_factory(scripted={"scorer": [cut + "}]}", cut + "}]}", cut + "}]}"]})  # closed, but the number is cut
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
     assert result.exit_code == 4
     assert "not written completely" in scores(run)["right"]["error"]
     judge = sim_factory(scripted={"scorer": [cut + "}]}", full]})
-    run = new_run(tmp_path, "again")
+    run = new_scenario_run(tmp_path, "again")
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     assert scores(run)["right"]["reward"] == round((2 + score) / 3, 6)
@@ -110,7 +110,7 @@ _SECOND_THOUGHT = [  # a key given twice: a JSON reader keeps the last value, th
 @pytest.mark.parametrize("reply", _SECOND_THOUGHT)
 def test_a_key_given_twice_is_invalid_never_the_last_value(tmp_path: Path, sim_factory, reply: str) -> None:
     judge = sim_factory(scripted={"scorer": [reply] * 3})
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
     assert result.exit_code == 4, result.stderr
     record = scores(run)["right"]
@@ -127,7 +127,7 @@ def test_a_key_given_twice_is_invalid_never_the_last_value(tmp_path: Path, sim_f
 def test_explicit_scales_and_words_are_read_as_written(tmp_path: Path, sim_factory, reply: dict, reward: float) -> None:
     content = json.dumps({"verdicts": [{"criterion_id": k, "score": v, "reason": "r"} for k, v in reply.items()]})
     judge = sim_factory(scripted={"scorer": [content]})
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     assert scores(run)["right"]["reward"] == pytest.approx(reward, abs=1e-6)
@@ -135,7 +135,7 @@ def test_explicit_scales_and_words_are_read_as_written(tmp_path: Path, sim_facto
 
 def test_a_loop_against_a_judge_on_a_0_to_10_scale_records_no_wrong_reward(tmp_path: Path, sim_factory) -> None:
     judge = sim_factory(agent_faults={"scorer": "scale10"})
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--on-error", "skip", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     replies = {}  # (step, rollout) -> the judge's last answer, in its own scale (9 met, 1 not met)
@@ -165,11 +165,11 @@ def test_group_calls_ask_for_the_budget_their_answer_needs_and_split_when_it_exc
     assert answer_budget(5, 16) >= 3100, "16 responses x 5 criteria need about 3,100 tokens"
     assert [len(p) for p in split_to_fit([str(i) for i in range(16)], 5, 3000)] == [8, 8]
     groups = EXAMPLES / "math_groups" / "step-000.jsonl"
-    reference = new_run(tmp_path, "reference")
+    reference = new_scenario_run(tmp_path, "reference")
     judge = sim_factory(enforce_max_tokens=True)
     assert invoke("score", groups, "--run", reference, "--step", "0", env=judge_env(judge)).exit_code == 0
     # A budget far too small for 3 responses x 2 criteria: the call asks for what the answer needs.
-    run = new_run(tmp_path, "grown")
+    run = new_scenario_run(tmp_path, "grown")
     result = invoke("score", groups, "--run", run, "--step", "0", "--group-by", "input",
                     env=judge_env(judge, AMARIS_SCORER_MAX_TOKENS="64"))
     assert result.exit_code == 0, result.stderr
@@ -178,7 +178,7 @@ def test_group_calls_ask_for_the_budget_their_answer_needs_and_split_when_it_exc
     assert scores(run) == scores(reference)
     # A cap that fits two responses: each group of 3 distinct outputs is judged in two calls.
     judge.requests.clear()
-    run = new_run(tmp_path, "split")
+    run = new_scenario_run(tmp_path, "split")
     cap = answer_budget(2, 2)
     result = invoke("score", groups, "--run", run, "--step", "0", "--group-by", "input",
                     env=judge_env(judge, AMARIS_SCORER_MAX_TOKENS="64", AMARIS_SCORER_MAX_TOKENS_CAP=str(cap)))
@@ -191,7 +191,7 @@ def test_group_calls_ask_for_the_budget_their_answer_needs_and_split_when_it_exc
 
 def test_a_cut_reply_replays_offline_to_the_same_files(tmp_path: Path, sim_factory) -> None:
     judge = sim_factory(fault_plan=["length"])
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     source = write_jsonl(tmp_path / "l.jsonl", [dict(r, step=0) for r in ROLLOUTS])
     assert invoke("loop", source, "--run", run, env=judge_env(judge)).exit_code == 0
     assert any(c["finish_reason"] == "length" for c in read_jsonl(run / "calls.jsonl"))
@@ -218,7 +218,7 @@ def _budgets(judge, agent: str) -> list[int]:
 
 
 def _scored_run(tmp_path: Path, sim_factory) -> Path:
-    run = new_run(tmp_path)
+    run = new_scenario_run(tmp_path)
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0",
                     env=judge_env(sim_factory()))
     assert result.exit_code == 0, result.stderr
@@ -280,7 +280,7 @@ def test_under_json_schema_the_scorer_sends_its_rubrics_exact_contract_strict(tm
     criterion ids as an enum, `score` for reward criteria and `present` for pitfalls, every object closed;
     the other agents send their answer model's schema in the strict form. The answers are checked the same."""
     judge = sim_factory()
-    run = new_run(tmp_path, extra='\n[[rubric.adaptive]]\nid = "flattery"\ntext = "The response flatters the reader."'
+    run = new_scenario_run(tmp_path, extra='\n[[rubric.adaptive]]\nid = "flattery"\ntext = "The response flatters the reader."'
                                   '\nweight = 1.0\nkind = "pitfall"\n')
     env = judge_env(judge, AMARIS_RESPONSE_FORMAT="json_schema")
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=env)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from amaris_cli.serve.client import AmarisClient
 from amaris_cli.serve.openrlhf import OPENRLHF_PATH, OpenRLHFRequest, OpenRLHFResponse
-from tests.conftest import new_run
+from tests.conftest import new_scenario_run
 from tests.real_trainers import IN_PROCESS_TRL, require
 from tests.served import served
 from tests.test_reference_client import recording_server
@@ -83,7 +83,7 @@ def test_openrlhf_request_that_cannot_be_split_is_an_error_not_a_guess() -> None
 def test_amaris_serve_answers_openrlhf_as_its_remote_reward_model(agent, tok, tmp_path, sim) -> None:
     """OpenRLHF's executor against `amaris serve --rollouts-per-step 2`: each response is one rollout of the
     server's open step (the request names none), its reward the judge's score, read by OpenRLHF's code."""
-    run = new_run(tmp_path, "openrlhf")
+    run = new_scenario_run(tmp_path, "openrlhf")
     wrong = "6 * 7 = 41. Final answer: 41"
     with served(run, sim, "--rollouts-per-step", 2) as server:
         right_out = execute(agent, server.url, tok, tok(RESPONSE)["input_ids"] + [tok.eos_token_id], label="42")

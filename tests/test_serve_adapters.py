@@ -20,7 +20,7 @@ from amaris_cli.serve import adapters
 from amaris_cli.serve.adapters import TRLReward, VerlReward
 from amaris_cli.serve.api import Health
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import EXAMPLES, invoke, new_run, wait_until
+from tests.conftest import EXAMPLES, invoke, new_scenario_run, wait_until
 from tests.served import serve_env, served
 
 TRL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "trl_grpo.jsonl").read_text().splitlines()]
@@ -54,7 +54,7 @@ def test_trl_reward_resumed_while_the_crashed_runs_last_step_completes_numbers_a
     """A training resumes (optimizer step 0 again) while the server still completes the step its crashed run
     completed last, whose judgements are in flight: that step takes no more rollouts, so the resumed
     generation is the next step, not a 409 "step 0 is being completed"."""
-    run = new_run(tmp_path, "completing")
+    run = new_scenario_run(tmp_path, "completing")
     with served(run, sim_factory(latency=2.0)) as server, ThreadPoolExecutor(3) as pool:
         client = AmarisClient(server.url)
         crashed = [pool.submit(client.score, "What is 2 + 2?", f"{i}. Final answer: {i}", step=0) for i in (3, 4)]
@@ -85,7 +85,7 @@ def test_a_crashed_runs_step_is_a_leftover_though_the_trainers_clock_is_behind_t
     (its judgement took that long); the trainer's machine's clock is ten minutes behind the server's. Read on
     one clock, the step opened before the adapter was made: it is dropped, and the resumed generation is step 0
     alone."""
-    run = new_run(tmp_path, "behind")
+    run = new_scenario_run(tmp_path, "behind")
     with served(run, sim_factory(latency=1.0)) as server:
         AmarisClient(server.url).score("What is 2 + 2?", "5. Final answer: 5", step=0)  # the crashed run's
         skewed_clock(monkeypatch, -600)
@@ -108,7 +108,7 @@ def test_a_step_another_process_opened_after_the_adapter_is_joined_though_the_tr
     machine's clock is ten minutes ahead of the server's, and its /health requests are slow to reach the
     server. The step is not a leftover of an earlier run: the first call joins it rather than dropping the
     other process's rollout."""
-    run = new_run(tmp_path, "ahead")
+    run = new_scenario_run(tmp_path, "ahead")
     with served(run, sim) as server:
         skewed_clock(monkeypatch, 600)
         reward = TRLReward(server.url, client=SlowToReachHealth(server.url))
@@ -118,7 +118,7 @@ def test_a_step_another_process_opened_after_the_adapter_is_joined_though_the_tr
 
 
 def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, sim) -> None:
-    run = new_run(tmp_path, "trl")
+    run = new_scenario_run(tmp_path, "trl")
     with served(run, sim) as server:
         reward = TRLReward(server.url)
         assert reward.__name__ == "amaris"  # TRL names the reward in its logs after it
@@ -154,7 +154,7 @@ def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, 
 
 
 def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) -> None:
-    run = new_run(tmp_path, "verl")
+    run = new_scenario_run(tmp_path, "verl")
     with served(run, sim_factory(agent_fault_rate={"scorer": 0.3}), "--on-error", "neutral") as server:
         compute_score = VerlReward(server.url)
         got = [compute_score("openai/gsm8k", r["output"], r["gts"],
@@ -175,7 +175,7 @@ def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) 
 
 
 def test_the_examples_run_against_a_server(tmp_path, sim) -> None:
-    run = new_run(tmp_path, "examples")
+    run = new_scenario_run(tmp_path, "examples")
     with served(run, sim) as server:
         # verl's steps follow TRL's on the same run: a run's steps are consecutive (a gap is refused with 409)
         for script, args in (("trl_grpo.py", ("--steps", "1")), ("verl_reward.py", ("--steps", "1", "--first-step", "1"))):
@@ -188,7 +188,7 @@ def test_the_examples_run_against_a_server(tmp_path, sim) -> None:
 
 
 def test_the_openrlhf_example_runs_against_a_server_that_closes_its_steps(tmp_path, sim) -> None:
-    run = new_run(tmp_path, "openrlhf")
+    run = new_scenario_run(tmp_path, "openrlhf")
     with served(run, sim, "--rollouts-per-step", 16) as server:
         done = subprocess.run([sys.executable, str(EXAMPLES / "serve" / "openrlhf_reward.py"), "--url", server.url,
                                "--steps", "2"], env=serve_env(sim), capture_output=True, text=True, timeout=300)
@@ -198,7 +198,7 @@ def test_the_openrlhf_example_runs_against_a_server_that_closes_its_steps(tmp_pa
 
 
 def test_the_adapters_refuse_a_sync_server_they_would_wait_on_forever(tmp_path, sim) -> None:
-    run = new_run(tmp_path, "sync")
+    run = new_scenario_run(tmp_path, "sync")
     with served(run, sim, "--mode", "sync") as server:
         with pytest.raises(RuntimeError, match="--rollouts-per-step"):
             TRLReward(server.url)(prompts=["q"], completions=["a"], trainer_state=SimpleNamespace(global_step=0))

@@ -15,7 +15,7 @@ import pytest
 
 from amaris_cli.serve.adapters import TRLReward
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import EXAMPLES, new_run
+from tests.conftest import EXAMPLES, new_scenario_run
 from tests.real_trainers import IN_PROCESS_TRL, OTHERS
 from tests.served import served
 
@@ -56,7 +56,7 @@ SCHEDULES = {
 @pytest.mark.parametrize("schedule", list(SCHEDULES), ids=list(SCHEDULES))
 def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(trainers, tmp_path, sim, schedule) -> None:
     accumulation, per_generation, iterations, steps, generations = SCHEDULES[schedule]
-    run = new_run(tmp_path, "trl")
+    run = new_scenario_run(tmp_path, "trl")
     with served(run, sim) as server:
         reward = TRLReward(server.url)
         seen: list[tuple[int, list[float | None], bool]] = []
@@ -92,7 +92,7 @@ def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(trainers, tm
 def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trainers, tmp_path, sim) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
-    run = new_run(tmp_path, "eval")
+    run = new_scenario_run(tmp_path, "eval")
     with served(run, sim) as server:
         tok = trainers.tokenizer()
         args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
@@ -121,7 +121,7 @@ def test_trl_resumed_from_a_checkpoint_numbers_its_generations_after_the_steps_t
     at step 1, in the middle of generation 0. TRL generates afresh at the checkpoint (at optimizer steps 1 and
     3): those are new rollouts, amaris steps 2 and 3; the crashed run's steps keep their files. Then the same
     adapter resumes from that checkpoint once more, in the same process (a retry in a notebook): steps 4, 5."""
-    run = new_run(tmp_path, "resumed")
+    run = new_scenario_run(tmp_path, "resumed")
     with served(run, sim) as server:
         first: list[dict[str, Any]] = []
         resumable_grpo(trainers, TRLReward(server.url), tmp_path / "out", first)
@@ -188,7 +188,7 @@ def test_verl_legacy_managers_without_a_step_fill_the_servers_steps(trainers, tm
     --rollouts-per-step closes after a batch's responses."""
     from verl.workers.reward_manager import DAPORewardManager, NaiveRewardManager, PrimeRewardManager
 
-    run = new_run(tmp_path, manager)
+    run = new_scenario_run(tmp_path, manager)
     with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
         tok = trainers.tokenizer()
@@ -207,7 +207,7 @@ def test_verl_legacy_naive_without_a_step_or_rollouts_per_step_is_refused(traine
                                                                           monkeypatch) -> None:
     from verl.workers.reward_manager import NaiveRewardManager
 
-    run = new_run(tmp_path, "refused")
+    run = new_scenario_run(tmp_path, "refused")
     with served(run, sim) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
         tok = trainers.tokenizer()
@@ -221,7 +221,7 @@ def test_verl_legacy_naive_without_a_step_or_rollouts_per_step_is_refused(traine
 def test_verl_batch_manager_makes_each_batch_a_step(trainers, tmp_path, sim, monkeypatch) -> None:
     from verl.workers.reward_manager import BatchRewardManager
 
-    run = new_run(tmp_path, "batch")
+    run = new_scenario_run(tmp_path, "batch")
     with served(run, sim) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
         tok = trainers.tokenizer()
@@ -243,7 +243,7 @@ def test_verl_reward_loop_takes_the_step_verl_streams_with_the_rollout(trainers,
     from omegaconf import OmegaConf
     from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
 
-    run = new_run(tmp_path, "loop")
+    run = new_scenario_run(tmp_path, "loop")
     with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
         tok = trainers.tokenizer()
@@ -286,7 +286,7 @@ def test_trl_grpo_trainer_in_two_processes_completes_each_step_from_both_shards(
     --rollouts-per-step 16, that completes the step once both shards are in and the adapters leave
     completion to it; against one without, each shard sends /complete with its rank and the server
     completes the step when both are in. (One pair of processes trains against both servers.)"""
-    counted, ranked = new_run(tmp_path, "ranks"), new_run(tmp_path, "shards")
+    counted, ranked = new_scenario_run(tmp_path, "ranks"), new_scenario_run(tmp_path, "shards")
     with served(counted, sim, "--rollouts-per-step", 16) as by_count, served(ranked, sim) as by_rank:
         trainings = torchrun([by_count.url, by_rank.url], tmp_path / "seen", steps=4, per_generation=2)
         wait_evolved(by_count.url, 1)
@@ -305,7 +305,7 @@ def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_tha
                                                                                          monkeypatch) -> None:
     from verl.workers.reward_manager import BatchRewardManager
 
-    run = new_run(tmp_path, "leftover")
+    run = new_scenario_run(tmp_path, "leftover")
     with served(run, sim) as server:
         client = AmarisClient(server.url)
         for row in ROWS[:2]:  # a crashed run's partial batch: scored, never completed
