@@ -49,7 +49,8 @@ def compute_reward(rubric: RubricSet, verdicts: Iterable[Verdict]) -> float:
 
 def initial_rubric(settings: RubricSettings, source: str = "config") -> RubricSet:
     if not settings.anchors:
-        raise ConfigError(f"{source}: no anchor criteria: give [[rubric.anchors]] tables or --anchor 'TEXT' flags")
+        raise ConfigError(f"{source}: no anchor criteria: give them as [[rubric.anchors]] tables of a --config file "
+                          "(the repository's examples/amaris.toml is one) or as --anchor 'TEXT' flags, one per criterion")
     if len(settings.adaptive) > settings.max_adaptive:
         raise ConfigError(
             f"{source}: {len(settings.adaptive)} initial adaptive criteria exceed rubric.max_adaptive={settings.max_adaptive}"

@@ -177,7 +177,7 @@ class RunDir:
     def require(self) -> None:
         if not self.exists():
             raise AmarisError(
-                f"{self.path}: not an amaris run directory (no run.json); create it with `amaris init {self.path}`"
+                f"{self.path}: not an amaris run directory (no run.json); create it with `amaris init {self.path} --config FILE`"
             )
 
     # --- manifest -----------------------------------------------------------------------

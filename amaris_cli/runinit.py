@@ -104,7 +104,7 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
     from_file = load_settings(config_file=config_file, environ={})
     settings = load_settings(base=deep_merge(from_file.model_dump(mode="json", exclude_none=True), flags), environ={},
                              source="flags")
-    source = str(config_file) if config_file else "--anchor flags"
+    source = str(config_file) if config_file else "amaris init"
     rubric = initial_rubric(settings.rubric, source)  # validate before anything is written
     per_instance = read_instance_rubrics(instance_rubrics, rubric) if instance_rubrics else []
     if per_instance and not settings.pipeline.per_instance:

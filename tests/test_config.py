@@ -63,6 +63,19 @@ def test_bad_environment_value_names_the_environment() -> None:
         load_settings(environ={"AMARIS_SCORER_TIMEOUT": "soon"})
 
 
+def test_a_first_init_without_a_rubric_says_both_ways_to_give_one(tmp_path: Path) -> None:
+    """A new user's first `amaris init RUN` (no --config) named "--anchor flags" as the source of the error,
+    and `score` on the run that was therefore not created told them to run that same init again."""
+    from tests.conftest import invoke
+
+    run = tmp_path / "run"
+    made = invoke("init", run)
+    assert made.exit_code == 2 and made.stderr.startswith("error: amaris init: no anchor criteria")
+    assert "--config" in made.stderr and "examples/amaris.toml" in made.stderr and "--anchor 'TEXT'" in made.stderr
+    scored = invoke("score", tmp_path / "rollouts.jsonl", "--run", run, "--step", "0")
+    assert f"create it with `amaris init {run} --config FILE`" in scored.stderr
+
+
 def test_rubric_criteria_validated(tmp_path: Path) -> None:
     text = '[[rubric.anchors]]\nid = "a"\ntext = "x"\nweight = -1\n'
     with pytest.raises(ConfigError, match=r"rubric.anchors.0.weight"):
