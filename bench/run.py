@@ -996,10 +996,10 @@ def main() -> None:
         if only & {"3", "5"}:  # a real demo run provides realistic texts and calls
             with sim_judge(0.0) as url:
                 from amaris_cli.jobs import loop_job
+                from amaris_cli.options import LoopOptions
 
                 demo = new_run(tmp, "demo", url, 32)
-                loop_job(EXAMPLES, demo, step_range=None, mapping={}, lag=0, rescore=False, on_error=None,
-                         judge="endpoint", flags={}, wait=0, say=lambda _text: None)
+                loop_job(LoopOptions(source=EXAMPLES, run=demo))
         if "1" in only:
             bench_client(tmp, args.calls or (256 if args.quick else 2048), 64, args.reps or (1 if args.quick else 5),
                          check_capacity=not args.quick)
