@@ -93,6 +93,16 @@ def example_rollouts(n: int) -> list[Rollout]:
                                                    "input": f"{base[i % len(base)].input} (#{i})"}) for i in range(n)]
 
 
+def demo_run(tmp: Path, url: str, steps: str | None = None) -> Path:
+    """TMP/demo: `loop` over the examples (cases 3 and 5 read its texts and calls)."""
+    from amaris_cli.jobs import loop_job
+    from amaris_cli.options import LoopOptions
+
+    demo = new_run(tmp, "demo", url, 32)
+    loop_job(LoopOptions(source=EXAMPLES, run=demo, steps=steps))
+    return demo
+
+
 def new_run(tmp: Path, name: str, url: str | None, concurrency: int) -> Path:
     """A run whose agents use `url` (None: the environment's OPENAI_BASE_URL); agent settings are saved
     in run.json only from a config file, so they are written as one."""
@@ -463,17 +473,18 @@ def _baseline_embedder():  # noqa: ANN202 - a function over lists of texts
 def loop_steady(tmp: Path, name: str, url: str, lag: int, steps: int = 4) -> tuple[float, float, list[float]]:
     """CPU and wall time of loop steps 1..steps-1 (step 0 pays one-off imports and connections),
     and the time each step's scoring took."""
+    from amaris_cli.jobs import Hooks
     from amaris_cli.memory.store import MemoryStore
-    from amaris_cli.policy import FailurePolicy
     from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session
+    from amaris_cli.session import open_session, run_settings
     from amaris_cli.stages.loop import StepPlan, run_loop
 
     run = RunDir(new_run(tmp, name, url, 32))
     inputs = {s: StepPlan([r.model_copy(update={"step": s}) for r in read_rollouts(EXAMPLES / f"step-{s:03d}.jsonl")],
                           lag=lag) for s in range(steps)}
     marks: dict[str, tuple[float, float]] = {}
-    with open_session(run, environ={}) as session, MemoryStore.open(run, session.settings.memory) as memory:
+    with open_session(run, run_settings(run, environ={}), environ={}) as session, \
+            MemoryStore.open(run, session.settings.memory) as memory:
         memory.embedder.embed(["warm up"])
 
         def on_stage(stage: str, step: int) -> None:
@@ -482,8 +493,7 @@ def loop_steady(tmp: Path, name: str, url: str, lag: int, steps: int = 4) -> tup
         def on_step(report: object) -> None:
             marks[f"{report.step}:end"] = (time.perf_counter(), time.process_time())  # type: ignore[attr-defined]
 
-        session.execute(run_loop(session, inputs, memory, policy=FailurePolicy("fail", 0.5), on_stage=on_stage,
-                                 on_step=on_step))
+        session.execute(run_loop(session, inputs, memory, hooks=Hooks(on_stage=on_stage, on_step=on_step)))
     wall = marks[f"{steps - 1}:end"][0] - marks["1:score"][0]
     cpu = marks[f"{steps - 1}:end"][1] - marks["1:score"][1]
     scoring = [marks[f"{s}:analyze"][0] - marks[f"{s}:score"][0] for s in range(1, steps)]
@@ -897,17 +907,16 @@ def evolve_one(scored: Path, run: Path, n: int, version: str, env: dict[str, str
 
 
 def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
-    from amaris_cli.policy import FailurePolicy
     from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session
+    from amaris_cli.session import open_session, run_settings
     from amaris_cli.stages.common import store_rollouts
     from amaris_cli.stages.score import score_step
 
     rd = RunDir(run)
-    with open_session(rd, environ={}) as session:
+    with open_session(rd, run_settings(rd, environ={}), environ={}) as session:
         store_rollouts(rd, 0, rollouts)
         started, cpu0 = time.perf_counter(), time.process_time()
-        outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0, policy=FailurePolicy("fail", 0.5)))
+        outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0))
         wall = time.perf_counter() - started
         if cpu is not None:
             cpu.append(time.process_time() - cpu0)
@@ -995,11 +1004,7 @@ def main() -> None:
     try:
         if only & {"3", "5"}:  # a real demo run provides realistic texts and calls
             with sim_judge(0.0) as url:
-                from amaris_cli.jobs import loop_job
-                from amaris_cli.options import LoopOptions
-
-                demo = new_run(tmp, "demo", url, 32)
-                loop_job(LoopOptions(source=EXAMPLES, run=demo))
+                demo_run(tmp, url)
         if "1" in only:
             bench_client(tmp, args.calls or (256 if args.quick else 2048), 64, args.reps or (1 if args.quick else 5),
                          check_capacity=not args.quick)
