@@ -32,10 +32,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rollouts", type=int, default=10_000)
     args = parser.parse_args()
+    from amaris_cli.jobs import Hooks
     from amaris_cli.memory.store import MemoryStore
-    from amaris_cli.policy import FailurePolicy
     from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session
+    from amaris_cli.session import open_session, run_settings
     from amaris_cli.stages.loop import StepPlan, run_loop
 
     tmp = Path(tempfile.mkdtemp(prefix="amaris-scale-"))
@@ -44,15 +44,15 @@ def main() -> None:
     with sim_judge(0.0) as url:
         run = RunDir(new_run(tmp, "scale", url, 64))
         marks: list[tuple[str, float, float]] = []
-        with open_session(run, environ={}) as session, MemoryStore.open(run, session.settings.memory) as memory:
+        settings = run_settings(run, {"pipeline": {"on_error": "skip"}}, environ={})
+        with open_session(run, settings, environ={}) as session, MemoryStore.open(run, settings.memory) as memory:
 
             def on_stage(stage: str, step: int) -> None:
                 marks.append((stage, time.perf_counter(), rss_mb()))
                 print(f"  start {stage:<9} RSS {rss_mb():.0f} MB", flush=True)
 
             started = time.perf_counter()
-            reports = session.execute(run_loop(session, {0: StepPlan(rollouts)}, memory,
-                                               policy=FailurePolicy("skip", 0.5), on_stage=on_stage))
+            reports = session.execute(run_loop(session, {0: StepPlan(rollouts)}, memory, hooks=Hooks(on_stage=on_stage)))
             wall = time.perf_counter() - started
             counts = memory.counts()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
