@@ -118,6 +118,8 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\nHold on, the final answer is wrong.', r'takes it back \("hold on"\)'),
     ('{"score": 1}\nLet me re-check: the final answer is wrong, so 0.', r'takes it back \("let me re-check"\)'),
     ('{"score": 1}\nSorry, the score should be 0: the final answer is wrong.', r'takes it back \("sorry"\)'),
+    # braces in the prose after the object are not where the check starts
+    ('{"score": 1}\nActually, I was wrong: the set {1, 2} misses 3.', r'takes it back \("actually"\)'),
     ('{"score": 1}\nMy apologies - the criterion is not met.', r'takes it back \("my apologies"\)'),
     ('{"score": 1}\nOh, I apologize: the response fails it.', r'takes it back \("oh, i apologize"\)'),
 ])

@@ -294,7 +294,7 @@ def extract_json_object(text: str) -> dict[str, Any]:
         except orjson.JSONDecodeError:
             pass
     candidates: list[tuple[dict[str, Any], str | None]] = []
-    spans: list[tuple[int, int]] = []
+    object_end = 0  # where the last candidate object ends: the text after it may take it back
     cut_at: int | None = None
     i = 0
     while (start := body.find("{", i)) != -1:
@@ -303,10 +303,10 @@ def extract_json_object(text: str) -> dict[str, Any]:
             if ":" in body[start:]:
                 cut_at = start
             break
-        spans.append((start, end + 1))
         found = _candidate(body[start : end + 1])
         if found is not None:
             candidates.append(found)
+            object_end = end + 1
         i = end + 1
     if cut_at is not None:
         raise ReplyError("the reply's JSON object is cut off before its closing brace; give the complete object")
@@ -320,7 +320,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
     value, problem = next(iter(distinct.values()))
     if problem:
         raise ReplyError(problem)
-    if revision := _revision(body[spans[-1][1]:]):
+    # From the object on, braces of prose included ("Actually, the set {1, 2} misses 3" was read from " misses 3").
+    if revision := _revision(body[object_end:]):
         raise ReplyError(f"the reply goes on after its JSON object and takes it back (\"{revision}\"): "
                          "answer again with only the JSON object you mean, corrected")
     return value
