@@ -38,6 +38,10 @@ def test_extracts_the_one_object(reply: str) -> None:
     "Note: the response includes a correction of its earlier claim.",
     "The response chose to disregard the user's constraint.",
     "The response says sorry for the delay and then answers; its apologies do not replace the steps.",
+    # an apology for the explanation itself, a sign-off: it takes nothing back
+    "Sorry for the long explanation.",
+    "Apologies if this seems strict: the criterion asks for units, and the response gives none.",
+    "I apologize for the length of this note; each step was checked against the criterion.",
     # the response, quoted: what the judge read, not what it says
     'The response writes "Wait, I made a mistake" and then fixes it, the self-correction the criterion rewards.',
     "It ends with `actually, scratch that` and a new answer.",
@@ -122,6 +126,11 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\nActually, I was wrong: the set {1, 2} misses 3.', r'takes it back \("actually"\)'),
     ('{"score": 1}\nMy apologies - the criterion is not met.', r'takes it back \("my apologies"\)'),
     ('{"score": 1}\nOh, I apologize: the response fails it.', r'takes it back \("oh, i apologize"\)'),
+    ("{\"score\": 1}\nI'm sorry, the score should be 0: the final answer is wrong.", r"takes it back \(\"i'm sorry\"\)"),
+    ('{"score": 1}\nI am sorry - the criterion is not met after all.', r'takes it back \("i am sorry"\)'),
+    ('{"score": 1}\nI\u2019m so sorry, it is 0.', r'takes it back \("i\u2019m so sorry"\)'),
+    ('{"score": 1}\nSorry for the confusion: the score should be 0.', r'takes it back \("sorry"\)'),
+    ('{"score": 1}\nWe apologize, the response fails it.', r'takes it back \("we apologize"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

@@ -52,7 +52,8 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 # Words with which a judge takes back what it just answered (the reply's text after its JSON object). Phrases that
 # only a judge revising itself writes count anywhere; words an honest explanation also uses ("the response actually
 # covers...", "tells the user to wait", "a correction of its claim", "says sorry for the delay") count only where
-# they open a sentence ("Actually, ...", "Hmm, wait: ...", "**Correction:** ...", "Sorry, the score should be 0").
+# they open a sentence ("Actually, ...", "Hmm, wait: ...", "**Correction:** ...", "Sorry, the score should be 0",
+# "I'm sorry, ...").
 # Text in quotes is the response, quoted: "Wait, I made a mistake" is what the judge read, not what it says.
 _REVISION_ANYWHERE = (
     r"on (?:second|further) thought|scratch that|i retract|i take (?:it|that) back"
@@ -62,8 +63,12 @@ _REVISION_ANYWHERE = (
     r"|i (?:made an? (?:mistake|error)|was (?:wrong|mistaken)|misread|misjudged)|my (?:mistake|error|bad)"
     r"|(?:the|my) (?:above|previous) (?:answer|json|verdict|score) (?:is|was) (?:wrong|incorrect)"
     r"|revised (?:score|verdict|answer|json)")
-_REVISION_OPENING = (r"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard"
-                     r"|sorry|(?:my )?apologies|i apologi[sz]e")
+# An apology takes the object back, unless it apologizes "for"/"if" something that is no error of the judge's: a
+# sign-off ("Sorry for the long explanation.", "Apologies if this seems strict: ...") takes nothing back.
+_APOLOGY = (r"(?:(?:i['\u2019]?m|i am|we['\u2019]?re|we are)\s+(?:so\s+|very\s+|truly\s+)?sorry|sorry|(?:my |our )?apologies"
+            r"|(?:i|we) apologi[sz]e)"
+            r"(?!\s+(?:for|if)\b(?![^.!?\n]*\b(?:mistake|error|confusion|oversight|mix-?up|wrong|incorrect|misread)))")
+_REVISION_OPENING = rf"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard|{_APOLOGY}"
 _REVISION = re.compile(
     rf"\b(?:{_REVISION_ANYWHERE})\b"
     rf"|(?:\A|(?<=[.!?;:(\n]))[\s*_>#\-\u2022]*(?:(?:hmm+|oh|ah|uh|um+|no|but|ok(?:ay)?|well|so)\b[\s,.!\-\u2013\u2014]*)*"
