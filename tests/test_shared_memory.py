@@ -125,3 +125,50 @@ def test_a_run_named_with_a_bar_keeps_using_the_entries_an_earlier_version_wrote
                                  {e.id for e in static})
     assert hits and not any(h.id.startswith(old) for h in hits)  # read as the run's own entries
     assert not {h.id for h in hits} & {e.id for e in static}, "a static entry among the dynamic hits"
+
+
+
+def test_a_shared_memory_an_earlier_version_created_is_widened_when_the_server_restarts_and_the_writer_says_so(
+        tmp_path: Path, chroma_server: str) -> None:
+    """store._open widens (ef_search 512) a collection an earlier version created at ChromaDB's default, with
+    `collection.modify`. A running server whose index is loaded (another job searched it) keeps searching at the
+    width it loaded: the stored configuration says 512 from then on, so no later open widens it again, and the
+    search stays as approximate as before until the server restarts. The writer that widens it says so. Same
+    5,000 random entries as test_retrieval_quality's embedded case, where at most 2 of 200 queries miss."""
+    import chromadb
+    import numpy as np
+
+    from amaris_cli.memory.digests import MemoryEntry
+    from amaris_cli.memory.store import EF_SEARCH, run_keys
+    from tests.planted_history import RandomEmbedder
+
+    embedder = RandomEmbedder()
+    entries = [MemoryEntry(id=f"analysis:{i:05d}", type="analysis", step=i // 64, instance_id=None, text=f"entry {i}")
+               for i in range(5000)]
+    queries = [f"query {q}" for q in range(200)]
+    vectors, asked = np.array(embedder.embed([e.text for e in entries])), np.array(embedder.embed(queries))
+    exact = [[entries[j].id for j in np.argsort(1 - vectors @ q, kind="stable")[:3]] for q in asked]
+    port = int(chroma_server.rsplit(":", 1)[1])
+    server = chromadb.HttpClient(host="127.0.0.1", port=port)
+    earlier = server.get_or_create_collection("amaris-analyses", embedding_function=None,
+                                              configuration={"hnsw": {"space": "cosine"}})
+    run = RunDir(new_run(tmp_path, "job"))
+    key = run_keys(run)[0]
+    for start in range(0, len(entries), 1000):  # the earlier version's job indexes, and searches: the server loads it
+        batch = entries[start:start + 1000]
+        earlier.add(ids=[f"{key}|{e.id}" for e in batch], embeddings=vectors[start:start + 1000].tolist(),
+                    metadatas=[{"step": e.step, "type": e.type, "instance_id": "", "run": key} for e in batch],
+                    documents=[e.text for e in batch])
+    earlier.query(query_embeddings=asked[:1].tolist(), n_results=3)
+    settings, said = MemorySettings(url=chroma_server), []
+    with MemoryStore(run, settings, mode="writer", say=said.append, embedder=embedder) as store:
+        assert store.counts()["analysis"] == 5000
+        found = [[store.own(k) for k, *_ in hits][:3] for hits in store.query(queries, 3, before_step=10**6)]
+    with pytest.warns(DeprecationWarning, match="legacy embedding function config"):  # ChromaDB's (store.py)
+        assert server.get_collection("amaris-analyses").configuration["hnsw"]["ef_search"] == EF_SEARCH
+    assert len(said) == 1 and "amaris-analyses" in said[0] and "restart" in said[0], said
+    misses = sum(f != e for f, e in zip(found, exact, strict=True))
+    assert misses > 2, "the server now applies a wider search at once: drop the restart message (store._open)"
+    with MemoryStore(run, settings, mode="writer", say=said.append, embedder=embedder) as store:
+        store.counts()
+    assert len(said) == 1, "widened once: said once"

@@ -102,6 +102,7 @@ class MemoryStore:
         self._client: Any = None
         self._collections: dict[EntryType, Any] = {}
         self._embedder: Embedder | None = embedder
+        self._say = say
         self._names = {t: f"{settings.namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
         path = run.memory_path
         if self.writer and not self.shared:
@@ -238,7 +239,10 @@ class MemoryStore:
 
     def _open(self) -> dict[EntryType, Any]:
         """The collections (created when missing: a write, so callers that write hold the io lock); one an
-        earlier version created searches as wide as a new one from now on (a reader's copy, in its copy)."""
+        earlier version created searches as wide as a new one from now on (a reader's copy, in its copy).
+        A running Chroma server keeps searching an index it has loaded at the width it loaded it with (checked
+        with chromadb 1.5.9): a shared memory is widened when the server restarts, which the writer says."""
+        widened = []
         with _without_legacy_config_warning():
             collections = {t: self._client.get_or_create_collection(
                 name, embedding_function=None, configuration={"hnsw": {"space": "cosine", "ef_search": EF_SEARCH}})
@@ -246,6 +250,11 @@ class MemoryStore:
             for collection in collections.values():
                 if (collection.configuration.get("hnsw") or {}).get("ef_search", 0) < EF_SEARCH:
                     collection.modify(configuration={"hnsw": {"ef_search": EF_SEARCH}})
+                    widened.append(collection.name)
+        if widened and self.shared and self._say is not None:
+            self._say(f"memory url {self.settings.url}: {', '.join(widened)} set to search wider (ef_search "
+                      f"{EF_SEARCH}, as this version creates them); the server applies it to a collection it has "
+                      "already loaded only once it restarts: restart it for exact nearest entries")
         return collections
 
     def key(self, entry_id: str) -> str:
