@@ -131,6 +131,7 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\nI\u2019m so sorry, it is 0.', r'takes it back \("i\u2019m so sorry"\)'),
     ('{"score": 1}\nSorry for the confusion: the score should be 0.', r'takes it back \("sorry"\)'),
     ('{"score": 1}\nWe apologize, the response fails it.', r'takes it back \("we apologize"\)'),
+    ('{"score": 1}\nApologies for the previous verdict; the score is 0.', r'takes it back \("apologies"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

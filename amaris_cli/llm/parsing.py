@@ -67,7 +67,8 @@ _REVISION_ANYWHERE = (
 # sign-off ("Sorry for the long explanation.", "Apologies if this seems strict: ...") takes nothing back.
 _APOLOGY = (r"(?:(?:i['\u2019]?m|i am|we['\u2019]?re|we are)\s+(?:so\s+|very\s+|truly\s+)?sorry|sorry|(?:my |our )?apologies"
             r"|(?:i|we) apologi[sz]e)"
-            r"(?!\s+(?:for|if)\b(?![^.!?\n]*\b(?:mistake|error|confusion|oversight|mix-?up|wrong|incorrect|misread)))")
+            r"(?!\s+(?:for|if)\b(?![^.!?\n]*\b(?:mistake|error|confusion|oversight|mix-?up|wrong|incorrect|misread"
+            r"|previous|earlier|above|verdict|score|rating)))")
 _REVISION_OPENING = rf"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard|{_APOLOGY}"
 _REVISION = re.compile(
     rf"\b(?:{_REVISION_ANYWHERE})\b"

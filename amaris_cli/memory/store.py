@@ -70,7 +70,7 @@ META_FILE = "amaris-memory.json"  # which embedder built the index
 # hnswlib's candidate list per query. ChromaDB's default (100) leaves the search approximate: on an index of
 # 5,000 entries a tenth of the queries found other nearest entries when the same entries had been added in
 # another order (a resumed run's), a quarter at 10,000. At 512 none did (tests/test_retrieval_quality.py); a
-# query costs a few milliseconds more, and an update makes a handful.
+# query costs about 0.2 ms more, and an update makes a handful.
 EF_SEARCH = 512
 TIE_MARGIN = 8  # candidates fetched beyond those a query keeps (see query)
 
