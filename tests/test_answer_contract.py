@@ -17,7 +17,16 @@ from amaris_cli.agents.group_scorer import split_to_fit
 from amaris_cli.agents.scorer import answer_budget
 from amaris_cli.models import RubricSet, Verdict
 from amaris_cli.rubrics import compute_reward
-from tests.conftest import EXAMPLES, invoke, judge_env, new_scenario_run, read_jsonl, scores, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    invoke,
+    judge_env,
+    new_run,
+    new_scenario_run,
+    read_jsonl,
+    scores,
+    write_jsonl,
+)
 
 ROLLOUTS = [
     {"id": "right", "input": "What is 6*7?", "output": "First 6*7 = 42, so the result is 42.\nFinal answer: 42", "answer": "42"},
@@ -191,7 +200,7 @@ def test_group_calls_ask_for_the_budget_their_answer_needs_and_split_when_it_exc
 
 def test_a_cut_reply_replays_offline_to_the_same_files(tmp_path: Path, sim_factory) -> None:
     judge = sim_factory(fault_plan=["length"])
-    run = new_scenario_run(tmp_path)
+    run = new_run(tmp_path)  # the local model: an offline replay of a run on the sim-judge's embeddings would call them
     source = write_jsonl(tmp_path / "l.jsonl", [dict(r, step=0) for r in ROLLOUTS])
     assert invoke("loop", source, "--run", run, env=judge_env(judge)).exit_code == 0
     assert any(c["finish_reason"] == "length" for c in read_jsonl(run / "calls.jsonl"))
