@@ -127,7 +127,6 @@ def test_a_run_named_with_a_bar_keeps_using_the_entries_an_earlier_version_wrote
     assert not {h.id for h in hits} & {e.id for e in static}, "a static entry among the dynamic hits"
 
 
-
 def test_a_shared_memory_an_earlier_version_created_is_widened_when_the_server_restarts_and_the_writer_says_so(
         tmp_path: Path, chroma_server: str) -> None:
     """store._open widens (ef_search 512) a collection an earlier version created at ChromaDB's default, with

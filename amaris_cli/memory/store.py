@@ -408,7 +408,7 @@ def _nearest(rows: list[_Row], again: Callable[[int, bool], list[_Row]], k: int,
     """The k nearest usable rows (of steps < before_step, of the instance), from the `fetch` nearest of the index
     (`rows`), fetching more through `again(size, filtered)` while those fall short: filtered when the unusable
     ones leave fewer than k, twice as many while the farthest fetched is as near as the k-th (more may tie with
-    it). At most log2(count) more queries: the index holds `count` entries."""
+    it). Bounded: one filtered query at most, and log2(count) doublings, the index holding `count` entries."""
     filtered = False
     while True:
         usable = rows if filtered else [r for r in rows if int(r[1]["step"]) < before_step
