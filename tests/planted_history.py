@@ -15,6 +15,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from amaris_cli import artifacts
 from amaris_cli.models import (
@@ -310,3 +311,29 @@ class KeywordEmbedder:
             norm = math.sqrt(sum(v * v for v in vec)) or 1.0
             out.append([v / norm for v in vec])
         return out
+
+
+@dataclass(frozen=True)
+class RandomMemory:
+    """Entries and queries on RandomEmbedder's vectors, with each query's exact 3 nearest entries (brute force):
+    the index's hardest case, for measuring how approximate its search is."""
+
+    entries: list[Any]  # MemoryEntry
+    queries: list[str]
+    vectors: Any  # numpy arrays: the entries', the queries'
+    asked: Any
+    exact: list[list[str]]
+
+
+def random_memory(n: int = 5000, queries: int = 200) -> RandomMemory:
+    import numpy as np
+
+    from amaris_cli.memory.digests import MemoryEntry
+
+    embedder = RandomEmbedder()
+    entries = [MemoryEntry(id=f"analysis:{i:05d}", type="analysis", step=i // 64, instance_id=None, text=f"entry {i}")
+               for i in range(n)]
+    texts = [f"query {q}" for q in range(queries)]
+    vectors, asked = np.array(embedder.embed([e.text for e in entries])), np.array(embedder.embed(texts))
+    exact = [[entries[j].id for j in np.argsort(1 - vectors @ q, kind="stable")[:3]] for q in asked]
+    return RandomMemory(entries, texts, vectors, asked, exact)

@@ -25,7 +25,7 @@ from amaris_cli.prompts import parse_blocks
 from amaris_cli.rundir import RunDir, safe_instance_dir
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import invoke, judge_env, new_run, write_jsonl
-from tests.planted_history import STEP_OF, THEMES, KeywordEmbedder, RandomEmbedder, plant
+from tests.planted_history import STEP_OF, THEMES, KeywordEmbedder, RandomEmbedder, plant, random_memory
 
 BAR = 0.9
 N_STEPS = len(THEMES)
@@ -184,23 +184,17 @@ def test_the_nearest_entries_of_a_large_memory_are_the_exact_nearest_also_in_one
     most 2 misses of 200 (none in the measurements; a wide search is still approximate). Random vectors are the
     hardest case for the index. A memory an earlier version created at the default width is widened on open."""
     import chromadb
-    import numpy as np
     from chromadb.config import Settings
 
-    from amaris_cli.memory.digests import MemoryEntry
     from amaris_cli.memory.store import EF_SEARCH
 
-    embedder = RandomEmbedder()
-    entries = [MemoryEntry(id=f"analysis:{i:05d}", type="analysis", step=i // 64, instance_id=None, text=f"entry {i}")
-               for i in range(5000)]
-    queries = [f"query {q}" for q in range(200)]
-    vectors, asked = np.array(embedder.embed([e.text for e in entries])), np.array(embedder.embed(queries))
-    exact = [[entries[j].id for j in np.argsort(1 - vectors @ q, kind="stable")[:3]] for q in asked]
+    memory = random_memory()
+    entries, queries, exact = memory.entries, memory.queries, memory.exact
     run = RunDir(new_run(tmp_path, "large"))
     earlier = chromadb.PersistentClient(path=str(run.memory_path), settings=Settings(anonymized_telemetry=False))
     earlier.get_or_create_collection("analyses", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
     del earlier
-    with MemoryStore(run, MemorySettings(), embedder=embedder) as store:
+    with MemoryStore(run, MemorySettings(), embedder=RandomEmbedder()) as store:
         for start in range(len(entries) - 64, -1, -64):  # the steps in reverse: not the order of their ids
             store.add(entries[start:start + 64])
         found = [[key for key, *_ in hits][:3] for hits in store.query(queries, 3, before_step=10**6)]

@@ -135,18 +135,13 @@ def test_a_shared_memory_an_earlier_version_created_is_widened_when_the_server_r
     search stays as approximate as before until the server restarts. The writer that widens it says so. Same
     5,000 random entries as test_retrieval_quality's embedded case, where at most 2 of 200 queries miss."""
     import chromadb
-    import numpy as np
 
-    from amaris_cli.memory.digests import MemoryEntry
     from amaris_cli.memory.store import EF_SEARCH, run_keys
-    from tests.planted_history import RandomEmbedder
+    from tests.planted_history import RandomEmbedder, random_memory
 
+    memory = random_memory()
+    entries, queries, vectors, asked, exact = memory.entries, memory.queries, memory.vectors, memory.asked, memory.exact
     embedder = RandomEmbedder()
-    entries = [MemoryEntry(id=f"analysis:{i:05d}", type="analysis", step=i // 64, instance_id=None, text=f"entry {i}")
-               for i in range(5000)]
-    queries = [f"query {q}" for q in range(200)]
-    vectors, asked = np.array(embedder.embed([e.text for e in entries])), np.array(embedder.embed(queries))
-    exact = [[entries[j].id for j in np.argsort(1 - vectors @ q, kind="stable")[:3]] for q in asked]
     port = int(chroma_server.rsplit(":", 1)[1])
     server = chromadb.HttpClient(host="127.0.0.1", port=port)
     earlier = server.get_or_create_collection("amaris-analyses", embedding_function=None,
