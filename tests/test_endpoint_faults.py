@@ -278,3 +278,19 @@ def test_control_characters_from_the_judge_never_reach_the_terminal_or_the_recor
 
 def test_terminal_safe_shows_control_characters_and_keeps_lines() -> None:
     assert terminal_safe("a\x1b[31mb\rc\x00d\x7f\u202ee\tf\ng") == "a\\x1b[31mb\\rc\\x00d\\x7f\\u202ee\tf\ng"
+
+
+def test_two_different_choices_are_a_malformed_answer_never_the_first_taken() -> None:
+    """amaris asks for one choice. A server that answers with several that differ (a proxy fanning a request out,
+    an n set upstream) gave two answers, and which the judge meant cannot be told: the first was read as the
+    verdict. Several identical choices are one answer."""
+    from amaris_cli.llm.wire import WireError, read_completion
+
+    def body(*contents: str) -> bytes:
+        return json.dumps({"choices": [{"index": i, "message": {"role": "assistant", "content": c},
+                                        "finish_reason": "stop"} for i, c in enumerate(contents)]}).encode()
+
+    with pytest.raises(WireError, match="2 different choices where one was asked for"):
+        read_completion(body('{"score": 1}', '{"score": 0}'))
+    assert read_completion(body('{"score": 1}', '{"score": 1}')).text == '{"score": 1}'
+    assert read_completion(body('{"score": 1}')).text == '{"score": 1}'

@@ -87,6 +87,9 @@ def read_completion(body: bytes) -> Completion:
         raise WireError(f"malformed response body: {problems}") from None
     if not completion.choices:
         raise WireError("the response had no choices", "empty_choices")
+    if len({(c.message.content, c.message.refusal) for c in completion.choices}) > 1:
+        # One was asked for (n is never sent): which of two different answers the judge meant cannot be told.
+        raise WireError(f"the response had {len(completion.choices)} different choices where one was asked for")
     choice = completion.choices[0]
     if choice.message.content is None:
         refusal = f" (refusal: {one_line(choice.message.refusal, 200)})" if choice.message.refusal else ""
