@@ -93,6 +93,16 @@ def example_rollouts(n: int) -> list[Rollout]:
                                                    "input": f"{base[i % len(base)].input} (#{i})"}) for i in range(n)]
 
 
+@contextmanager
+def run_session(run: Any, flags: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A session of `run` (a RunDir) on its saved settings and `flags`, the environment left out: what cases
+    that measure inside this process score and loop with."""
+    from amaris_cli.session import open_session, run_settings
+
+    with open_session(run, run_settings(run, flags, environ={}), environ={}) as session:
+        yield session
+
+
 def demo_run(tmp: Path, url: str, steps: str | None = None) -> Path:
     """TMP/demo: `loop` over the examples (cases 3 and 5 read its texts and calls)."""
     from amaris_cli.jobs import loop_job
@@ -476,15 +486,13 @@ def loop_steady(tmp: Path, name: str, url: str, lag: int, steps: int = 4) -> tup
     from amaris_cli.jobs import Hooks
     from amaris_cli.memory.store import MemoryStore
     from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session, run_settings
     from amaris_cli.stages.loop import StepPlan, run_loop
 
     run = RunDir(new_run(tmp, name, url, 32))
     inputs = {s: StepPlan([r.model_copy(update={"step": s}) for r in read_rollouts(EXAMPLES / f"step-{s:03d}.jsonl")],
                           lag=lag) for s in range(steps)}
     marks: dict[str, tuple[float, float]] = {}
-    with open_session(run, run_settings(run, environ={}), environ={}) as session, \
-            MemoryStore.open(run, session.settings.memory) as memory:
+    with run_session(run) as session, MemoryStore.open(run, session.settings.memory) as memory:
         memory.embedder.embed(["warm up"])
 
         def on_stage(stage: str, step: int) -> None:
@@ -908,12 +916,11 @@ def evolve_one(scored: Path, run: Path, n: int, version: str, env: dict[str, str
 
 def amaris_score(run: Path, rollouts: list[Rollout], cpu: list[float] | None = None) -> float:
     from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session, run_settings
     from amaris_cli.stages.common import store_rollouts
     from amaris_cli.stages.score import score_step
 
     rd = RunDir(run)
-    with open_session(rd, run_settings(rd, environ={}), environ={}) as session:
+    with run_session(rd) as session:
         store_rollouts(rd, 0, rollouts)
         started, cpu0 = time.perf_counter(), time.process_time()
         outcome, _ = session.execute(score_step(session, 0, rollouts, limit=0))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import example_rollouts, new_run, sim_judge  # noqa: E402
+from bench.run import example_rollouts, new_run, run_session, sim_judge  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -35,7 +35,6 @@ def main() -> None:
     from amaris_cli.jobs import Hooks
     from amaris_cli.memory.store import MemoryStore
     from amaris_cli.rundir import RunDir
-    from amaris_cli.session import open_session, run_settings
     from amaris_cli.stages.loop import StepPlan, run_loop
 
     tmp = Path(tempfile.mkdtemp(prefix="amaris-scale-"))
@@ -44,8 +43,8 @@ def main() -> None:
     with sim_judge(0.0) as url:
         run = RunDir(new_run(tmp, "scale", url, 64))
         marks: list[tuple[str, float, float]] = []
-        settings = run_settings(run, {"pipeline": {"on_error": "skip"}}, environ={})
-        with open_session(run, settings, environ={}) as session, MemoryStore.open(run, settings.memory) as memory:
+        with run_session(run, {"pipeline": {"on_error": "skip"}}) as session, \
+                MemoryStore.open(run, session.settings.memory) as memory:
 
             def on_stage(stage: str, step: int) -> None:
                 marks.append((stage, time.perf_counter(), rss_mb()))
