@@ -369,6 +369,9 @@ class ServeOptions(Failure, Waiting, Endpoint, Memory):
     early_analysis: bool = opt(True, "async mode: analyze each rollout in the background as soon as it is judged, so "
                                "that a step's evolution has only its summary and update left.",
                                "--early-analysis/--no-early-analysis")
+    recheck_after: float = opt(30.0, "After an answer no request can get past (the key rejected, the model or path "
+                               "unknown: HTTP 401, 403, 404), /score fails at once (502) for this long, then the "
+                               "server tries the endpoint again.", "--recheck-after", metavar="SECONDS", min=0)
 
     @property
     def lag(self) -> int:

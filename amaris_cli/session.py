@@ -102,13 +102,15 @@ def open_session(
     announce: Callable[[str], None] | None = None,
     replay_source: Path | None = None,
     offline: bool = False,
+    recheck_after: float | None = None,
 ) -> Iterator[Session]:
     """Start the judge if simulated and open the call log, for `settings` (run_settings) and the command
     `flags` that made them (recorded in provenance, credentials stripped).
 
     Requests whose answer this run's calls.jsonl already holds are answered from it; with
     `replay_source`, from that run's log first (`offline`: a request it lacks is an error, and no
-    endpoint is needed)."""
+    endpoint is needed). `recheck_after`: a session that stays up (serve) tries an endpoint again that long
+    after an answer no request could get past (llm/client.py); a command's session stops on it."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
     with ExitStack() as stack:
@@ -127,7 +129,7 @@ def open_session(
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
         cache = CallCache(run.calls_path, replay_source, offline)
-        client = LLMClient(settings, call_log, environ=env, cache=cache, say=say)
+        client = LLMClient(settings, call_log, environ=env, cache=cache, say=say, recheck_after=recheck_after)
         prompt_dirs = [run.prompts_override_dir]
         if settings.prompts_dir:
             prompt_dirs.append(Path(settings.prompts_dir))

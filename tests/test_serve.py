@@ -425,6 +425,25 @@ def test_a_judge_failure_is_an_explicit_failure_never_a_made_up_score(tmp_path, 
     assert answer.status_code == 502 and "401" in answer.json()["error"]
 
 
+def test_a_server_whose_key_was_refused_tries_the_endpoint_again_after_recheck_after(tmp_path, sim_factory) -> None:
+    """A 401 stops the judgements of a command for good, but a server stays up while its endpoint is fixed: for
+    --recheck-after seconds /score fails at once, without asking the endpoint, then the server tries it again."""
+    judge = sim_factory(agent_faults={"scorer": "401"})
+    run = new_run(tmp_path, "recheck")
+    row = {**body(rows(0)[0]), "metadata": {"current_step": 0}}
+    with served(run, judge, "--recheck-after", "2") as server:
+        refused = httpx.post(f"{server.url}/score", json=row, timeout=60)
+        asked = judge.stats["requests"]
+        held = httpx.post(f"{server.url}/score", json=row, timeout=60)
+        assert judge.stats["requests"] == asked  # within the hold: not sent
+        del judge.config.agent_faults["scorer"]  # the key is fixed
+        time.sleep(2.2)
+        answer = AmarisClient(server.url).score(step=0, **{**body(rows(0)[0]), "metadata": {"current_step": 0}})
+    assert refused.status_code == held.status_code == 502
+    assert "401" in refused.json()["error"] and "401" in held.json()["error"]
+    assert answer.status == "scored" and answer.score is not None
+
+
 def test_a_client_that_disconnects_mid_request_loses_nothing(tmp_path, sim_factory) -> None:
     judge = sim_factory(latency=1.0)
     run = new_run(tmp_path, "disconnect")

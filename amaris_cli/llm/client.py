@@ -163,6 +163,7 @@ class _Endpoint:
 
     confirmed: bool = False  # it has answered over HTTP with something other than a fatal error
     fatal: EndpointFatal | None = None
+    fatal_at: float = float("-inf")  # when it came (monotonic)
     first_contact: asyncio.Lock = field(default_factory=asyncio.Lock)
     formats: list[str] = field(default_factory=list)  # response formats still to try ("auto")
     last_answer: float = float("-inf")  # when it last answered (monotonic)
@@ -176,6 +177,17 @@ class _Endpoint:
     probing: bool = False  # a request is sent to see whether an endpoint a step gave up on answers again
     next_probe: float = float("-inf")  # not before then (a failed probe waits OUTAGE_MAX_DELAY_S for the next)
     not_before: float = float("-inf")  # no attempt before then: the endpoint's last Retry-After (within the limit)
+
+    def stop_on(self, fatal: EndpointFatal) -> None:
+        self.fatal, self.fatal_at = fatal, time.monotonic()
+
+    def held(self, hold: float | None) -> EndpointFatal | None:
+        """The fatal answer the endpoint's requests still stop on. A command keeps it (hold None); a server
+        that stays up tries the endpoint again `hold` seconds after it came (the key or the model may have
+        been fixed meanwhile), one request at a time until it answers, as at first contact."""
+        if self.fatal is not None and hold is not None and time.monotonic() - self.fatal_at >= hold:
+            self.fatal, self.confirmed = None, False
+        return self.fatal
 
     def answered(self, now: float) -> float | None:
         """An answer came: the outage (if any) is over; returns how long it lasted when it was said."""
@@ -242,8 +254,10 @@ class LLMClient:
         environ: Mapping[str, str] | None = None,
         cache: CallCache | None = None,
         say: Callable[[str], None] | None = None,
+        recheck_after: float | None = None,
     ) -> None:
         self.settings = settings
+        self.recheck_after = recheck_after  # seconds a fatal answer holds (None: for the client's life; _Endpoint.held)
         self.call_log = call_log or CallLog(None)
         self.environ = os.environ if environ is None else environ
         self.cache = cache
@@ -429,16 +443,16 @@ class LLMClient:
                             endpoint.probing = False
                             endpoint.next_probe = time.monotonic() + wait
             except EndpointFatal as exc:
-                endpoint.fatal = exc
+                endpoint.stop_on(exc)
                 raise
 
-        if endpoint.fatal is not None:
-            raise _Stopped(endpoint.fatal)
+        if (fatal := endpoint.held(self.recheck_after)) is not None:
+            raise _Stopped(fatal)
         if endpoint.confirmed:
             return await send()
         async with endpoint.first_contact:  # until the endpoint has answered, one request at a time
-            if endpoint.fatal is not None:
-                raise _Stopped(endpoint.fatal)
+            if (fatal := endpoint.held(self.recheck_after)) is not None:
+                raise _Stopped(fatal)
             if not endpoint.confirmed:
                 try:
                     reply = await send()
@@ -666,7 +680,7 @@ class LLMClient:
                 fatal = EndpointFatal(f"the {name} endpoint {public_url(agent.base_url)} (model {agent.model!r}): {exc}; "
                                       f"set agents.{name}.response_format to one it takes (\"json_object\", \"text\"), "
                                       "or \"auto\" to fall back by itself")
-                self._endpoint(agent).fatal = fatal
+                self._endpoint(agent).stop_on(fatal)
                 raise fatal from None
             except _Fatal as exc:
                 record(None, str(exc), attempt, started)

@@ -165,7 +165,8 @@ class ServeCore:
         # The scoring session is what `amaris score` of the step would open: the flags the two share.
         flags = options.config_layer(only=ScoreOptions.field_names())
         self.session = self._stack.enter_context(open_session(run, run_settings(run, options.config_layer()),
-                                                              options.judge.value, flags=flags, announce=self.say))
+                                                              options.judge.value, flags=flags, announce=self.say,
+                                                              recheck_after=options.recheck_after))
         settings = self.session.settings
         if settings.pipeline.group_by != "none":
             raise ConfigError(f"{run.path}: pipeline.group_by = {settings.pipeline.group_by!r}: `amaris serve` judges "
