@@ -137,7 +137,8 @@ def memory_opener(session: Session, wait: float, say: Say) -> Iterator[Callable[
     async def open_store() -> MemoryStore:
         if not opened:
             opened.append(await asyncio.to_thread(MemoryStore.open, session.run, session.settings.memory, "writer",
-                                                  wait=wait, say=say))
+                                                  wait=wait, say=say, replaying=session.replaying,
+                                                  offline=session.offline))
         return opened[0]
 
     try:

@@ -127,7 +127,7 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
                     settings = run_settings(dst, deep_merge(merged, policy or {}))
                     sessions[key] = stack.enter_context(open_session(
                         dst, settings, choice, flags=merged, announce=hooks.say if not sessions else None,
-                        replay_source=src.calls_path, offline=options.offline))
+                        replaying=src, offline=options.offline))
                 return sessions[key]
 
             hows = {step: _recorded_how(src, step) for step in steps}

@@ -115,6 +115,11 @@ class RunDir:
         return self.path / "memory"
 
     @property
+    def embeddings_path(self) -> Path:
+        """The vectors an embeddings endpoint gave the memory (memory/embeddings.py)."""
+        return self.path / "embeddings"
+
+    @property
     def prompts_override_dir(self) -> Path:
         return self.path / "prompts"
 

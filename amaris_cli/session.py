@@ -42,6 +42,8 @@ class Session:
     sim_url: str | None
     flags: dict[str, Any] = field(default_factory=dict)  # the command's flag layer, as provenance records it
     say: Callable[[str], None] = print
+    replaying: RunDir | None = None  # a replay's source run: its records answer first
+    offline: bool = False  # with `replaying`: what its records lack is an error, not a request
 
     @property
     def how(self) -> How:
@@ -100,7 +102,7 @@ def open_session(
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     announce: Callable[[str], None] | None = None,
-    replay_source: Path | None = None,
+    replaying: RunDir | None = None,
     offline: bool = False,
     recheck_after: float | None = None,
 ) -> Iterator[Session]:
@@ -108,8 +110,8 @@ def open_session(
     `flags` that made them (recorded in provenance, credentials stripped).
 
     Requests whose answer this run's calls.jsonl already holds are answered from it; with
-    `replay_source`, from that run's log first (`offline`: a request it lacks is an error, and no
-    endpoint is needed). `recheck_after`: a session that stays up (serve) tries an endpoint again that long
+    `replaying`, from that run's log first (`offline`: a request it lacks is an error, and no
+    endpoint is needed; the memory reads its record of an embeddings endpoint's vectors likewise). `recheck_after`: a session that stays up (serve) tries an endpoint again that long
     after an answer no request could get past (llm/client.py); a command's session stops on it."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
@@ -128,11 +130,11 @@ def open_session(
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge (offline: never called)")
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
-        cache = CallCache(run.calls_path, replay_source, offline)
+        cache = CallCache(run.calls_path, replaying.calls_path if replaying is not None else None, offline)
         client = LLMClient(settings, call_log, environ=env, cache=cache, say=say, recheck_after=recheck_after)
         prompt_dirs = [run.prompts_override_dir]
         if settings.prompts_dir:
             prompt_dirs.append(Path(settings.prompts_dir))
         kit = AgentKit(settings=settings, client=client, prompt_dirs=prompt_dirs, run=run)
         yield Session(run=run, settings=settings, client=client, kit=kit, sim_url=sim_url,
-                      flags=without_credentials(dict(flags or {})), say=say)
+                      flags=without_credentials(dict(flags or {})), say=say, replaying=replaying, offline=offline)

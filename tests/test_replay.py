@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, FAST_MEMORY, TEST_CONFIG, calls, invoke, judge_env, new_run, outputs
+from tests.conftest import (
+    EXAMPLES,
+    FAST_MEMORY,
+    TEST_CONFIG,
+    calls,
+    invoke,
+    judge_env,
+    new_run,
+    new_scenario_run,
+    outputs,
+    read_only_copy,
+    snapshot,
+)
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +260,35 @@ def test_a_replay_says_which_steps_failed_to_evolve_in_its_source(tmp_path, sim_
     assert "leaves the step unevolved" in said
     assert (tmp_path / "dst" / "steps" / "000000" / "summary.json").is_file()
     assert not (tmp_path / "dst" / "steps" / "000000" / "update.json").exists()
+
+
+def test_a_run_whose_memory_embeds_through_an_endpoint_replays_offline(tmp_path) -> None:
+    """memory.embedding = "openai": the memory's vectors come from an embeddings endpoint. `replay --offline`
+    rebuilds the memory, so it asked that endpoint and stopped without one. The run records the vectors its
+    endpoint gave (RUN/embeddings), and an offline replay reads the source's record, never writing it."""
+    judge = SimJudge(SimJudgeConfig()).start_in_thread()
+    try:
+        src = new_scenario_run(tmp_path, "src")
+        result = invoke("loop", EXAMPLES / "math", "--run", src, "--steps", "0:2", env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    finally:
+        judge.stop()
+    retrieved = json.loads((src / "steps" / "000002" / "retrieval.json").read_text())
+    assert retrieved["dynamic"], "the memory must be searched and found for the test to mean anything"
+    before = snapshot(src)
+    result = invoke("replay", src, "--out", tmp_path / "offline", "--offline", "--json")  # no endpoint at all
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["calls_made"] == 0
+    assert outputs(tmp_path / "offline") == outputs(src)
+    assert snapshot(src) == before
+    # Its own record holds what it read: the replay replays offline in turn, also from a read-only copy.
+    with read_only_copy(tmp_path / "offline", tmp_path / "ro") as ro:
+        again = invoke("replay", ro, "--out", tmp_path / "again", "--offline")
+    assert again.exit_code == 0, again.stderr
+    assert outputs(tmp_path / "again") == outputs(src)
+
+    bare = Path(shutil.copytree(src, tmp_path / "bare", ignore=shutil.ignore_patterns("embeddings")))
+    missed = invoke("replay", bare, "--out", tmp_path / "missed", "--offline")
+    assert missed.exit_code == 5, missed.stderr
+    assert f"{bare / 'embeddings'} records no vector for" in missed.stderr and "run without --offline" in missed.stderr
+    assert not (tmp_path / "missed").exists()

@@ -43,27 +43,45 @@ def _unpack(blob: bytes) -> list[float]:
 
 
 class EmbeddingCache:
-    """The vectors one embedder gave, by text, in `directory`."""
+    """The vectors one embedder gave, by text, in `directory`.
 
-    def __init__(self, directory: Path, embedder_name: str) -> None:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"AMARIS_EMBEDDING_CACHE {directory}: cannot create the directory ({exc.strerror})") from None
+    The same file format keeps a run's record of its endpoint's vectors (RUN/embeddings, embeddings.py):
+    `label` and `advice` name it in errors; it is written by one memory writer at a time, so it keeps
+    SQLite's rollback journal (`wal` False) and a replay reads a source's record `read_only`, also on a
+    read-only file system (a WAL file cannot be opened there once its writer closed it)."""
+
+    def __init__(self, directory: Path, embedder_name: str, *, label: str = "AMARIS_EMBEDDING_CACHE",
+                 advice: str = "it is only a cache: delete the file, or unset AMARIS_EMBEDDING_CACHE",
+                 wal: bool = True, read_only: bool = False) -> None:
+        self.label, self.advice, self.wal, self.read_only = label, advice, wal, read_only
+        if not read_only:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"{label} {directory}: cannot create the directory ({exc.strerror})") from None
         self.path = directory / (re.sub(r"[^A-Za-z0-9._-]+", "_", embedder_name) + ".sqlite")
         self._local = threading.local()  # one connection per thread: sqlite3 connections are not shared
+        self._opened: list[sqlite3.Connection] = []  # every thread's, closed together (close)
+        self._opened_lock = threading.Lock()
 
     def _failed(self, exc: sqlite3.Error) -> ConfigError:
-        return ConfigError(f"AMARIS_EMBEDDING_CACHE {self.path}: {exc} (it is only a cache: delete the file, or unset "
-                           "AMARIS_EMBEDDING_CACHE)")
+        return ConfigError(f"{self.label} {self.path}: {exc} ({self.advice})")
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
             try:
-                db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+                # Used by the thread that opened it only; closed by whichever thread closes the cache.
+                if self.read_only:
+                    db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
+                                         isolation_level=None, check_same_thread=False)
+                else:
+                    db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+                with self._opened_lock:
+                    self._opened.append(db)
+                    if self.wal:
+                        db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
             except sqlite3.Error as exc:
                 raise self._failed(exc) from None
             self._local.db = db
@@ -71,6 +89,8 @@ class EmbeddingCache:
 
     def get(self, texts: list[str]) -> dict[int, list[float]]:
         """The cached vectors of `texts`, by position."""
+        if self.read_only and not self.path.exists():
+            return {}
         keys = [_key(t) for t in texts]
         found: dict[bytes, list[float]] = {}
         try:
@@ -83,7 +103,18 @@ class EmbeddingCache:
             raise self._failed(exc) from None
         return {i: found[k] for i, k in enumerate(keys) if k in found}
 
+    def close(self) -> None:
+        """Close every thread's connection: a process that goes on (a server, a Python caller, the tests) keeps
+        no file of a run open, and a read-only view of it can be unmounted."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for db in opened:
+            db.close()
+        self._local = threading.local()
+
     def put(self, texts: list[str], vectors: list[list[float]]) -> None:
+        if self.read_only:  # a replay's source: only read
+            return
         rows = [(_key(t), _pack(v)) for t, v in zip(texts, vectors, strict=True)]
         db = self._db()
         try:
@@ -107,12 +138,20 @@ class CachedEmbedder:
         self.name = name
         self._model = model  # the process's one model (embeddings.py), made on its first call
         self._cache = cache
+        self._inner: Embedder | None = None
+
+    def close(self) -> None:
+        """Close the cache's files, and those of the embedder behind it (another cache, a run's record)."""
+        self._cache.close()
+        if (close := getattr(self._inner, "close", None)) is not None:
+            close()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         cached = self._cache.get(texts)
         missing = list(dict.fromkeys(t for i, t in enumerate(texts) if i not in cached))  # each text once
         fresh: dict[str, list[float]] = {}
         if missing:
-            fresh = dict(zip(missing, self._model().embed(missing), strict=True))
+            self._inner = self._model()
+            fresh = dict(zip(missing, self._inner.embed(missing), strict=True))
             self._cache.put(missing, [fresh[t] for t in missing])
         return [cached[i] if i in cached else fresh[t] for i, t in enumerate(texts)]

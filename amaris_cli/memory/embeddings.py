@@ -10,6 +10,11 @@ the next `score`), so it is tuned for CPU time, not latency: one thread without 
 threads spinning cost 1.6-3x the CPU per text on the 2-core machine, most of it while the other
 core was busy), and batches of texts of similar length (padding to the longest text of a batch
 cost as much again as the texts themselves on a step's digests; bench/README.md case 3).
+
+An endpoint's vectors are kept in the run (RUN/embeddings, `EmbeddingRecord`): the endpoint may change
+or be gone by the time the run is replayed, and `replay --offline` rebuilds the memory from the source's
+record, as it answers the judge's requests from its calls.jsonl. The local model needs no record: its
+vector of a text is the same in any process (tests/test_embedding_cache.py).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -100,25 +106,70 @@ class OpenAIEmbedder:
         return vectors
 
 
+@dataclass(frozen=True)
+class EmbeddingRecord:
+    """Where a run keeps the vectors its embeddings endpoint gave: `own` (RUN/embeddings; `writes` for the
+    memory's writer, read only for a reader), and for a replay the source run's record, read first and never
+    written. `offline`: a text neither record holds is an error (exit 5), not a request."""
+
+    own: Path
+    writes: bool = True
+    source: Path | None = None
+    offline: bool = False
+
+
+class _NotRecorded:
+    """The endpoint of an offline replay: never asked."""
+
+    def __init__(self, name: str, source: Path | None) -> None:
+        self.name, self._source = name, source
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        from amaris_cli.llm.cache import OfflineMiss
+        from amaris_cli.terminal import one_line
+
+        where = f"{self._source} records no vector for" if self._source is not None else "no record holds"
+        raise OfflineMiss(
+            f"--offline: the memory embeds {len(texts)} text{'s' if len(texts) != 1 else ''} through the embeddings "
+            f"endpoint ({self.name}) that {where} (the first: {one_line(texts[0], 80)!r}); a run records its "
+            "endpoint's vectors in RUN/embeddings (runs made before it did so have none): run without --offline to "
+            "ask the endpoint for them")
+
+
 def embedder_name(settings: MemorySettings) -> str:
     """The name an index built with these settings records, known without loading the model."""
     return f"openai:{settings.embedding_model}" if settings.embedding == "openai" else LocalMiniLM.name
 
 
-def make_embedder(settings: MemorySettings, environ: Any = None) -> Embedder:
+def make_embedder(settings: MemorySettings, environ: Any = None, record: EmbeddingRecord | None = None) -> Embedder:
+    """The memory's embedder: the model, behind this machine's cache (AMARIS_EMBEDDING_CACHE) and, for an
+    endpoint, behind the run's record of its vectors (`record`; module docstring)."""
     from amaris_cli import preload
 
     preload.settle()  # the model's load in the preload thread ends first (preload.py)
-    model: Callable[[], Embedder] = _local  # with a cache, loaded on the first text the cache does not hold
-    if settings.embedding == "openai":
-        endpoint = OpenAIEmbedder(settings, environ)  # made now: its settings' errors come when the memory opens
-        model = lambda: endpoint  # noqa: E731
-    directory = cache_directory(environ)
-    if directory is None:
-        return model()
     from amaris_cli.memory.embedcache import CachedEmbedder, EmbeddingCache
 
-    return CachedEmbedder(embedder_name(settings), model, EmbeddingCache(directory, _cache_namespace(settings, environ)))
+    name = embedder_name(settings)
+    if settings.embedding == "openai" and record is not None and record.offline:
+        model: Callable[[], Embedder] = lambda: _NotRecorded(name, record.source)  # noqa: E731
+    else:
+        model = _local  # with a cache, loaded on the first text the cache does not hold
+        if settings.embedding == "openai":
+            endpoint = OpenAIEmbedder(settings, environ)  # made now: its settings' errors come when the memory opens
+            model = lambda: endpoint  # noqa: E731
+        if (directory := cache_directory(environ)) is not None:
+            cached = CachedEmbedder(name, model, EmbeddingCache(directory, _cache_namespace(settings, environ)))
+            model = lambda: cached  # noqa: E731
+    if settings.embedding != "openai" or record is None:
+        return model()
+    advice = "the vectors the run's memory got from its embeddings endpoint; without it a replay asks the endpoint again"
+    if record.source is not None:
+        source = CachedEmbedder(name, model, EmbeddingCache(record.source, name, label="the replay's source record",
+                                                              advice=advice, wal=False, read_only=True))
+        model = lambda: source  # noqa: E731
+    own = EmbeddingCache(record.own, name, label="the run's record", advice=advice, wal=False,
+                         read_only=not record.writes)
+    return CachedEmbedder(name, model, own)
 
 
 def cache_directory(environ: Any = None) -> Path | None:

@@ -78,20 +78,28 @@ TIE_MARGIN = 8  # candidates fetched beyond those a query keeps (see query)
 class MemoryStore:
     @classmethod
     def open(cls, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
-             wait: float = 0.0, say: Callable[[str], None] | None = None) -> MemoryStore:
+             wait: float = 0.0, say: Callable[[str], None] | None = None, replaying: RunDir | None = None,
+             offline: bool = False) -> MemoryStore:
         """The run's memory as its settings describe it (embedded, or a shared server). A writer waits up
         to `wait` seconds for another writer (0: fail at once, exit 3). `rebuilding` accepts an index built
         with another embedder, since it is about to be replaced. ChromaDB and the embedding model are only
-        loaded when first needed: a command whose steps are all indexed already never loads them."""
-        return cls(run, settings, mode=mode, rebuilding=rebuilding, wait=wait, say=say)
+        loaded when first needed: a command whose steps are all indexed already never loads them.
+        `replaying`: a replay's source, whose record of an endpoint's vectors is read first (`offline`: only
+        the records are; memory/embeddings.py)."""
+        return cls(run, settings, mode=mode, rebuilding=rebuilding, wait=wait, say=say, replaying=replaying,
+                   offline=offline)
 
     @_store_errors
     def __init__(self, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
-                 wait: float = 0.0, say: Callable[[str], None] | None = None, embedder: Embedder | None = None) -> None:
+                 wait: float = 0.0, say: Callable[[str], None] | None = None, embedder: Embedder | None = None,
+                 replaying: RunDir | None = None, offline: bool = False) -> None:
         """`embedder` replaces the one the settings name (tests measure retrieval with others)."""
-        from amaris_cli.memory.embeddings import embedder_name
+        from amaris_cli.memory.embeddings import EmbeddingRecord, embedder_name
 
         self.run = run
+        self._record = EmbeddingRecord(run.embeddings_path, writes=mode == "writer",
+                                       source=replaying.embeddings_path if replaying is not None else None,
+                                       offline=offline)
         self.settings = settings
         self.shared = settings.url is not None
         self.writer = mode == "writer"
@@ -102,6 +110,7 @@ class MemoryStore:
         self._client: Any = None
         self._collections: dict[EntryType, Any] = {}
         self._embedder: Embedder | None = embedder
+        self._own_embedder = embedder is None  # made here (embedder): closed here
         self._say = say
         self._names = {t: f"{settings.namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
         path = run.memory_path
@@ -138,7 +147,7 @@ class MemoryStore:
         if self._embedder is None:
             from amaris_cli.memory.embeddings import make_embedder
 
-            self._embedder = make_embedder(self.settings)
+            self._embedder = make_embedder(self.settings, record=self._record)
         return self._embedder
 
     def _store(self) -> dict[EntryType, Any]:
@@ -189,6 +198,8 @@ class MemoryStore:
             except Exception:  # noqa: BLE001 - closing must not hide the error that brought us here
                 pass
         self._client = None
+        if self._own_embedder and (close_embedder := getattr(self._embedder, "close", None)) is not None:
+            close_embedder()  # the files of an embedding cache or a run's record
         if self.writer and not self.shared and client is not None:
             from amaris_cli.memory.scrub import scrub_hnsw
 
