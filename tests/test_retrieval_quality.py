@@ -205,6 +205,39 @@ def test_the_nearest_entries_of_a_large_memory_are_the_exact_nearest_also_in_one
         assert reopened.get_collection("analyses").configuration["hnsw"]["ef_search"] == EF_SEARCH
 
 
+def test_two_stores_opening_at_once_leave_the_warning_filters_as_they_were() -> None:
+    """The store silences one ChromaDB warning while it opens, with catch_warnings, which swaps the process's
+    filter list and puts back the one it found. Two opening at once (a server's threads): the one that finished
+    last put back the list the other had swapped in, so the silencing outlived both. They now take turns."""
+    import threading
+    import warnings
+
+    from amaris_cli.memory.store import _without_legacy_config_warning
+
+    before = list(warnings.filters)
+    inside, release, second_in = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with _without_legacy_config_warning():
+            inside.set()
+            release.wait(10)
+
+    def second() -> None:
+        with _without_legacy_config_warning():
+            second_in.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    assert inside.wait(10)
+    threads[1].start()
+    waited = not second_in.wait(0.3)
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert waited and second_in.is_set()
+    assert warnings.filters == before
+
+
 # --- end to end: a recurring failure is found again by the loop ----------------------------------
 
 # The opening sentence of every wrong rollout of a step (the sim-judge's analyzer quotes it, its

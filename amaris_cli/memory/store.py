@@ -26,6 +26,7 @@ import functools
 import hashlib
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
@@ -393,11 +394,16 @@ def _forget_system(identifier: str) -> None:
 _Row = tuple[str, dict[str, Any], float, str | None]  # key, metadata, distance, document
 
 
+_WARNINGS_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _without_legacy_config_warning() -> Iterator[None]:
     """ChromaDB warns that a collection created without an embedding function has a "legacy embedding function
-    config" each time it reads the configuration: amaris embeds itself, by design."""
-    with warnings.catch_warnings():
+    config" each time it reads the configuration: amaris embeds itself, by design. catch_warnings swaps the
+    process's filter list and puts it back: two stores opening at once (a server's threads) would each put
+    back the list the other swapped in, so they take turns."""
+    with _WARNINGS_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", "legacy embedding function config", DeprecationWarning)
         yield
 
