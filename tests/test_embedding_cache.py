@@ -144,3 +144,19 @@ def test_a_loop_writes_the_same_files_with_the_cache_off_cold_and_warm(tmp_path:
     assert runs["off"] == runs["cold"] == runs["warm"]
     assert any(json.loads(v).get("dynamic") for k, v in runs["off"].items() if k.endswith("retrieval.json"))
     assert list(cache.glob("*.sqlite"))
+
+
+def test_a_read_only_view_of_a_record_its_writer_has_just_created_finds_nothing_yet(tmp_path: Path) -> None:
+    """A run's record (RUN/embeddings) is read read-only by `memory search` and by a replay of the run. Its writer
+    creates the file when it connects and the table a moment later (or never: it was killed in between): an
+    empty file is a record with no vectors yet, not an error that blames the record; and the vectors its writer
+    then puts are seen by the same view."""
+    record = EmbeddingCache(tmp_path, "openai:m", wal=False)
+    sqlite3.connect(record.path).close()  # connected, nothing written: the file exists, empty
+    assert record.path.stat().st_size == 0
+    view = EmbeddingCache(tmp_path, "openai:m", wal=False, read_only=True)
+    assert view.get(TEXTS) == {}
+    record.put(TEXTS[:1], [[0.5, 0.25]])
+    assert view.get(TEXTS) == {0: [0.5, 0.25]}
+    view.close()
+    record.close()

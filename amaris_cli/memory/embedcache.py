@@ -81,7 +81,9 @@ class EmbeddingCache:
                     self._opened.append(db)
                     if self.wal:
                         db.execute("PRAGMA journal_mode=WAL")
-                    db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+                    if not self.read_only:  # a view cannot create it: until its writer has, it finds nothing (get)
+                        db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) "
+                                   "WITHOUT ROWID")
             except sqlite3.Error as exc:
                 raise self._failed(exc) from None
             self._local.db = db
@@ -100,6 +102,8 @@ class EmbeddingCache:
                                           part)
                 found.update((key, _unpack(blob)) for key, blob in rows)
         except sqlite3.Error as exc:
+            if self.read_only and str(exc).startswith("no such table"):  # its writer created the file, not the table yet
+                return {}
             raise self._failed(exc) from None
         return {i: found[k] for i, k in enumerate(keys) if k in found}
 
