@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
@@ -23,6 +24,7 @@ from amaris_cli.config import load_settings
 from amaris_cli.jsonio import dumps_line
 from amaris_cli.llm.calllog import CallRecord, Usage, call_line
 from amaris_cli.llm.client import LLMClient
+from amaris_cli.llm.endpoint import EndpointFatal
 from amaris_cli.models import Criterion, Rollout, RubricSet
 from tests.conftest import (
     EXAMPLES,
@@ -335,6 +337,35 @@ def test_headers_httpx_reads_and_aiohttp_refuses_name_the_other_transport(
     else:
         assert result.exit_code == 4 and record["status"] == "failed" and "Traceback" not in result.stderr
         assert "8190 bytes" in record["error"] and "AMARIS_HTTP_CLIENT=httpx" in record["error"], record["error"]
+
+
+def test_a_request_a_server_holds_after_a_refusal_says_it_was_not_sent_and_when_it_will_be(sim_factory) -> None:
+    """A server (recheck_after) holds a refused key for a while: the requests that follow are not sent. Their
+    error read as the first one's, "answered HTTP 401", of an answer they never got, and said nothing of when
+    the endpoint is asked again: a client could not tell a fresh refusal from a held one, nor whether to wait or
+    restart. A command holds the refusal for good: its later requests fail with the answer as it came."""
+    judge = sim_factory(agent_faults={"scorer": "401"})
+    settings = _settings(judge.base_url)
+
+    async def twice(recheck_after: float | None) -> list[str]:
+        client = LLMClient(settings, environ={"AMARIS_TEST_KEY": PLANTED_KEY}, recheck_after=recheck_after)
+        messages = scorer_messages(AgentKit(settings=settings, client=client), RUBRIC, ROLLOUT, 0)
+        errors = []
+        try:
+            for _ in range(2):
+                with pytest.raises(EndpointFatal) as caught:
+                    await client.ask("scorer", messages, ScorerAnswer, step=0, context="r1")
+                errors.append(str(caught.value))
+        finally:
+            await client.aclose()
+        return errors
+
+    refused, held = asyncio.run(twice(30.0))
+    assert judge.stats["requests"] == 1
+    assert "HTTP 401" in refused and "not sent" not in refused
+    assert held.startswith("not sent") and re.search(r"holds for (29|30)s more", held) and refused in held
+    first, second = asyncio.run(twice(None))
+    assert second == first
 
 
 @pytest.mark.timeout(60)

@@ -447,12 +447,12 @@ class LLMClient:
                 raise
 
         if (fatal := endpoint.held(self.recheck_after)) is not None:
-            raise _Stopped(fatal)
+            raise self._stopped(endpoint, fatal)
         if endpoint.confirmed:
             return await send()
         async with endpoint.first_contact:  # until the endpoint has answered, one request at a time
             if (fatal := endpoint.held(self.recheck_after)) is not None:
-                raise _Stopped(fatal)
+                raise self._stopped(endpoint, fatal)
             if not endpoint.confirmed:
                 try:
                     reply = await send()
@@ -462,6 +462,16 @@ class LLMClient:
                 endpoint.confirmed = True
                 return reply
         return await send()
+
+    def _stopped(self, endpoint: _Endpoint, fatal: EndpointFatal) -> _Stopped:
+        """A request not sent for the endpoint's fatal answer. A command fails it with the answer as it came; a server
+        that holds the answer for a while (recheck_after) says so, and when it asks the endpoint again: the answer
+        alone reads as one this request got (a fresh refusal), and its advice (fix the key) as needing a restart."""
+        if self.recheck_after is None:
+            return _Stopped(fatal)
+        left = math.ceil(max(endpoint.fatal_at + self.recheck_after - time.monotonic(), 0.0))
+        return _Stopped(EndpointFatal(f"not sent (the endpoint's answer to an earlier request holds for {left}s more, "
+                                      f"--recheck-after; then it is asked again): {fatal}"))
 
     def _outage_spent(self, name: str, agent: AgentSettings, endpoint: _Endpoint) -> _OutageSpent:
         """Why a request is not sent: the endpoint never answered (under a budget of 0), or the step spent its
