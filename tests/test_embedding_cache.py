@@ -160,3 +160,39 @@ def test_a_read_only_view_of_a_record_its_writer_has_just_created_finds_nothing_
     assert view.get(TEXTS) == {0: [0.5, 0.25]}
     view.close()
     record.close()
+
+
+def test_a_read_only_view_of_a_record_whose_writer_was_killed_mid_write_reads_what_it_had_committed(
+        tmp_path: Path) -> None:
+    """A writer killed inside a write leaves a hot journal beside the record (RUN/embeddings), which only a writer
+    can roll back: a replay of the run, or `memory search`, reads it read-only and failed ("attempt to write a
+    readonly database") until some writer of the run came by. The view reads what had been committed, and
+    leaves the record's files as they were."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    record = EmbeddingCache(tmp_path, "openai:m", wal=False)
+    record.put(TEXTS[:2], [[0.5], [0.25]])
+    record.close()
+    writer = subprocess.Popen([sys.executable, "-c", f"""
+import sqlite3, time
+db = sqlite3.connect({str(record.path)!r}, isolation_level=None)
+db.execute("PRAGMA cache_size=1")  # pages go to the file before the commit: the journal is needed to undo them
+db.execute("BEGIN IMMEDIATE")
+db.executemany("INSERT INTO vectors VALUES (?, ?)", [(i.to_bytes(4, "big"), bytes(800)) for i in range(2000)])
+print("inside", flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE)
+    assert writer.stdout is not None and writer.stdout.readline() == b"inside\n"
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    journal = record.path.with_name(record.path.name + "-journal")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert journal.name in before
+
+    view = EmbeddingCache(tmp_path, "openai:m", wal=False, read_only=True)
+    assert view.get(TEXTS) == {0: [0.5], 1: [0.25]}
+    view.close()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

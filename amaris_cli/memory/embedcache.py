@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import sqlite3
 import struct
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +65,7 @@ class EmbeddingCache:
         self._local = threading.local()  # one connection per thread: sqlite3 connections are not shared
         self._opened: list[sqlite3.Connection] = []  # every thread's, closed together (close)
         self._opened_lock = threading.Lock()
+        self._copy: Path | None = None  # a read-only view's private copy, when a killed writer left a hot journal
 
     def _failed(self, exc: sqlite3.Error) -> ConfigError:
         return ConfigError(f"{self.label} {self.path}: {exc} ({self.advice})")
@@ -73,8 +76,7 @@ class EmbeddingCache:
             try:
                 # Used by the thread that opened it only; closed by whichever thread closes the cache.
                 if self.read_only:
-                    db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
-                                         isolation_level=None, check_same_thread=False)
+                    db = self._view()
                 else:
                     db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
                 with self._opened_lock:
@@ -88,6 +90,27 @@ class EmbeddingCache:
                 raise self._failed(exc) from None
             self._local.db = db
         return db
+
+    def _view(self) -> sqlite3.Connection:
+        """A read-only connection to the file. A writer killed inside a write leaves a hot journal beside it, which
+        only a writer may roll back: then a private copy of both, which SQLite rolls back as it opens it (as the
+        memory's readers read a copy of its index), the files themselves left as they are."""
+        db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60, isolation_level=None,
+                             check_same_thread=False)
+        try:
+            db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # the first read looks for a hot journal
+            return db
+        except sqlite3.Error as exc:
+            db.close()
+            if exc.sqlite_errorcode != sqlite3.SQLITE_READONLY_ROLLBACK:
+                raise
+        with self._opened_lock:
+            if self._copy is None:
+                copy = Path(tempfile.mkdtemp(prefix="amaris-record-"))
+                for name in (self.path.name, f"{self.path.name}-journal"):
+                    shutil.copyfile(self.path.with_name(name), copy / name)
+                self._copy = copy
+        return sqlite3.connect(self._copy / self.path.name, timeout=60, isolation_level=None, check_same_thread=False)
 
     def get(self, texts: list[str]) -> dict[int, list[float]]:
         """The cached vectors of `texts`, by position."""
@@ -115,6 +138,9 @@ class EmbeddingCache:
         for db in opened:
             db.close()
         self._local = threading.local()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     def put(self, texts: list[str], vectors: list[list[float]]) -> None:
         if self.read_only:  # a replay's source: only read
