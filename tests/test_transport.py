@@ -368,6 +368,35 @@ def test_a_request_a_server_holds_after_a_refusal_says_it_was_not_sent_and_when_
     assert second == first
 
 
+def test_requests_waiting_for_a_slot_when_the_key_is_refused_are_not_sent(sim_factory) -> None:
+    """The endpoint has answered; then it refuses the key. The requests that waited for a request slot meanwhile
+    were sent one after another as slots freed, each refused again: the refusal now stops them before they go."""
+    judge = sim_factory()
+    settings = load_settings(environ={}, flags={"llm": {"concurrency": 1}, "agents": {"default": {
+        "base_url": judge.base_url, "model": "judge-model", "api_key_env": "AMARIS_TEST_KEY"}}})
+
+    async def main() -> tuple[int, list[BaseException | None]]:
+        client = LLMClient(settings, environ={"AMARIS_TEST_KEY": PLANTED_KEY})
+        kit = AgentKit(settings=settings, client=client)
+
+        def ask(i: int) -> Any:
+            rollout = ROLLOUT.model_copy(update={"id": f"r{i}", "output": f"{i} + 42 - {i} = 42.\nFinal answer: 42"})
+            return client.ask("scorer", scorer_messages(kit, RUBRIC, rollout, 0), ScorerAnswer, step=0, context=f"r{i}")
+
+        try:
+            await ask(0)
+            judge.config.agent_faults["scorer"] = "401"
+            before = judge.stats["requests"]
+            results = await asyncio.gather(*(ask(i) for i in range(1, 7)), return_exceptions=True)
+            return judge.stats["requests"] - before, [r if isinstance(r, BaseException) else None for r in results]
+        finally:
+            await client.aclose()
+
+    sent, errors = asyncio.run(main())
+    assert all(isinstance(e, EndpointFatal) and "HTTP 401" in str(e) for e in errors), errors
+    assert sent == 1
+
+
 @pytest.mark.timeout(60)
 def test_a_key_rejected_after_the_endpoint_answered_the_run_costs_one_request_per_command(
         tmp_path: Path, sim_factory) -> None:

@@ -415,6 +415,8 @@ class LLMClient:
         async def send() -> _Reply:
             try:
                 async with self._agent_limits[name], self._global:
+                    if (fatal := endpoint.held(self.recheck_after)) is not None:  # it came while this one waited
+                        raise self._stopped(endpoint, fatal)
                     budget, now = self.settings.llm.outage_budget, time.monotonic()
                     probe = False
                     # An endpoint that has never answered, after as many attempts as one request makes (when

@@ -81,11 +81,11 @@ class EmbeddingCache:
                     db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
                 with self._opened_lock:
                     self._opened.append(db)
+                if not self.read_only:  # a view cannot create the table: until its writer has, it finds nothing (get)
                     if self.wal:
                         db.execute("PRAGMA journal_mode=WAL")
-                    if not self.read_only:  # a view cannot create it: until its writer has, it finds nothing (get)
-                        db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) "
-                                   "WITHOUT ROWID")
+                    db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) "
+                               "WITHOUT ROWID")
             except sqlite3.Error as exc:
                 raise self._failed(exc) from None
             self._local.db = db
