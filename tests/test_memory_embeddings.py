@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env
+from tests.conftest import EXAMPLES, PLANTED_KEY, TEST_CONFIG, invoke, judge_env, new_scenario_run
 
 
 def test_loop_and_search_with_endpoint_embeddings(tmp_path: Path, sim) -> None:
@@ -20,3 +20,18 @@ def test_loop_and_search_with_endpoint_embeddings(tmp_path: Path, sim) -> None:
                              env=judge_env(sim)).stdout)
     assert hits and all(h["step"] <= 2 for h in hits)
     assert json.loads((run / "memory" / "amaris-memory.json").read_text())["embedder"] == "openai:hash-embed"
+
+
+def test_an_embeddings_endpoint_that_fails_is_named_not_the_memory_store(tmp_path: Path, sim) -> None:
+    """`memory search` against an embeddings endpoint that refused said "the memory store failed ...; if the disk
+    is full, free space ...; if the index is damaged, `amaris memory rebuild`": advice for a store that was fine."""
+    run = new_scenario_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    wrong = sim.base_url.removesuffix("/v1") + "/no-such-path/v1"
+    result = invoke("memory", "search", "--run", run, "a query the record has no vector for",
+                    env=judge_env(sim, OPENAI_BASE_URL=wrong))
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert f"the embeddings endpoint {wrong} (model 'hash-embed') answered HTTP 404" in message, message
+    assert "memory.embedding_base_url" in message and "disk" not in message and "rebuild" not in message
+    assert PLANTED_KEY not in result.stderr

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from amaris_cli.config import MemorySettings
-from amaris_cli.errors import ConfigError
+from amaris_cli.errors import AmarisError, ConfigError
+from amaris_cli.llm.endpoint import public_url, url_secrets
+from amaris_cli.terminal import one_line
 
 BATCH = 16
 LOCAL_VECTORS = 1  # bump when LocalMiniLM.embed computes vectors otherwise: cached vectors are then not read
@@ -96,14 +98,41 @@ class OpenAIEmbedder:
                               f"or the key in ${settings.embedding_api_key_env}")
         self.name = f"openai:{settings.embedding_model}"
         self._model = settings.embedding_model
-        self._client = OpenAI(api_key=env.get(settings.embedding_api_key_env) or "not-set", base_url=base_url, max_retries=4)
+        self._key_env = settings.embedding_api_key_env
+        self._base_url = base_url
+        self._secrets = {v for v in (env.get(self._key_env), *url_secrets(base_url)) if v and len(v) >= 4}
+        self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=base_url, max_retries=4)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        import openai
+
         vectors: list[list[float]] = []
-        for start in range(0, len(texts), 64):
-            response = self._client.embeddings.create(model=self._model, input=texts[start : start + 64])
-            vectors.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        try:
+            for start in range(0, len(texts), 64):
+                response = self._client.embeddings.create(model=self._model, input=texts[start : start + 64])
+                vectors.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        except openai.APIError as exc:
+            raise self._failed(exc) from None
         return vectors
+
+    def _failed(self, exc: Exception) -> AmarisError:
+        """The endpoint's failure, named as such: the memory store's own message blamed a full disk or a damaged
+        index for an endpoint that was down."""
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            said = f"answered HTTP {exc.status_code} ({exc.message})"
+        elif isinstance(exc, openai.APITimeoutError):
+            said = "did not answer in time"
+        elif isinstance(exc, openai.APIConnectionError):
+            said = f"could not be reached ({exc.__cause__ or exc})"
+        else:
+            said = f"failed ({type(exc).__name__}: {exc})"
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            said = said.replace(secret, "[redacted]")
+        return AmarisError(f"the embeddings endpoint {public_url(self._base_url)} (model {self._model!r}) {one_line(said, 300)}: "
+                           f"check memory.embedding_base_url (else OPENAI_BASE_URL) and the key in ${self._key_env}, "
+                           "then re-run")
 
 
 @dataclass(frozen=True)
