@@ -111,8 +111,9 @@ def open_session(
 
     Requests whose answer this run's calls.jsonl already holds are answered from it; with
     `replaying`, from that run's log first (`offline`: a request it lacks is an error, and no
-    endpoint is needed; the memory reads its record of an embeddings endpoint's vectors likewise). `recheck_after`: a session that stays up (serve) tries an endpoint again that long
-    after an answer no request could get past (llm/client.py); a command's session stops on it."""
+    endpoint is needed; the memory reads its record of an embeddings endpoint's vectors likewise).
+    `recheck_after`: a session that stays up (serve) tries an endpoint again that long after an
+    answer no request could get past (llm/client.py); a command's session stops on it."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
     with ExitStack() as stack:

@@ -262,32 +262,47 @@ def test_a_replay_says_which_steps_failed_to_evolve_in_its_source(tmp_path, sim_
     assert not (tmp_path / "dst" / "steps" / "000000" / "update.json").exists()
 
 
-def test_a_run_whose_memory_embeds_through_an_endpoint_replays_offline(tmp_path) -> None:
-    """memory.embedding = "openai": the memory's vectors come from an embeddings endpoint. `replay --offline`
-    rebuilds the memory, so it asked that endpoint and stopped without one. The run records the vectors its
-    endpoint gave (RUN/embeddings), and an offline replay reads the source's record, never writing it."""
+@pytest.fixture(scope="module")
+def endpoint_embedded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run whose memory embeds through an endpoint (memory.embedding = "openai", the sim-judge's), the judge
+    gone once it is recorded."""
+    tmp = tmp_path_factory.mktemp("endpoint-embedded")
     judge = SimJudge(SimJudgeConfig()).start_in_thread()
     try:
-        src = new_scenario_run(tmp_path, "src")
+        src = new_scenario_run(tmp, "src")
         result = invoke("loop", EXAMPLES / "math", "--run", src, "--steps", "0:2", env=judge_env(judge))
         assert result.exit_code == 0, result.stderr
     finally:
         judge.stop()
     retrieved = json.loads((src / "steps" / "000002" / "retrieval.json").read_text())
-    assert retrieved["dynamic"], "the memory must be searched and found for the test to mean anything"
+    assert retrieved["dynamic"], "the memory must be searched and found for the tests to mean anything"
+    return src
+
+
+def test_a_run_whose_memory_embeds_through_an_endpoint_replays_offline(endpoint_embedded, tmp_path) -> None:
+    """`replay --offline` rebuilds the memory, so it asked the embeddings endpoint and stopped without one. The
+    run records the vectors its endpoint gave (RUN/embeddings), and the replay reads the source's record, never
+    writing it."""
+    src = endpoint_embedded
     before = snapshot(src)
     result = invoke("replay", src, "--out", tmp_path / "offline", "--offline", "--json")  # no endpoint at all
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["calls_made"] == 0
     assert outputs(tmp_path / "offline") == outputs(src)
     assert snapshot(src) == before
-    # Its own record holds what it read: the replay replays offline in turn, also from a read-only copy.
+
+
+def test_an_offline_replay_records_what_it_read_and_replays_offline_from_a_read_only_copy(
+        endpoint_embedded, tmp_path) -> None:
+    assert invoke("replay", endpoint_embedded, "--out", tmp_path / "offline", "--offline").exit_code == 0
     with read_only_copy(tmp_path / "offline", tmp_path / "ro") as ro:
         again = invoke("replay", ro, "--out", tmp_path / "again", "--offline")
     assert again.exit_code == 0, again.stderr
-    assert outputs(tmp_path / "again") == outputs(src)
+    assert outputs(tmp_path / "again") == outputs(endpoint_embedded)
 
-    bare = Path(shutil.copytree(src, tmp_path / "bare", ignore=shutil.ignore_patterns("embeddings")))
+
+def test_an_offline_replay_of_a_source_without_the_record_is_a_miss_naming_it(endpoint_embedded, tmp_path) -> None:
+    bare = Path(shutil.copytree(endpoint_embedded, tmp_path / "bare", ignore=shutil.ignore_patterns("embeddings")))
     missed = invoke("replay", bare, "--out", tmp_path / "missed", "--offline")
     assert missed.exit_code == 5, missed.stderr
     assert f"{bare / 'embeddings'} records no vector for" in missed.stderr and "run without --offline" in missed.stderr

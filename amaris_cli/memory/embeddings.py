@@ -130,9 +130,9 @@ class OpenAIEmbedder:
             said = f"failed ({type(exc).__name__}: {exc})"
         for secret in sorted(self._secrets, key=len, reverse=True):
             said = said.replace(secret, "[redacted]")
-        return AmarisError(f"the embeddings endpoint {public_url(self._base_url)} (model {self._model!r}) {one_line(said, 300)}: "
-                           f"check memory.embedding_base_url (else OPENAI_BASE_URL) and the key in ${self._key_env}, "
-                           "then re-run")
+        return AmarisError(f"the embeddings endpoint {public_url(self._base_url)} (model {self._model!r}) "
+                           f"{one_line(said, 300)}: check memory.embedding_base_url (else OPENAI_BASE_URL) and the key "
+                           f"in ${self._key_env}, then re-run")
 
 
 @dataclass(frozen=True)
