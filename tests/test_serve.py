@@ -439,9 +439,14 @@ def test_a_server_whose_key_was_refused_tries_the_endpoint_again_after_recheck_a
         del judge.config.agent_faults["scorer"]  # the key is fixed
         time.sleep(2.2)
         answer = AmarisClient(server.url).score(step=0, **{**body(rows(0)[0]), "metadata": {"current_step": 0}})
+        # Its operator reads the refusal once, and the endpoint's return.
+        said = server.wait_for_line(r"answers again, \d+s after it refused a request")
+        told = server.stderr
     assert refused.status_code == held.status_code == 502
     assert "401" in refused.json()["error"] and "401" in held.json()["error"]
     assert answer.status == "scored" and answer.score is not None
+    assert told.count("judgements fail at once for 2s (--recheck-after)") == 1 and "HTTP 401" in told, told
+    assert told.index("--recheck-after") < told.index(said)
 
 
 def test_a_client_that_disconnects_mid_request_loses_nothing(tmp_path, sim_factory) -> None:

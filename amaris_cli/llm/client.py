@@ -164,6 +164,7 @@ class _Endpoint:
     confirmed: bool = False  # it has answered over HTTP with something other than a fatal error
     fatal: EndpointFatal | None = None
     fatal_at: float = float("-inf")  # when it came (monotonic)
+    refused_since: float | None = None  # a server: the first of the fatal answers since it last answered
     first_contact: asyncio.Lock = field(default_factory=asyncio.Lock)
     formats: list[str] = field(default_factory=list)  # response formats still to try ("auto")
     last_answer: float = float("-inf")  # when it last answered (monotonic)
@@ -178,8 +179,13 @@ class _Endpoint:
     next_probe: float = float("-inf")  # not before then (a failed probe waits OUTAGE_MAX_DELAY_S for the next)
     not_before: float = float("-inf")  # no attempt before then: the endpoint's last Retry-After (within the limit)
 
-    def stop_on(self, fatal: EndpointFatal) -> None:
+    def stop_on(self, fatal: EndpointFatal) -> bool:
+        """Hold a fatal answer; whether it is the first since the endpoint last answered."""
         self.fatal, self.fatal_at = fatal, time.monotonic()
+        first = self.refused_since is None
+        if first:
+            self.refused_since = self.fatal_at
+        return first
 
     def held(self, hold: float | None) -> EndpointFatal | None:
         """The fatal answer the endpoint's requests still stop on. A command keeps it (hold None); a server
@@ -445,7 +451,7 @@ class LLMClient:
                             endpoint.probing = False
                             endpoint.next_probe = time.monotonic() + wait
             except EndpointFatal as exc:
-                endpoint.stop_on(exc)
+                self._stop(endpoint, exc)
                 raise
 
         if (fatal := endpoint.held(self.recheck_after)) is not None:
@@ -464,6 +470,13 @@ class LLMClient:
                 endpoint.confirmed = True
                 return reply
         return await send()
+
+    def _stop(self, endpoint: _Endpoint, fatal: EndpointFatal) -> None:
+        """Hold the endpoint's fatal answer. A server says the first of a series: its requests now fail at once,
+        and its operator may fix the key or the model without a restart (a command stops with the answer)."""
+        if endpoint.stop_on(fatal) and self.recheck_after is not None:
+            self.say(f"{fatal}; judgements fail at once for {self.recheck_after:g}s (--recheck-after), then the "
+                     "endpoint is asked again")
 
     def _stopped(self, endpoint: _Endpoint, fatal: EndpointFatal) -> _Stopped:
         """A request not sent for the endpoint's fatal answer. A command fails it with the answer as it came; a server
@@ -534,9 +547,15 @@ class LLMClient:
         return min(delay, left)
 
     def _answered(self, agent: AgentSettings, name: str) -> None:
-        lasted = self._endpoint(agent).answered(time.monotonic())
+        endpoint, now = self._endpoint(agent), time.monotonic()
+        lasted = endpoint.answered(now)
         if lasted is not None:
             self.say(f"the {name} endpoint {public_url(agent.base_url)} answers again, after {lasted:.1f}s")
+        if endpoint.refused_since is not None:
+            if self.recheck_after is not None:
+                self.say(f"the {name} endpoint {public_url(agent.base_url)} answers again, "
+                         f"{now - endpoint.refused_since:.0f}s after it refused a request")
+            endpoint.refused_since = None
 
     async def _request(
         self, name: str, step: int | None, context: str, messages: list[dict[str, Any]], schema: type[BaseModel],
@@ -692,7 +711,7 @@ class LLMClient:
                 fatal = EndpointFatal(f"the {name} endpoint {public_url(agent.base_url)} (model {agent.model!r}): {exc}; "
                                       f"set agents.{name}.response_format to one it takes (\"json_object\", \"text\"), "
                                       "or \"auto\" to fall back by itself")
-                self._endpoint(agent).stop_on(fatal)
+                self._stop(self._endpoint(agent), fatal)
                 raise fatal from None
             except _Fatal as exc:
                 record(None, str(exc), attempt, started)
