@@ -35,3 +35,17 @@ def test_an_embeddings_endpoint_that_fails_is_named_not_the_memory_store(tmp_pat
     assert f"the embeddings endpoint {wrong} (model 'hash-embed') answered HTTP 404" in message, message
     assert "memory.embedding_base_url" in message and "disk" not in message and "rebuild" not in message
     assert PLANTED_KEY not in result.stderr
+
+
+def test_a_damaged_record_of_the_endpoints_vectors_is_named_with_what_to_do(tmp_path: Path, sim) -> None:
+    run = new_scenario_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    [record] = (run / "embeddings").iterdir()
+    record.write_bytes(b"not a database " * 8)
+    result = invoke("memory", "search", "--run", run, "grader", env=judge_env(sim))
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert f"the run's record {record}: file is not a database" in message, message
+    assert "delete the file to have the endpoint asked again" in message
+    record.unlink()
+    assert invoke("memory", "search", "--run", run, "grader", env=judge_env(sim)).exit_code == 0

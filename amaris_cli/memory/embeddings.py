@@ -191,7 +191,8 @@ def make_embedder(settings: MemorySettings, environ: Any = None, record: Embeddi
             model = lambda: cached  # noqa: E731
     if settings.embedding != "openai" or record is None:
         return model()
-    advice = "the vectors the run's memory got from its embeddings endpoint; without it a replay asks the endpoint again"
+    advice = ("the vectors the run's memory got from its embeddings endpoint: delete the file to have the endpoint "
+              "asked again; only `replay --offline` of the run needs it")
     if record.source is not None:
         source = CachedEmbedder(name, model, EmbeddingCache(record.source, name, label="the replay's source record",
                                                               advice=advice, wal=False, read_only=True))
