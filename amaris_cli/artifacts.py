@@ -30,7 +30,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from amaris_cli.errors import AmarisError, InputError
-from amaris_cli.jsonio import load_per_rollout, read_model, write_json_atomic, write_jsonl_atomic
+from amaris_cli.jsonio import dumps_line, load_per_rollout, read_model, write_json_atomic, write_jsonl_atomic
 from amaris_cli.models import (
     AnalysisRecord,
     RetrievalRecord,
@@ -236,7 +236,7 @@ class How:
     """The command settings a file was made with (recorded for replay, not part of its digest)."""
 
     flags: dict[str, Any]
-    judge: str
+    judge: str | None
 
 
 def record(run: RunDir, step: int, name: str, inputs: dict[str, Any], how: How | None = None) -> str:
@@ -294,6 +294,13 @@ def mark_evolved(run: RunDir, step: int, mark: Evolution) -> None:
     provenance = read_provenance(run, step)
     provenance.evolution = mark
     _save(run, step, provenance)
+
+
+def holds_rows(run: RunDir, step: int, name: str, rows: list[Any]) -> bool:
+    """Whether the step file is whole and holds exactly `rows`, as write_jsonl_recorded would write them (a stage
+    run again with other settings that made the same records from the same answers)."""
+    sha = freshness(run, step, name).sha
+    return sha is not None and sha == hashlib.sha256(b"".join(dumps_line(r) for r in rows)).hexdigest()
 
 
 def clear_evolved(run: RunDir, step: int) -> None:

@@ -307,3 +307,26 @@ def test_an_offline_replay_of_a_source_without_the_record_is_a_miss_naming_it(en
     assert missed.exit_code == 5, missed.stderr
     assert f"{bare / 'embeddings'} records no vector for" in missed.stderr and "run without --offline" in missed.stderr
     assert not (tmp_path / "missed").exists()
+
+
+def test_a_loop_with_another_schedule_over_steps_the_stage_commands_evolved_keeps_their_updates(
+        tmp_path, sim) -> None:
+    """The README's session: `score`, `analyze`, `summarize`, `update` of step 0, then `loop --lag 1 --update-every 2`
+    over the run. The loop scored step 0 again under its own settings (the same records, from calls.jsonl), and
+    that dropped the step's evolution, so its recorded update: steps 1 and 2 still used the rubric it wrote, the
+    provenance said it never updated, and the run no longer replayed (an offline replay stopped, exit 5)."""
+    run = new_run(tmp_path, "src")
+    env = judge_env(sim)
+    for args in (("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", "0"),
+                 ("analyze", "--run", run, "--step", "0"), ("summarize", "--run", run, "--step", "0"),
+                 ("update", "--run", run, "--step", "0")):
+        assert invoke(*args, env=env).exit_code == 0
+    updated = (run / "steps" / "000000" / "update.json").read_bytes()
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--lag", "1", "--update-every", "2", "--steps", "0:2",
+                    env=env)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((run / "steps" / "000000" / "provenance.json").read_text())["evolution"]["update"] is True
+    assert (run / "steps" / "000000" / "update.json").read_bytes() == updated
+    replayed = invoke("replay", run, "--out", tmp_path / "offline", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert outputs(tmp_path / "offline") == outputs(run)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amaris_cli import artifacts
+from amaris_cli.artifacts import How
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import Rollout
@@ -48,6 +49,7 @@ class StepPlan:
     # Without a whole evolution: the stages of one that stage commands ran (`analyze`, then `summarize`).
     stages: tuple[str, ...] = ()
     training: SentTraining | None = None  # what a served step's requests said about training (training.json)
+    stored_as: How | None = None  # how the recorded run stored the rollouts (a replay), else as it scores them
 
 
 @dataclass
@@ -114,7 +116,8 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
     rule = VersionRule(lag=plan.lag, rubric_version=plan.rubric_version)
     with StepWriter(run, step, rule, role="loop", say=session.say, wait=wait) as writer:
         hooks.on_stage("score", step)
-        scored = await writer.write(scorer, plan.rollouts, plan.source, on_done=hooks.on_record, training=plan.training)
+        scored = await writer.write(scorer, plan.rollouts, plan.source, on_done=hooks.on_record, training=plan.training,
+                                    stored_as=plan.stored_as)
         report = StepReport(step=step, rubric_version=writer.version or 0, rollouts=len(plan.rollouts),
                             mean_reward=scored.mean_reward, failed=scored.failed)
         scorer.policy.check("score", step, scored.failed, scored.total, scored.errors)
@@ -180,10 +183,14 @@ def _tokens(session: Session) -> int:
 def recorded_plan(src: Any, step: int, rollouts: list[Rollout]) -> StepPlan:
     """How a recorded step was run (from its provenance): what a replay repeats."""
     scored = artifacts.derivation(src, step, artifacts.SCORES)
+    stored = artifacts.derivation(src, step, artifacts.ROLLOUTS)
     evolved = artifacts.evolution(src, step)
     inputs = scored.inputs if scored else {}
-    return StepPlan(rollouts=rollouts, source=(artifacts.derivation(src, step, artifacts.ROLLOUTS).inputs.get("source", {})
-                                               if artifacts.derivation(src, step, artifacts.ROLLOUTS) else {}),
+    # The rollouts as they were stored: by another command than the one that scored them last, when a `loop`
+    # went over steps that `score` had scored (the same rollouts, kept with the settings of the command that
+    # stored them).
+    return StepPlan(rollouts=rollouts, source=stored.inputs.get("source", {}) if stored else {},
+                    stored_as=How(flags=stored.flags, judge=stored.judge) if stored else None,
                     lag=inputs.get("lag") or 0, rubric_version=inputs.get("rubric_version"),
                     evolve=evolved is not None and evolved.status == "done",
                     update=evolved.update if evolved else None, rescore=bool(evolved and evolved.rescore),

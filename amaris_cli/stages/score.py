@@ -135,10 +135,13 @@ async def score_step(
         await bounded_map(todo, one, limit_in_flight, finished)
     records = [done[r.id] for r in rollouts]
     if todo or not fresh:
-        if output == artifacts.SCORES:
-            artifacts.clear_evolved(run, step)  # the step's evolution read the scores being replaced
-        artifacts.write_jsonl_recorded(run, step, output, (r.model_dump(mode="json") for r in records), inputs,
-                                       session.how)
+        rows = [r.model_dump(mode="json") for r in records]
+        # The step's evolution read the scores being replaced, unless they are the same records (scored again
+        # under other settings, e.g. a `loop --lag 1` over a step `score` scored, from the same answers): its
+        # recorded decisions then stand, and the run replays as it ran.
+        if output == artifacts.SCORES and not artifacts.holds_rows(run, step, output, rows):
+            artifacts.clear_evolved(run, step)
+        artifacts.write_jsonl_recorded(run, step, output, rows, inputs, session.how)
 
     outcome.done = sum(r.status == "scored" for r in records)
     outcome.failed = sum(r.status == "failed" for r in records)

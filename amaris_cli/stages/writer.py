@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amaris_cli import locks
+from amaris_cli.artifacts import How
 from amaris_cli.models import Rollout, ScoreRecord
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import scoring_limit, scoring_version
@@ -81,11 +82,12 @@ class StepWriter:
     async def write(self, session: Session, rollouts: list[Rollout], source: dict[str, Any], *, force: bool = False,
                     known: Mapping[str, ScoreRecord] | None = None,
                     on_done: Callable[[ScoreRecord], None] | None = None,
-                    training: SentTraining | None = None) -> StageOutcome:
+                    training: SentTraining | None = None, stored_as: How | None = None) -> StageOutcome:
         """Store the step's rollouts (`force`: replace different ones) and score them; `known` holds records
         already judged with this step's rubrics (serve), written as they are; `training`: what the step's
-        requests said about training (serve, and a replay of a served step), kept in training.json."""
-        store_rollouts(self.run, self.step, rollouts, source, force, session.how)
+        requests said about training (serve, and a replay of a served step), kept in training.json;
+        `stored_as`: the settings the rollouts' record names (a replay's, as its source stored them)."""
+        store_rollouts(self.run, self.step, rollouts, source, force, stored_as or session.how)
         if training is not None:
             write_training(self.run, self.step, training, session.how)
         outcome, _ = await score_step(session, self.step, rollouts, limit=self.limit, lag=self.rule.lag,
