@@ -8,13 +8,16 @@
 #
 # The first run calls the judge; the other three replay it, so the model is called again only for requests
 # whose inputs the ablation changes, and the rest is answered from the record. Usage (from the repository
-# root, with amaris installed):
+# root; amaris on PATH, else the project's .venv/bin/amaris that `make` installs, else AMARIS=...):
 #
 #   bash examples/ablation_sweep.sh                 # judge: the configured endpoint, else the sim-judge
 #   OUT=runs/my-sweep JUDGE=endpoint INPUT=examples/math bash examples/ablation_sweep.sh
 set -euo pipefail
 
-AMARIS=${AMARIS:-amaris}
+if [[ -z "${AMARIS:-}" ]]; then  # a command line of its own (e.g. "python -m amaris_cli") is taken as given
+  AMARIS=amaris
+  command -v amaris >/dev/null 2>&1 || AMARIS="$(dirname "$(cd "$(dirname "$0")" && pwd)")/.venv/bin/amaris"
+fi
 JUDGE=${JUDGE:-auto}
 OUT=${OUT:-runs/sweep}
 INPUT=${INPUT:-examples/recurring}
