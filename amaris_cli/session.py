@@ -124,7 +124,8 @@ def open_session(
             sim = stack.enter_context(SimJudge())
             sim_url = sim.base_url
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge")
-            say(f"No OpenAI-compatible endpoint is configured: using amaris's rule-based sim-judge at {sim_url}. "
+            why = "Judge `sim`" if judge == "sim" else "No OpenAI-compatible endpoint is configured"  # asked, or a replay of it
+            say(f"{why}: using amaris's rule-based sim-judge at {sim_url}. "
                 "Its verdicts come from simple rules, not from an LLM.")
         elif offline and judge == "sim":  # the record holds the sim-judge's requests: looked up as its own
             sim_url = OFFLINE_SIM_URL

@@ -173,7 +173,19 @@ def test_no_endpoint_means_a_clear_error_unless_sim_is_asked_for(run_cli, tmp_pa
     result = run_cli("score", rollouts, "--run", run, "--step", "0")
     assert result.exit_code == 2 and "no judge endpoint configured" in result.stderr
     result = run_cli("score", rollouts, "--run", run, "--step", "0", "--judge", "auto")
-    assert result.exit_code == 0 and "rule-based sim-judge" in result.stderr
+    assert result.exit_code == 0 and "No OpenAI-compatible endpoint is configured: using amaris's rule-based sim-judge" \
+        in result.stderr
+
+
+def test_the_sim_judge_asked_for_beside_a_configured_endpoint_is_said_to_be_asked_for(run_cli, tmp_path,
+                                                                                     config_file) -> None:
+    run = init(run_cli, tmp_path, config_file)
+    rollouts = write_jsonl(tmp_path / "r.jsonl", PLANTED)
+    result = run_cli("score", rollouts, "--run", run, "--step", "0", "--judge", "sim",
+                     env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert result.exit_code == 0, result.stderr
+    assert "Judge `sim`: using amaris's rule-based sim-judge" in result.stderr
+    assert "No OpenAI-compatible endpoint is configured" not in result.stderr
 
 
 def test_the_api_key_never_reaches_a_file_or_the_output(run_cli, sim_factory, tmp_path, config_file) -> None:
