@@ -222,7 +222,10 @@ class RunReader:
         path = artifacts.scores_path(self.run, step, name)
         fresh = artifacts.freshness(self.run, step, name)
         if fresh.sha is None:
-            raise InputError(path, f"step {step} has no complete {name} (is the stage finished?)")
+            self.require_step(step)
+            made_by = (f"`amaris evolve --run {self.run.path} --step {step} --rescore`" if rescored
+                       else f"`amaris score ... --run {self.run.path} --step {step}`")
+            raise InputError(path, f"step {step} has no complete {name}: {made_by} writes it (or is still writing it)")
         if artifacts.ROLLOUTS in fresh.upstream:
             raise InputError(path, f"step {step}: {name} scores other rollouts than the step now holds "
                                    "(it is being scored again, or its rollouts were replaced)")

@@ -163,6 +163,21 @@ def test_the_neutral_reward_reaches_the_trainer(tmp_path, sim_factory) -> None:
     assert json.loads(invoke("rewards", "--run", run, "--step", "0", "--format", "list").stdout) == [0.5] * 3
 
 
+def test_rewards_that_are_not_there_say_which_command_writes_them_or_which_steps_exist(tmp_path, sim) -> None:
+    """`rewards --step 9` of a two-step run and `--rescored` of a step evolved without --rescore both said "has no
+    complete ... (is the stage finished?)"."""
+    run = new_run(tmp_path)
+    source = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "input": "2+2?", "output": "4", "answer": "4"}])
+    for step in ("0", "1"):
+        assert invoke("score", source, "--run", run, "--step", step, "--rubric-version", "0",
+                      env=judge_env(sim)).exit_code == 0
+    missing = invoke("rewards", "--run", run, "--step", "9")
+    assert missing.exit_code == 2 and "step 9 does not exist; the run has steps 0-1" in missing.stderr, missing.stderr
+    rescored = invoke("rewards", "--run", run, "--step", "1", "--rescored")
+    assert rescored.exit_code == 2
+    assert f"`amaris evolve --run {run} --step 1 --rescore` writes it" in " ".join(rescored.stderr.split())
+
+
 def test_the_config_failure_policy_applies_without_a_flag(tmp_path, sim_factory) -> None:
     judge = sim_factory(agent_faults={"scorer": "wrong_shape"})
     config = tmp_path / "c.toml"
