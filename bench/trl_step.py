@@ -35,7 +35,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformers import TrainerCallback  # noqa: E402
+try:
+    from transformers import TrainerCallback  # noqa: E402
+except ModuleNotFoundError as exc:
+    sys.exit(f"bench/trl_step.py runs the real TRL trainer: {exc.name} is not installed (`.ci/run` installs CPU torch "
+             "and TRL; or `pip install torch trl` in the project's environment)")
 
 from amaris_cli.serve.adapters import TRLReward  # noqa: E402
 from amaris_cli.serve.client import AmarisClient  # noqa: E402
