@@ -108,4 +108,9 @@ for t in $(seq 0 $((steps - 1))); do
 done
 for pid in "${evolutions[@]}"; do wait "$pid"; done  # the last evolutions finish after training ends
 echo "total: $(since "$total_start") s for $steps steps ($mode)"
-[ "$mode" = trainer-only ] || echo "run directory: $run (removed on exit; pass --run DIR to keep it)" >&2
+if [ "$mode" != trainer-only ]; then
+  case "$run" in
+    "$work"/*) echo "run directory: $run (removed on exit; pass --run DIR to keep it)" >&2 ;;
+    *) echo "run directory: $run" >&2 ;;
+  esac
+fi
