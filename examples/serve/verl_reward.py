@@ -69,4 +69,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from amaris_cli.serve.client import ServeError
+
+    try:
+        main()
+    except ServeError as exc:  # 409: the server's run already holds the steps this script posts (an earlier try)
+        raise SystemExit(f"error: {exc}" + ("; start the server on a fresh run, or pass --first-step N"
+                                            if exc.status == 409 else "")) from None
