@@ -121,7 +121,7 @@ def _steps_have(spans: Sequence[tuple[int, int]]) -> tuple[str, str]:
 
 
 def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: Callable[[str], None],
-                        needed_for: str, fail_if_idle: bool, instead: str = "") -> None:
+                        needed_for: str, fail_if_idle: bool, instead: str = "", served: bool = False) -> None:
     """Return once the evolutions of `steps` (a list, or a range of the run's steps) are complete.
 
     While one is running (its step lock is held) this waits, up to `wait` seconds, saying so once per
@@ -130,7 +130,7 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
     waiting and say what would start it. A step of the range that has no rollouts yet is the same, without
     the grace (nothing was started for it), unless a process holds its lock (it is being scored). An
     evolution that ended in an error is an error here too. `instead`: what else the caller may do, said
-    with an error.
+    with an error; `served`: the caller is `amaris serve`, whose client sends steps over HTTP, not commands.
     """
     deadline = time.monotonic() + wait
     told: set[tuple[int, bool]] = set()
@@ -150,7 +150,9 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         if missing:
             which, have = _steps_have(missing)
             first = missing[0][0]
-            command = (f"score and evolve {which} first (`amaris loop INPUT --run {run.path} --steps "
+            command = (f"send {which} first (POST /score with its rollouts, then POST /complete; its evolution "
+                       "writes the version)" if served else
+                       f"score and evolve {which} first (`amaris loop INPUT --run {run.path} --steps "
                        f"{first}:{missing[-1][1]}`, or `amaris score ROLLOUTS.jsonl --run {run.path} --step {first}` "
                        f"then `amaris evolve --run {run.path} --step {first}` for each)")
             if fail_if_idle:
@@ -224,9 +226,10 @@ def later_conflicts(run: RunDir, step: int) -> list[str]:
 
 
 def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, wait: float,
-                    say: Callable[[str], None], instance_id: str | None = None) -> int:
+                    say: Callable[[str], None], instance_id: str | None = None, served: bool = False) -> int:
     """The rubric version that scores `step` (global rubric; per-instance choices use the same limit): by
-    the rule of the module docstring, waiting while the evolutions that decide it run."""
+    the rule of the module docstring, waiting while the evolutions that decide it run. `served`: its errors
+    advise a client of `amaris serve` (wait_for_evolutions)."""
     conflicts = later_conflicts(run, step)
     if conflicts:
         evolved = any("evolved without it" in c for c in conflicts)
@@ -249,9 +252,9 @@ def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, w
     deciding = range(earlier_steps(run, step).start, min(limit, step))
     now = [v for v in run.rubric_versions(instance_id) if v <= limit]
     instead = (f"or score step {step} with the newest version there is now, knowingly: `--rubric-version {now[-1]}` "
-               "(recorded; a replay scores it the same way)") if now else ""
+               "(recorded; a replay scores it the same way)") if now and not served else ""
     wait_for_evolutions(run, deciding, wait=wait, say=say, needed_for=f"scoring step {step} with --lag {lag}",
-                        fail_if_idle=True, instead=instead)
+                        fail_if_idle=True, instead=instead, served=served)
     versions = [v for v in run.rubric_versions(instance_id) if v <= limit]
     if not versions:
         raise AmarisError(f"{run.path}: no rubric version <= {limit} for step {step}; was the run initialized?")

@@ -377,6 +377,11 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         other = invoke("score", step_file(0), "--run", run, "--step", "0", env=judge_env(sim))
         assert other.exit_code == 3 and "amaris serve --run" in other.stderr
         assert http.get("/health").json()["open_steps"] == [0]
+        # Step 1 never came: the client is told to send it, not to run commands on the server's run.
+        assert http.post("/complete", json={"step": 0}).status_code == 200
+        gap = http.post("/score", json={**ok, "metadata": {"current_step": 3}})
+        assert gap.status_code == 409 and "send step 1 first (POST /score" in gap.json()["error"], gap.json()
+        assert "amaris loop" not in gap.json()["error"] and "--rubric-version" not in gap.json()["error"]
 
 
 def test_a_request_from_a_web_page_changes_nothing(tmp_path, sim) -> None:

@@ -212,7 +212,8 @@ class ServeCore:
     # --- opening steps -----------------------------------------------------------------------------
     def _writer(self, step: int, lag: int) -> StepWriter:
         """The step's writer, holding its lock: a step another process holds is a 409 naming it."""
-        writer = StepWriter(self.run, step, VersionRule(lag=lag), role="score", say=self.say, wait=self.options.wait)
+        writer = StepWriter(self.run, step, VersionRule(lag=lag), role="score", say=self.say, wait=self.options.wait,
+                            served=True)
         try:
             writer.lock()
         except RunLockedError as exc:

@@ -43,9 +43,10 @@ class VersionRule:
 
 class StepWriter:
     def __init__(self, run: RunDir, step: int, rule: VersionRule, *, role: str, say: Callable[[str], None],
-                 wait: float) -> None:
+                 wait: float, served: bool = False) -> None:
         self.run, self.step, self.rule = run, step, rule
         self.role, self.say, self.wait = role, say, wait
+        self.served = served  # for `amaris serve`: its errors advise an HTTP client (schedule.scoring_version)
         self.version: int | None = None
         self._lock = ExitStack()
 
@@ -64,7 +65,7 @@ class StepWriter:
         """The rubric version that scores the step, once every evolution that may write it is done (waiting
         up to `wait` seconds, the writer's own by default)."""
         self.version = scoring_version(self.run, self.step, self.rule.lag, self.rule.rubric_version,
-                                       wait=self.wait if wait is None else wait, say=self.say)
+                                       wait=self.wait if wait is None else wait, say=self.say, served=self.served)
         return self.version
 
     def __enter__(self) -> StepWriter:
