@@ -50,4 +50,4 @@ def test_rewards_keyed_by_id_and_in_input_order_with_failures_as_null(tmp_path: 
     assert invoke("rewards", "--run", run, "--step", "0", "--format", "list", "-o", out).exit_code == 0
     assert json.loads(out.read_text()) == [None, None, None]
     missing = invoke("rewards", "--run", run, "--step", "9")
-    assert missing.exit_code == 2 and "step 9 has no complete scores.jsonl" in missing.stderr
+    assert missing.exit_code == 2 and "step 9 does not exist; the run has steps 0" in missing.stderr
