@@ -361,3 +361,32 @@ def test_a_rubric_edited_after_scoring_makes_the_scores_stale_not_the_base_of_an
     assert evolved.exit_code == 0, evolved.stderr
     stats = json.loads((step0 / "stats.json").read_text())
     assert {c["criterion_id"]: c["n"] for c in stats["criteria"]} == {"correct-answer": 16, "is-concise": 16}
+
+
+def test_a_step_scored_again_with_an_edited_rubric_is_evolved_again_even_when_its_records_are_the_same(
+        tmp_path, sim) -> None:
+    """The rubric that scored an evolved step is edited by hand in words the judge's verdicts do not change, and the
+    step is scored again, as its stale scores ask: the same records, byte for byte. Its analyses, summary and update
+    read the rubric as it was (the update wrote the next version from it), so the evolution is not complete any more:
+    keeping its mark let step 1 be scored with the version the stale update wrote, without a word."""
+    from tests.conftest import new_scenario_run
+
+    env = judge_env(sim)
+    run = new_scenario_run(tmp_path)
+    rollouts = EXAMPLES / "math" / "step-000.jsonl"
+    assert invoke("score", rollouts, "--run", run, "--step", "0", env=env).exit_code == 0
+    evolved = invoke("evolve", "--run", run, "--step", "0", env=env)
+    assert evolved.exit_code == 0, evolved.stderr
+    assert evolution(run, 0)["status"] == "done"
+    scores = (step(run, 0) / "scores.jsonl").read_bytes()
+    rubric = run / "rubrics" / "step-000000.json"
+    edited = read_json(rubric)
+    [reasoning] = [c for c in edited["adaptive"] if c["id"] == "shows-reasoning"]
+    reasoning["text"] = "The response explains its reasoning, one step after another."  # the same verdicts
+    rubric.write_text(json.dumps(edited, indent=2))
+    rescored = invoke("score", rollouts, "--run", run, "--step", "0", env=env)
+    assert rescored.exit_code == 0, rescored.stderr
+    assert (step(run, 0) / "scores.jsonl").read_bytes() == scores  # the same records
+    assert evolution(run, 0) is None
+    later = invoke("score", EXAMPLES / "math" / "step-001.jsonl", "--run", run, "--step", "1", "--lag", "0", env=env)
+    assert later.exit_code == 2 and f"amaris evolve --run {run} --step 0" in " ".join(later.stderr.split()), later.stderr

@@ -137,9 +137,14 @@ async def score_step(
     if todo or not fresh:
         rows = [r.model_dump(mode="json") for r in records]
         # The step's evolution read the scores being replaced, unless they are the same records (scored again
-        # under other settings, e.g. a `loop --lag 1` over a step `score` scored, from the same answers): its
-        # recorded decisions then stand, and the run replays as it ran.
-        if output == artifacts.SCORES and not artifacts.holds_rows(run, step, output, rows):
+        # under other settings, e.g. a `loop --lag 1` over a step `score` scored, from the same answers) made
+        # with the same rubric files: its recorded decisions then stand, and the run replays as it ran. A rubric
+        # edited since (in words that left the verdicts as they were) was read by the analyses, the summary and
+        # the update: the evolution is no longer complete.
+        made = artifacts.derivation(run, step, output)
+        same = (made is not None and made.inputs.get("rubrics") == inputs["rubrics"]
+                and artifacts.holds_rows(run, step, output, rows))
+        if output == artifacts.SCORES and not same:
             artifacts.clear_evolved(run, step)
         artifacts.write_jsonl_recorded(run, step, output, rows, inputs, session.how)
 
