@@ -448,3 +448,41 @@ def test_the_endpoint_confirmation_takes_the_newest_request_and_no_time_ahead_of
                  + b'", "model": "judge-model", "response": "{}"}\n', b"\xff\xfe garbage\n", b'{"ts": "2026'):
         log.write_bytes(_log_row(recent) + torn)
         assert answered_recently(log, url, "judge-model", 3600), torn
+
+
+def test_an_answer_sent_before_a_refusal_does_not_tell_a_server_console_the_endpoint_answers_again(sim_factory) -> None:
+    """A server (recheck_after): request A goes out, then B, and B's refusal (the key revoked meanwhile) comes before
+    A's answer. The refusal still holds (C is not sent), yet the console said the endpoint "answers again, 0s after it
+    refused a request": an operator read that the key worked again while every judgement failed at once."""
+    judge = sim_factory(latency=0.4, fault_plan=["", "401", ""])
+    settings = _settings(judge.base_url)
+    said: list[str] = []
+
+    async def main() -> BaseException | None:
+        client = LLMClient(settings, environ={"AMARIS_TEST_KEY": PLANTED_KEY}, recheck_after=30.0, say=said.append)
+        kit = AgentKit(settings=settings, client=client)
+
+        def ask(i: int) -> Any:
+            rollout = ROLLOUT.model_copy(update={"id": f"r{i}", "output": f"{i} + 42 - {i} = 42.\nFinal answer: 42"})
+            return client.ask("scorer", scorer_messages(kit, RUBRIC, rollout, 0), ScorerAnswer, step=0, context=f"r{i}")
+
+        try:
+            await ask(0)  # the endpoint answers: confirmed, requests go at once
+            refused = asyncio.ensure_future(ask(1))
+            await asyncio.sleep(0.2)
+            answered = await ask(2)  # sent before the refusal came, answered after it
+            assert answered.value is not None
+            with pytest.raises(EndpointFatal):
+                await refused
+            try:
+                await ask(3)
+            except EndpointFatal as exc:
+                return exc
+            return None
+        finally:
+            await client.aclose()
+
+    held = asyncio.run(main())
+    assert held is not None and str(held).startswith("not sent"), held
+    assert sum("judgements fail at once" in s for s in said) == 1, said
+    assert not any("answers again" in s for s in said), said

@@ -551,7 +551,9 @@ class LLMClient:
         lasted = endpoint.answered(now)
         if lasted is not None:
             self.say(f"the {name} endpoint {public_url(agent.base_url)} answers again, after {lasted:.1f}s")
-        if endpoint.refused_since is not None:
+        # Back once a request sent after the hold ended is answered: one that was on its way before the refusal
+        # and answered after it says nothing of the key (its requests are still not sent).
+        if endpoint.refused_since is not None and endpoint.fatal is None:
             if self.recheck_after is not None:
                 self.say(f"the {name} endpoint {public_url(agent.base_url)} answers again, "
                          f"{now - endpoint.refused_since:.0f}s after it refused a request")
