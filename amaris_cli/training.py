@@ -65,6 +65,7 @@ class SentTraining:
 
     metadata: TrainingMetadata
     source: dict[str, Any]
+    how: How | None = None  # the command settings the recorded file names (a replay writes it with them)
 
 
 def training_path(run: RunDir, step: int) -> Path:
@@ -89,10 +90,12 @@ def recorded_training(run: RunDir, step: int) -> SentTraining | None:
     from amaris_cli import artifacts
 
     made = artifacts.derivation(run, step, TRAINING)
-    return SentTraining(metadata, dict(made.inputs) if made is not None else {})
+    if made is None:
+        return SentTraining(metadata, {})
+    return SentTraining(metadata, dict(made.inputs), artifacts.How(flags=made.flags, judge=made.judge))
 
 
 def write_training(run: RunDir, step: int, sent: SentTraining, how: How | None = None) -> None:
     from amaris_cli import artifacts
 
-    artifacts.write_json_recorded(run, step, TRAINING, sent.metadata.given(), sent.source, how)
+    artifacts.write_json_recorded(run, step, TRAINING, sent.metadata.given(), sent.source, sent.how or how)

@@ -172,3 +172,27 @@ def test_a_discard_for_a_step_opened_before_a_time_spares_the_step_opened_again_
         assert refused.value.status == 409
         assert client.rollouts_complete(0).rollouts == 1
     assert [r["output"] for r in step_rollouts(run, 0)] == ["4. Final answer: 4"]
+
+
+def test_a_served_run_a_loop_scored_again_under_its_own_flags_replays_byte_for_byte(tmp_path, sim) -> None:
+    """`loop --lag 0 --concurrency 2` over a served run scores its step again (the same records) under its own
+    flags. A replay stores the step's rollouts with the flags `serve` stored them with (efecf1c), but wrote
+    training.json, which `serve` wrote with them in the same call, with the flags of the loop's scores: the
+    replay's provenance differed from its source's."""
+    import shutil
+
+    run = new_run(tmp_path, "served")
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        for r in rows(0)[:4]:
+            assert http.post("/score", json=line(r, current_step=0, total_steps=40)).status_code == 200
+        assert http.post("/complete", json={"step": 0}).status_code == 200
+        assert http.get("/rubric_status/wait", params={"step": 0, "timeout": 120}).json()["state"] == "done"
+    inputs = tmp_path / "served-rollouts"
+    inputs.mkdir()
+    shutil.copy(run / "steps" / "000000" / "rollouts.jsonl", inputs / "0.jsonl")
+    looped = invoke("loop", inputs, "--run", run, "--lag", "0", "--concurrency", "2", env=judge_env(sim))
+    assert looped.exit_code == 0, looped.stderr
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", env=judge_env(sim))
+    assert replayed.exit_code == 0, replayed.stderr
+    got, want = outputs(tmp_path / "replayed"), outputs(run)
+    assert {k for k in got if got[k] != want.get(k)} == set()
