@@ -141,11 +141,11 @@ async def score_step(
         # with the same rubric files: its recorded decisions then stand, and the run replays as it ran. A rubric
         # edited since (in words that left the verdicts as they were) was read by the analyses, the summary and
         # the update: the evolution is no longer complete.
-        made = artifacts.derivation(run, step, output)
-        same = (made is not None and made.inputs.get("rubrics") == inputs["rubrics"]
-                and artifacts.holds_rows(run, step, output, rows))
-        if output == artifacts.SCORES and not same:
-            artifacts.clear_evolved(run, step)
+        if output == artifacts.SCORES:
+            made = artifacts.derivation(run, step, output)
+            if not (made is not None and made.inputs.get("rubrics") == inputs["rubrics"]
+                    and artifacts.holds_rows(run, step, output, rows)):
+                artifacts.clear_evolved(run, step)
         artifacts.write_jsonl_recorded(run, step, output, rows, inputs, session.how)
 
     outcome.done = sum(r.status == "scored" for r in records)
