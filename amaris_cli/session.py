@@ -124,7 +124,8 @@ def open_session(
             sim = stack.enter_context(SimJudge())
             sim_url = sim.base_url
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge")
-            why = "Judge `sim`" if judge == "sim" else "No OpenAI-compatible endpoint is configured"  # asked, or a replay of it
+            # `sim`: asked for, or the judge of the run a replay repeats
+            why = "Judge `sim`" if judge == "sim" else "No OpenAI-compatible endpoint is configured"
             say(f"{why}: using amaris's rule-based sim-judge at {sim_url}. "
                 "Its verdicts come from simple rules, not from an LLM.")
         elif offline and judge == "sim":  # the record holds the sim-judge's requests: looked up as its own

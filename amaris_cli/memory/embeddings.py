@@ -155,7 +155,6 @@ class _NotRecorded:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         from amaris_cli.llm.cache import OfflineMiss
-        from amaris_cli.terminal import one_line
 
         where = f"{self._source} records no vector for" if self._source is not None else "no record holds"
         raise OfflineMiss(
