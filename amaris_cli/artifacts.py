@@ -296,13 +296,6 @@ def mark_evolved(run: RunDir, step: int, mark: Evolution) -> None:
     _save(run, step, provenance)
 
 
-def holds_rows(run: RunDir, step: int, name: str, rows: list[Any]) -> bool:
-    """Whether the step file is whole and holds exactly `rows`, as write_jsonl_recorded would write them (a stage
-    run again with other settings that made the same records from the same answers)."""
-    sha = freshness(run, step, name).sha
-    return sha is not None and sha == hashlib.sha256(b"".join(dumps_line(r) for r in rows)).hexdigest()
-
-
 def clear_evolved(run: RunDir, step: int) -> None:
     """The step's inputs changed (it is being scored again): its evolution is no longer complete."""
     provenance = read_provenance(run, step)
@@ -346,6 +339,11 @@ class Freshness:
     def current(self) -> bool:
         """Whole, and made from what the step holds now: a stage may build on it, a reader may show it."""
         return self.whole and not self.upstream
+
+    def holds(self, rows: list[Any]) -> bool:
+        """Whole, and exactly `rows` as write_jsonl_recorded writes them (a stage run again with other settings
+        that made the same records from the same answers)."""
+        return self.sha is not None and self.sha == hashlib.sha256(b"".join(dumps_line(r) for r in rows)).hexdigest()
 
     def made_from(self, inputs: dict[str, Any]) -> bool:
         """Whole, and derived from exactly `inputs` (which name the upstream files' content): a stage may

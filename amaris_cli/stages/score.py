@@ -107,7 +107,8 @@ async def score_step(
         **training_inputs(session, stage=False),
     }
     done: dict[str, ScoreRecord] = {}
-    fresh = artifacts.freshness(run, step, output).made_from(inputs)
+    recorded = artifacts.freshness(run, step, output)
+    fresh = recorded.made_from(inputs)
     if fresh and not force:
         done = {r.rollout_id: r for r in artifacts.load_scores(run, step, output) if r.status == "scored"}
     if known:
@@ -141,11 +142,9 @@ async def score_step(
         # with the same rubric files: its recorded decisions then stand, and the run replays as it ran. A rubric
         # edited since (in words that left the verdicts as they were) was read by the analyses, the summary and
         # the update: the evolution is no longer complete.
-        if output == artifacts.SCORES:
-            made = artifacts.derivation(run, step, output)
-            if not (made is not None and made.inputs.get("rubrics") == inputs["rubrics"]
-                    and artifacts.holds_rows(run, step, output, rows)):
-                artifacts.clear_evolved(run, step)
+        if output == artifacts.SCORES and not (recorded.made is not None and recorded.holds(rows)
+                                               and recorded.made.inputs.get("rubrics") == inputs["rubrics"]):
+            artifacts.clear_evolved(run, step)
         artifacts.write_jsonl_recorded(run, step, output, rows, inputs, session.how)
 
     outcome.done = sum(r.status == "scored" for r in records)
