@@ -170,15 +170,18 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         if pending:
             s, mark = pending[0]
             who = holder(run.step_lock_path(s))
+            # a client of `amaris serve` cannot start an evolution over HTTP: the command is for the run's operator
+            operator = "the run's operator starts it with " if served else ""
             if who is None and mark is not None and mark.status == "failed":
                 resume = mark.resume or f"re-run `amaris evolve --run {run.path} --step {s}`"
+                resume = f"for the run's operator: {resume}" if served else resume
                 raise EvolutionFailed(f"the evolution of step {s} failed ({mark.error}); {needed_for} needs it: {resume}")
             if who is None:
                 idle_since.setdefault(s, now)
                 if fail_if_idle and now - idle_since[s] >= GRACE_S:
                     raise NotEvolved(f"{needed_for} needs the evolution of step {s}, which has not run and is not "
-                                     f"running: run `amaris evolve --run {run.path} --step {s}` first"
-                                     + (f"; {instead}" if instead else ""))
+                                     f"running: {operator or 'run '}`amaris evolve --run {run.path} --step {s}`"
+                                     + ("" if served else " first") + (f"; {instead}" if instead else ""))
                 message = (f"waiting for the evolution of step {s}, which is not running: start it with "
                            f"`amaris evolve --run {run.path} --step {s}`")
             else:
@@ -233,10 +236,12 @@ def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, w
     conflicts = later_conflicts(run, step)
     if conflicts:
         evolved = any("evolved without it" in c for c in conflicts)
+        advice = (f"Send step {step} to a server of a run of its own" if served else
+                  f"Score step {step} in a run of its own" + ("" if evolved else
+                  ", or first score those steps again with the version each was given, asked for "
+                  "(`--rubric-version V`: what the trainer got stays what it was)"))
         raise OutOfOrder(f"{run.path}: step {step} cannot be added before the later steps the run holds: "
-                         f"{'; '.join(conflicts)}. Score step {step} in a run of its own" + ("" if evolved else
-                         ", or first score those steps again with the version each was given, asked for "
-                         "(`--rubric-version V`: what the trainer got stays what it was)"))
+                         f"{'; '.join(conflicts)}. {advice}")
     if explicit is not None:
         needed: Sequence[int] = [s for s in steps_with_rollouts(run) if s <= explicit - 1 and s != step]
         wait_for_evolutions(run, needed, wait=wait, say=say, needed_for=f"scoring step {step} (rubric version "

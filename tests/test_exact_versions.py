@@ -12,7 +12,10 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
+from amaris_cli.rundir import RunDir
+from amaris_cli.schedule import NotEvolved, OutOfOrder, scoring_version
 from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, outputs, read_jsonl, write_jsonl
 from tests.served import served
 
@@ -223,3 +226,22 @@ def test_serve_answers_a_step_out_of_order_with_a_409_naming_the_steps(tmp_path,
         before = posted(http, 99)
         assert before.status_code == 409, before.text
         assert "step 101 was scored with --lag 1 and rubric version 0" in before.json()["error"]
+
+
+def test_a_served_step_out_of_order_is_told_what_an_http_client_can_do(tmp_path, sim) -> None:
+    """`amaris serve` answers these errors with 409 to a client that sends steps over HTTP: no CLI advice
+    (`--rubric-version`), and a command only as the run's operator's."""
+    env = judge_env(sim)
+    later, unevolved = new_run(tmp_path, "later"), new_run(tmp_path, "unevolved")
+    score(later, tmp_path, 101, env, "--lag", 1)
+    score(unevolved, tmp_path, 0, env, "--lag", 1)  # scored from the command line, never evolved
+    told: list[str] = []
+    with pytest.raises(OutOfOrder) as conflict:
+        scoring_version(RunDir(later), 99, 1, None, wait=5, say=told.append, served=True)
+    assert "step 101 was scored with --lag 1" in str(conflict.value)
+    assert str(conflict.value).endswith("Send step 99 to a server of a run of its own"), str(conflict.value)
+    with pytest.raises(NotEvolved) as idle:
+        scoring_version(RunDir(unevolved), 2, 1, None, wait=5, say=told.append, served=True)
+    assert str(idle.value).endswith(f"not running: the run's operator starts it with `amaris evolve --run "
+                                    f"{unevolved} --step 0`"), str(idle.value)
+    assert "--rubric-version" not in str(idle.value)
