@@ -39,6 +39,7 @@ from amaris_cli.models import (
 )
 from amaris_cli.reliability import StepFlips, load_reliability, step_figures
 from amaris_cli.rundir import Manifest, RunDir
+from amaris_cli.serve.journal import journal_path
 
 USAGE_KEYS = ("calls", "model_calls", "replayed", "prompt_tokens", "completion_tokens", "recorded_prompt_tokens",
               "recorded_completion_tokens", "cost")
@@ -125,9 +126,14 @@ class RunReader:
         return next((s for s in self.summaries(step) if s.instance_id == instance_id), None)
 
     def require_step(self, step: int) -> None:
-        if step not in self.steps:
-            have = f"the run has steps {describe_steps(self.steps)}" if self.steps else "the run has no steps yet"
-            raise InputError(self.run.path / "steps", f"step {step} does not exist; {have}")
+        if step in self.steps:
+            return
+        journal = journal_path(self.run, step)
+        if journal.exists():  # open in `amaris serve`: its files are written when it completes
+            raise InputError(journal, f"step {step} is open in `amaris serve`: its rollouts are in this journal "
+                             "and its files are written once the step completes (POST /complete)")
+        have = f"the run has steps {describe_steps(self.steps)}" if self.steps else "the run has no steps yet"
+        raise InputError(self.run.path / "steps", f"step {step} does not exist; {have}")
 
     # --- figures -----------------------------------------------------------------------------------
     def rewards(self, step: int) -> RewardFigures:

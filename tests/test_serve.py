@@ -377,6 +377,8 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         other = invoke("score", step_file(0), "--run", run, "--step", "0", env=judge_env(sim))
         assert other.exit_code == 3 and "amaris serve --run" in other.stderr
         assert http.get("/health").json()["open_steps"] == [0]
+        open_step = invoke("rewards", "--run", run, "--step", "0")
+        assert open_step.exit_code == 2 and "step 0 is open in `amaris serve`" in open_step.stderr, open_step.stderr
         # Step 1 never came: the client is told to send it, not to run commands on the server's run.
         assert http.post("/complete", json={"step": 0}).status_code == 200
         gap = http.post("/score", json={**ok, "metadata": {"current_step": 3}})
