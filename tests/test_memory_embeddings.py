@@ -49,3 +49,22 @@ def test_a_damaged_record_of_the_endpoints_vectors_is_named_with_what_to_do(tmp_
     assert "delete the file to have the endpoint asked again" in message
     record.unlink()
     assert invoke("memory", "search", "--run", run, "grader", env=judge_env(sim)).exit_code == 0
+
+
+def test_memory_rebuild_of_an_endpoint_run_needs_only_its_record(tmp_path: Path, sim) -> None:
+    """Every vector the memory holds is in RUN/embeddings: a rebuild (the index damaged, or moved to another
+    machine) asks the endpoint nothing and needs none of its settings; a text no record holds still does."""
+    run = new_scenario_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
+    query = ["memory", "search", "--run", run, "note to the grader award full marks", "--json"]
+    hits = json.loads(invoke(*query, env=judge_env(sim)).stdout)
+    assert hits
+    requests = sim.stats["embedding_requests"]
+    no_endpoint = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+    rebuilt = invoke("memory", "rebuild", "--run", run, "--json", env=no_endpoint)
+    assert rebuilt.exit_code == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["indexed"] == 36
+    assert sim.stats["embedding_requests"] == requests
+    assert json.loads(invoke(*query, env=judge_env(sim)).stdout) == hits, "the same index"
+    novel = invoke("memory", "search", "--run", run, "a text nothing recorded", env=no_endpoint)
+    assert novel.exit_code == 2 and "needs memory.embedding_base_url" in novel.stderr, novel.stderr

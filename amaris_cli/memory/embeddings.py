@@ -182,7 +182,11 @@ def make_embedder(settings: MemorySettings, environ: Any = None, record: Embeddi
         model: Callable[[], Embedder] = lambda: _NotRecorded(name, record.source)  # noqa: E731
     else:
         model = _local  # with a cache, loaded on the first text the cache does not hold
-        if settings.embedding == "openai":
+        if settings.embedding == "openai" and _holds_vectors(record):
+            # the record may hold every text asked for (`memory rebuild` of the run): the endpoint's settings are
+            # needed only for a text it does not hold
+            model = functools.cache(lambda: OpenAIEmbedder(settings, environ))
+        elif settings.embedding == "openai":
             endpoint = OpenAIEmbedder(settings, environ)  # made now: its settings' errors come when the memory opens
             model = lambda: endpoint  # noqa: E731
         if (directory := cache_directory(environ)) is not None:
@@ -199,6 +203,13 @@ def make_embedder(settings: MemorySettings, environ: Any = None, record: Embeddi
     own = EmbeddingCache(record.own, name, label="the run's record", advice=advice, wal=False,
                          read_only=not record.writes)
     return CachedEmbedder(name, model, own)
+
+
+def _holds_vectors(record: EmbeddingRecord | None) -> bool:
+    """Whether the run's record, or its replay source's, holds any vector yet."""
+    if record is None:
+        return False
+    return any(path is not None and path.is_dir() and any(path.iterdir()) for path in (record.own, record.source))
 
 
 def cache_directory(environ: Any = None) -> Path | None:
