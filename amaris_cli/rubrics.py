@@ -108,10 +108,19 @@ def apply_modifications(
             return f"weight {weight} outside [{bounds.min_weight}, {bounds.max_weight}]"
         return None
 
+    def leaves_no_reward(without: str) -> bool:
+        """Whether the rubric would keep no reward criterion (the reward's denominator) without `without`."""
+        return not any(c.kind == "reward" for c in [*rubric.anchors, *adaptive] if c.id != without)
+
     for mod in modifications:
         index = next((i for i, c in enumerate(adaptive) if c.id == mod.id), None)
         if mod.op != "add" and mod.id in anchors:
             reject(mod, f"{mod.id!r} is an anchor criterion; anchors are immutable")
+            continue
+        if mod.op in ("remove", "modify") and index is not None and (mod.op == "remove" or mod.kind == "pitfall") \
+                and adaptive[index].kind == "reward" and leaves_no_reward(mod.id):
+            reject(mod, f"{mod.id!r} is the rubric's last reward criterion: a rubric needs one (rewards are "
+                   "divided by the reward criteria's weights)")
             continue
         if mod.op == "add":
             if not mod.text or not mod.text.strip():
@@ -214,9 +223,25 @@ def cap_active(rubric: RubricSet, stats: StepStats | None, cap: int | None) -> t
         spread = spreads.get(c.id)
         return (-(math.inf if spread is None else spread), order[c.id])
 
-    keep = {c.id for c in sorted(rubric.adaptive, key=rank)[:cap]}
-    dropped = [Deactivated(criterion_id=c.id, spread=spreads.get(c.id),
-                           reason=f"spread {spreads.get(c.id)} is among the lowest; rubric.max_active_adaptive={cap}")
+    ranked = sorted(rubric.adaptive, key=rank)
+    keep = {c.id for c in ranked[:cap]}
+    displaced: str | None = None
+    kept_reward = any(c.kind == "reward" for c in rubric.anchors) or \
+        any(c.kind == "reward" and c.id in keep for c in rubric.adaptive)
+    if not kept_reward:
+        # no reward anchor, and every kept criterion a pitfall: the best reward criterion (the rubric has one) stays
+        # in place of the last kept one (above a cap of 0): a rubric without one has no reward to give
+        best = next(c for c in ranked if c.kind == "reward")
+        displaced = ranked[cap - 1].id if cap > 0 else None
+        keep = {c.id for c in ranked[:max(cap - 1, 0)]} | {best.id}
+
+    def reason(c: Criterion) -> str:
+        if c.id == displaced:
+            return (f"rubric.max_active_adaptive={cap} keeps {c.id!r} out so that a reward criterion stays (the rubric "
+                    "has no reward anchor)")
+        return f"spread {spreads.get(c.id)} is among the lowest; rubric.max_active_adaptive={cap}"
+
+    dropped = [Deactivated(criterion_id=c.id, spread=spreads.get(c.id), reason=reason(c))
                for c in rubric.adaptive if c.id not in keep]
     return rubric.model_copy(update={"adaptive": [c for c in rubric.adaptive if c.id in keep]}), dropped
 

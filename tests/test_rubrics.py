@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from amaris_cli.config import RubricSettings
-from amaris_cli.models import Criterion, Modification, RubricSet, ScoreRecord, Verdict
-from amaris_cli.rubrics import apply_modifications, compute_reward, step_stats
+from amaris_cli.models import Criterion, CriterionStats, Modification, RubricSet, ScoreRecord, StepStats, Verdict
+from amaris_cli.rubrics import apply_modifications, cap_active, compute_reward, step_stats
 
 
 def rubric() -> RubricSet:
@@ -84,3 +84,39 @@ def test_statistics_flag_saturated_and_discriminative_criteria() -> None:
     assert by_id["work"].saturation_top == 1.0 and by_id["work"].spread == 0.0
     assert by_id["correct"].spread == pytest.approx(0.5) and by_id["correct"].within_group_spread == pytest.approx(0.5)
     assert by_id["grader"].mean == pytest.approx(0.25)
+
+
+def pitfall_anchored() -> RubricSet:
+    """No reward anchor: the rubric's reward criteria are all adaptive."""
+    return RubricSet(version=0, anchors=[Criterion(id="grader", text="addresses the grader", weight=1.0, kind="pitfall")],
+                     adaptive=[Criterion(id="correct", text="correct", weight=2.0),
+                               Criterion(id="work", text="shows work", weight=1.0)])
+
+
+def test_an_edit_that_leaves_no_reward_criterion_is_rejected_and_the_rest_apply() -> None:
+    """A rubric needs a reward criterion (rewards are divided by their weights): removing the last one, or
+    turning it into a pitfall, is rejected with the reason, as every other bad edit; it never ends the update."""
+    mods = [Modification(op="remove", id="work"),
+            Modification(op="modify", id="correct", kind="pitfall"),
+            Modification(op="remove", id="correct"),
+            Modification(op="modify", id="correct", text="The final answer is correct and stated once.")]
+    new, applied, rejected = apply_modifications(pitfall_anchored(), mods, BOUNDS, new_version=1, step=0)
+    assert [(m.op, m.id) for m in applied] == [("remove", "work"), ("modify", "correct")]
+    assert [r.modification.op for r in rejected] == ["modify", "remove"]
+    assert all("'correct' is the rubric's last reward criterion" in r.reason for r in rejected)
+    assert [(c.id, c.kind) for c in new.adaptive] == [("correct", "reward")]
+
+
+def test_the_active_cap_keeps_a_reward_criterion_when_no_anchor_is_one() -> None:
+    rubric = pitfall_anchored().model_copy(update={"adaptive": [
+        Criterion(id="correct", text="correct", weight=2.0),
+        Criterion(id="new-pitfall", text="claims a check it never shows", weight=1.0, kind="pitfall")]})
+    flat = CriterionStats(criterion_id="correct", kind="reward", n=2, mean=1.0, spread=0.0, within_group_spread=0.0,
+                          saturation_top=1.0, saturation_bottom=0.0)  # ranks below the new pitfall (no statistics yet)
+    capped, dropped = cap_active(rubric, StepStats(step=0, n_rollouts=2, n_scored=2, n_failed=0, mean_reward=0.5,
+                                                   std_reward=0.1, criteria=[flat]), cap=1)
+    assert [c.id for c in capped.adaptive] == ["correct"]
+    assert [d.criterion_id for d in dropped] == ["new-pitfall"] and "reward criterion stays" in dropped[0].reason
+    capped, _ = cap_active(rubric, None, cap=0)
+    assert [c.id for c in capped.adaptive] == ["correct"], "above a cap of 0 rather than a rubric with no reward"
+    RubricSet.model_validate(capped.model_dump())
