@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from amaris_cli.config import RubricSettings
-from amaris_cli.models import Criterion, CriterionStats, Modification, RubricSet, ScoreRecord, StepStats, Verdict
+from amaris_cli.models import (
+    Criterion,
+    CriterionStats,
+    Modification,
+    RubricSet,
+    ScoreRecord,
+    StepStats,
+    Verdict,
+)
 from amaris_cli.rubrics import apply_modifications, cap_active, compute_reward, step_stats
 
 
