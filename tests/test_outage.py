@@ -211,6 +211,30 @@ def test_an_outage_that_starts_in_the_middle_of_a_step_costs_time_not_rewards(tm
     assert "answers again, after" in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("kind", ["html", "error_body", "529"])
+def test_bad_answers_for_a_while_from_a_judge_that_answered_are_waited_out_as_an_outage(tmp_path: Path,
+                                                                                      kind: str) -> None:
+    """A proxy's maintenance page (200 text/html), a 200 carrying an error object, an "overloaded" 529: from a
+    judge that has answered this run's completions, on every request for a while, they are an outage of it or of
+    a proxy in front of it, waited out within the budget. The page stopped the step as a wrong base URL, the
+    others failed its rollouts after max_attempts (the 529 at once), and the online run ended two steps later."""
+    run = run_with(tmp_path, budget=60)
+    with SimJudge() as judge:
+        env = judge_env(judge)
+        assert invoke("score", step_file(0), "--run", run, "--step", "0", env=env).exit_code == 0
+        judge.config.agent_faults["scorer"] = kind
+        timer = threading.Timer(1.5, lambda: judge.config.agent_faults.pop("scorer"))
+        timer.start()
+        try:
+            result = invoke("score", step_file(1), "--run", run, "--step", "1", "--lag", "1", env=env)
+        finally:
+            timer.join()
+    assert result.exit_code == 0, result.stderr
+    assert judge.stats[f"fault:{kind}"] > 0
+    assert [r["status"] for r in read_jsonl(run / "steps/000001/scores.jsonl")] == ["scored"] * 16
+    assert "answers again, after" in result.stderr, result.stderr
+
+
 def test_the_budget_bounds_the_wait_and_the_policy_decides_the_rewards(tmp_path: Path) -> None:
     run = run_with(tmp_path, budget=1)
     started = time.monotonic()

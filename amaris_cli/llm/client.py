@@ -77,7 +77,9 @@ T = TypeVar("T", bound=BaseModel)
 CONFIRMED_FOR_S = 3600.0
 OUTAGE_REPORT_S = 30.0  # how often a continuing outage is said again
 OUTAGE_MAX_DELAY_S = 5.0  # during an outage each request tries again at least this often, to notice the end
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524}
+# 5xx of proxies and providers that pass: Cloudflare's 520-524 (origin down, unreachable, timed out) and
+# Anthropic's 529 (overloaded), as well as the standard ones.
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529}
 
 
 @dataclass
@@ -105,11 +107,15 @@ class Answer(Generic[T]):
 
 
 class _Transient(Exception):
-    def __init__(self, message: str, kind: str, retry_after: float | None = None, answered: bool = False) -> None:
+    def __init__(self, message: str, kind: str, retry_after: float | None = None, answered: bool = False,
+                 outage: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.retry_after = retry_after
         self.answered = answered  # the endpoint answered over HTTP (it exists and took the request)
+        # on every request, the endpoint is down although the kind alone does not say so (is_outage): a bad answer
+        # (an error body, a proxy's page) from an endpoint that gave completions before
+        self.outage = outage or is_outage(kind)
 
 
 class _Fatal(Exception):
@@ -162,6 +168,7 @@ class _Endpoint:
     """What is known about one endpoint, key and model during a command."""
 
     confirmed: bool = False  # it has answered over HTTP with something other than a fatal error
+    completed: bool = False  # it has answered a well-formed completion (this command, or recently in the run)
     fatal: EndpointFatal | None = None
     fatal_at: float = float("-inf")  # when it came (monotonic)
     refused_since: float | None = None  # a server: the first of the fatal answers since it last answered
@@ -327,7 +334,7 @@ class LLMClient:
             log = self.call_log.path
             recent = log is not None and answered_recently(log, strip_userinfo(agent.base_url), agent.model,
                                                            CONFIRMED_FOR_S)
-            self._endpoints[key] = _Endpoint(confirmed=recent)
+            self._endpoints[key] = _Endpoint(confirmed=recent, completed=recent)
         return self._endpoints[key]
 
     def _limiter(self, agent: AgentSettings) -> RateLimiter | None:
@@ -401,13 +408,22 @@ class LLMClient:
                 raise
             raise _Transient(f"connection failed: {one_line(broken, 300)}", "connection") from None
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        # From an endpoint that has given completions, a page or a bad body is a passing fault of it or of a proxy
+        # in front of it (maintenance, an error page), waited out as an outage when every request gets one; from one
+        # that never has, the base URL or the endpoint is wrong.
+        completed = self._endpoint(agent).completed
         fatal = fatal_content_type(name, agent.base_url, agent.model, content_type)
+        if fatal is not None and completed:
+            raise _Transient(f"the endpoint, which has answered JSON completions, answered {content_type} (an error "
+                             "or maintenance page of the endpoint or of a proxy in front of it?)", "page",
+                             answered=True, outage=True)
         if fatal is not None:
             raise fatal
         try:
             completion = read_completion(response.content)
         except WireError as exc:
-            raise _Transient(self.redact(str(exc)), exc.kind, answered=True) from None
+            raise _Transient(self.redact(str(exc)), exc.kind, answered=True, outage=completed) from None
+        self._endpoint(agent).completed = True
         return _Reply(
             text=self.redact(completion.text),
             usage=Usage(prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens),
@@ -667,13 +683,13 @@ class LLMClient:
                 delay = self._backoff(counted, exc.retry_after)
                 wait = (self._outage_wait(name, agent, step, last_error, failed_at,
                                           self._outage_delay(attempt, exc.retry_after))
-                        if is_outage(exc.kind) else None)
+                        if exc.outage else None)
                 failed_at = time.monotonic()
                 if wait is not None:  # an outage within the step's budget: it does not use up the attempts
                     counted -= 1
                 elif counted == agent.max_attempts:
                     break
-                elif is_outage(exc.kind) and endpoint.spent(step, time.monotonic(), outage_budget):
+                elif exc.outage and endpoint.spent(step, time.monotonic(), outage_budget):
                     # The step's budget is spent: _attempt would refuse a retry unsent, so no backoff before it (a
                     # look's Retry-After held the request up to llm.retry_max_delay, deaf to stop_waiting).
                     last_error = str(self._outage_spent(name, agent, endpoint))

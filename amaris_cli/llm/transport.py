@@ -29,7 +29,8 @@ OUTAGE_KINDS = ("refused", "dns", "timeout", "reset", "connection", "rate_limit"
 
 def is_outage(kind: str) -> bool:
     """Whether a fault of this kind, on every request to an endpoint, means the endpoint is down (or
-    rate-limiting all of it): waited out within the outage budget. HTTP 5xx counts; a malformed body does not."""
+    rate-limiting all of it): waited out within the outage budget. HTTP 5xx counts; a malformed body does not,
+    unless the endpoint has given completions before (llm/client.py)."""
     return kind in OUTAGE_KINDS or (kind.startswith("http_5") and kind[5:].isdigit())
 
 

@@ -9,7 +9,8 @@ REPLY_KINDS = ("scale10", "two_objects", "retracted", "length", "unclosed_think"
 WIRE_KINDS = ("drip", "bad_usage", "choices_object", "choices_number", "content_not_string")
 ENDPOINT_KINDS = ("401", "403", "404", "quota", "redirect", "html", "event_stream")
 REQUEST_KINDS = ("400",)  # this request is refused (context too long), the endpoint is fine
-ALL_FAULT_KINDS = FAULT_KINDS + REPLY_KINDS + WIRE_KINDS + ENDPOINT_KINDS + REQUEST_KINDS
+PROXY_KINDS = ("529", "error_body")  # a provider's "overloaded", a proxy's 200 carrying an error object
+ALL_FAULT_KINDS = FAULT_KINDS + REPLY_KINDS + WIRE_KINDS + ENDPOINT_KINDS + REQUEST_KINDS + PROXY_KINDS
 
 
 def faults_help() -> str:

@@ -20,7 +20,8 @@ closed), echo_auth (the request's Authorization header copied into every reason)
 Broken bodies and endpoints (WIRE_KINDS, ENDPOINT_KINDS): drip (the body one byte every
 `drip_interval` seconds), bad_usage (`usage.prompt_tokens = "many"`), choices_object, choices_number,
 content_not_string; 401, 403, 404, quota (429 insufficient_quota, as OpenAI answers an account out of credit), redirect (302 to a login page), html (a 200 HTML page),
-event_stream (a 200 text/event-stream); 400 (this request refused: context too long). With `enforce_max_tokens`, a reply longer than the request's
+event_stream (a 200 text/event-stream); 400 (this request refused: context too long). Of proxies and
+providers (PROXY_KINDS): 529 (overloaded), error_body (a 200 whose body is an error object). With `enforce_max_tokens`, a reply longer than the request's
 token limit is cut there with finish_reason "length", as a real server does.
 """
 
@@ -278,12 +279,12 @@ class SimJudge:
         fault = self._next_fault(agent, messages)
         if fault:
             self.stats[f"fault:{fault}"] += 1
-        if fault in ("429", "500", "503"):
+        if fault in ("429", "500", "503", "529"):
             status = int(fault)
             after = self.config.retry_after
             extra = ({self.config.retry_after_header: after if isinstance(after, str) else f"{after:g}"}
                      if status == 429 and after is not None else None)
-            kind = "rate_limit_error" if status == 429 else "server_error"
+            kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "server_error")
             self._write(writer, status, self._error(kind, f"sim-judge injected HTTP {status}{self.config.error_detail}"), extra)
             await writer.drain()
             return True
@@ -293,6 +294,10 @@ class SimJudge:
         if fault == "hang":
             await asyncio.sleep(self.config.hang_seconds)
             return False
+        if fault == "error_body":  # as LiteLLM and OpenRouter-style proxies pass an upstream failure on
+            self._write(writer, 200, self._error("server_error", "upstream provider unavailable"))
+            await writer.drain()
+            return True
         if fault == "malformed":
             self._write(writer, 200, b"<html>upstream proxy error</html>", content_type="application/json")
             await writer.drain()
