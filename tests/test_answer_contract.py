@@ -101,6 +101,20 @@ def test_a_length_cut_at_a_verdict_number_is_never_repaired_into_that_number(tmp
     assert scores(run)["right"]["reward"] == round((2 + score) / 3, 6)
 
 
+def test_a_lone_surrogate_in_an_answer_is_asked_again_not_a_crash(tmp_path: Path, sim_factory) -> None:
+    """`\\ud800` is no character: JSON readers refuse it, json-repair kept it, and writing the record crashed the
+    step (a traceback), again on every re-run since the answer replays from calls.jsonl; served, a 500."""
+    bad = '{"verdicts": [{"criterion_id": "correct-answer", "score": 1.0, "reason": "r\\ud800"}, ' \
+          '{"criterion_id": "shows-reasoning", "score": 1.0, "reason": "ok"}]}'
+    full = bad.replace("\\ud800", "")
+    judge = sim_factory(scripted={"scorer": [bad, full]})
+    run = new_scenario_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert scores(run)["right"]["reward"] == 1.0
+    assert "lone surrogate" in judge.requests[1]["messages"][-1]["content"], "the re-ask says what was wrong"
+
+
 _SECOND_THOUGHT = [  # a key given twice: a JSON reader keeps the last value, the judge may have meant either
     '{"verdicts": [{"criterion_id": "correct-answer", "reason": "r", "score": 1, "score": 0}, '
     '{"criterion_id": "shows-reasoning", "reason": "r", "score": 0.5}]}',

@@ -107,6 +107,9 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"verdicts": [], "verdicts": [1]}', "key 'verdicts' twice"),
     ('{"r": "a\\u003ab", "s": 1, "s": 2}', "key 's' twice"),  # an escaped ':' does not hide the dropped key
     ("{'score': 1, 'score': 0}", "drop the value 1"),  # json-repair keeps the last value as silently
+    # a JSON reader refuses a lone surrogate; json-repair keeps it, and no file of the run could hold it
+    ('{"score": 1, "reason": "r\\ud800"}', "lone surrogate"),
+    ('{"score": 1, "r\\udfff": "x"}', "lone surrogate"),
     ('{"score": 1, 0}', "drop the value 0"),
     # text after the object that takes it back: the object is not what the judge meant
     ('{"score": 1}\nActually, I made a mistake: the response does not meet the criterion.', r'takes it back \("actually"\)'),

@@ -257,6 +257,9 @@ def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
     repaired = json_repair.repair_json(span, return_objects=True)
     if not isinstance(repaired, dict) or not repaired:
         return None
+    if _lone_surrogate(repaired):  # json-repair keeps what JSON readers refuse, and no file of the run could hold it
+        return repaired, ("the JSON object holds a \\uD800-\\uDFFF escape that is no character (a lone surrogate); "
+                          "write the text itself")
     literals = _literals(span)
     where = _invented(repaired, literals)
     if where is not None:
@@ -269,6 +272,17 @@ def _candidate(span: str) -> tuple[dict[str, Any], str | None] | None:
         return repaired, (f"the JSON object is not valid JSON and json-repair would drop the value {dropped[0]} written "
                           "in it (a key given twice, or a value without a key); give each key once, with one value")
     return repaired, None
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a key or string anywhere in `value` holds a UTF-16 surrogate on its own."""
+    if isinstance(value, str):
+        return any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(map(_lone_surrogate, value))
+    return False
 
 
 def _revision(after: str) -> str | None:
