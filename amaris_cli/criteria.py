@@ -445,8 +445,10 @@ def _reported(text: str, start: int) -> bool:
                 and re.search(r"\brespons\w*\b", sentence, re.I))
 
 
-def _instruction(text: str, sentence_rules: bool = True) -> str | None:
-    """The reason a text instructs the judge or prescribes a verdict, with the words that do, or None."""
+def _instruction(text: str, sentence_rules: bool = True, rewarded: bool = False) -> str | None:
+    """The reason a text instructs the judge or prescribes a verdict, with the words that do, or None.
+    `rewarded`: the text is a reward criterion's, which must not describe such words as the response's either
+    (it would reward the hack that a pitfall with the same text penalizes)."""
     checks = [c for c in _CHECKS if sentence_rules or c[1] != IMPERATIVE]
     for form in readings(text):
         plain = _unquoted(form)
@@ -454,6 +456,9 @@ def _instruction(text: str, sentence_rules: bool = True) -> str | None:
             for m in pattern.finditer(plain):
                 if not (reportable and _reported(plain, m.start())):
                     return f"{reason} ({m.group().strip(' .!?;:,([{')!r})"
+                if rewarded:
+                    return (f"describes a response that addresses its judge ({m.group().strip(' .!?;:,([{')!r}): as "
+                            "a reward criterion it would reward that hack (a pitfall with this text penalizes it)")
         for tight in ((False, True) if _QUOTE_MARK.search(form.translate(_QUOTE_CHARS)) else ()):
             joined, inside = _joined(form, tight)
             for pattern, reason, _ in checks:
@@ -469,8 +474,8 @@ def clean_criterion_text(text: str) -> str:
     return clean(text)
 
 
-def criterion_text_problem(text: str) -> str | None:
-    """Why a criterion text cannot enter a rubric, or None when it can."""
+def criterion_text_problem(text: str, kind: str) -> str | None:
+    """Why a criterion text of this kind ("reward" or "pitfall") cannot enter a rubric, or None when it can."""
     stripped = clean(text)
     if not stripped:
         return "the criterion text is empty"
@@ -492,7 +497,8 @@ def criterion_text_problem(text: str) -> str | None:
         return f"the criterion text has fewer than {MIN_CRITERION_WORDS} words; a criterion is a sentence about the response"
     if _words(_QUOTED.sub("", stripped.translate(_QUOTE_CHARS))) < MIN_CRITERION_WORDS:
         return "the criterion text is only a quotation; a criterion describes the response in its own words"
-    if problem := _instruction(text):  # the raw text: its readings include what bidi and tag characters spell
+    if problem := _instruction(text, rewarded=kind == "reward"):  # the raw text: its readings include what bidi
+        # and tag characters spell
         return f"the criterion text {problem}; write a criterion about the response"
     return None
 

@@ -69,7 +69,7 @@ def initial_rubric(settings: RubricSettings, source: str = "config") -> RubricSe
     # The scorer reads these texts among its instructions, as it reads the updater's: the same checks.
     for section, criteria in (("anchors", settings.anchors), ("adaptive", settings.adaptive)):
         for c in criteria:
-            if problem := criterion_text_problem(c.text):
+            if problem := criterion_text_problem(c.text, c.kind):
                 raise ConfigError(f"{source}: rubric.{section}: criterion {c.id!r}: {problem}")
     return rubric.model_copy(update={
         "anchors": [c.model_copy(update={"text": clean_criterion_text(c.text)}) for c in rubric.anchors],
@@ -142,7 +142,7 @@ def apply_modifications(
             if len(adaptive) >= bounds.max_adaptive:
                 reject(mod, f"would exceed rubric.max_adaptive={bounds.max_adaptive} adaptive criteria")
                 continue
-            if problem := criterion_text_problem(mod.text):
+            if problem := criterion_text_problem(mod.text, mod.kind):
                 reject(mod, problem)
                 continue
             taken = anchors | {c.id for c in adaptive}
@@ -191,7 +191,10 @@ def apply_modifications(
             if mod.text is not None and not mod.text.strip():
                 reject(mod, "a criterion text cannot be empty")
                 continue
-            if mod.text is not None and (problem := criterion_text_problem(mod.text)):
+            kind = mod.kind or current.kind
+            # a new text, or a new kind for the text it has: a pitfall's text made a reward's is checked as one
+            if (mod.text is not None or kind != current.kind) and \
+                    (problem := criterion_text_problem(current.text if mod.text is None else mod.text, kind)):
                 reject(mod, problem)
                 continue
             text = None if mod.text is None else clean_criterion_text(mod.text)

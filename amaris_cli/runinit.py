@@ -85,7 +85,7 @@ def checked_texts(rubric: RubricSet, own_anchors: bool) -> RubricSet:
     sections = [("adaptive", rubric.adaptive), *([("anchors", rubric.anchors)] if own_anchors else [])]
     for section, criteria in sections:
         for c in criteria:
-            if problem := criterion_text_problem(c.text):
+            if problem := criterion_text_problem(c.text, c.kind):
                 raise ValueError(f"{section}: criterion {c.id!r}: {problem}")
     return rubric.model_copy(update={
         section: [c.model_copy(update={"text": clean_criterion_text(c.text)}) for c in criteria]

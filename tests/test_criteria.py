@@ -55,12 +55,12 @@ REJECTED = [
 
 @pytest.mark.parametrize("text", ACCEPTED)
 def test_a_criterion_about_the_response_is_accepted(text: str) -> None:
-    assert criterion_text_problem(text) is None
+    assert criterion_text_problem(text, "pitfall") is None
 
 
 @pytest.mark.parametrize(("text", "reason"), REJECTED)
 def test_a_criterion_that_is_not_a_criterion_is_rejected_with_the_reason(text: str, reason: str) -> None:
-    problem = criterion_text_problem(text)
+    problem = criterion_text_problem(text, "pitfall")
     assert problem is not None and reason in problem
 
 
