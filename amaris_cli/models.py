@@ -7,6 +7,7 @@ compare with plain `diff`.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -120,6 +121,7 @@ class ScoreRecord(Frozen):
 # --- analyses ---------------------------------------------------------------------------------
 
 Severity = Literal["none", "low", "medium", "high"]
+MAX_PATTERN_CHARS = 60
 
 
 class HackingFinding(Frozen):
@@ -130,7 +132,13 @@ class HackingFinding(Frozen):
     @field_validator("pattern")
     @classmethod
     def _normalize(cls, value: str) -> str:
-        return value.strip().lower().replace(" ", "_").replace("-", "_")
+        # A name, not text: amaris counts findings by it and gives the agents those counts one per line ("name: N of
+        # M analyzed rollouts"), so spaces, punctuation and line breaks of any kind become "_" and it is cut at 60
+        # characters; a name that forged lines of counts (or an amaris note) is one long word, marked free-form.
+        name = "_".join(re.findall(r"[^\W_]+", value.lower()))[:MAX_PATTERN_CHARS].strip("_")
+        if not name:
+            raise ValueError(f"a hacking pattern needs a name of letters or digits, not {value[:40]!r}")
+        return name
 
 
 class RewardHackingAnalysis(Frozen):

@@ -380,24 +380,21 @@ def test_report_of_10000_rollouts_is_small_and_opens(tmp_path: Path, screenshots
 
 
 def test_plot_titles_are_text_not_mathtext(tmp_path: Path) -> None:
-    """A pattern name is the analyzer's words and a criterion text the updater's: matplotlib would read
-    "$...$" in a title as a formula, and "$\\frac$" made `amaris report` fail with a traceback (no PNG)."""
+    """A criterion text is the updater's (or the config's) words: matplotlib would read "$...$" in a title as a
+    formula, and "$\\frac$" made `amaris report` fail with a traceback (no PNG). (A pattern name, which once
+    carried it too, is now letters, digits and "_".)"""
     pytest.importorskip("matplotlib")
-    analysis = {"overall_assessment": "x", "stage_performance": "x", "advancement_strategy": "x", "observations": [],
-                "reward_hacking": {"patterns": [{"pattern": "$\\frac$", "evidence": "e", "severity": "high"}],
-                                   "detected": True},
-                "rubric_judgement": {"assessment": "x", "missing_criteria": [], "misjudged": False}}
-    run = new_run(tmp_path)
-    with SimJudge(SimJudgeConfig(scripted={"analyzer": [json.dumps(analysis)]})) as sim:
+    criterion = "The response writes each fraction as $\\frac$ with both of its parts."
+    run = new_run(tmp_path, extra=f'\n[[rubric.adaptive]]\nid = "latex"\ntext = "{criterion.replace(chr(92), chr(92) * 2)}"\n'
+                                  'weight = 1.0\n')
+    with SimJudge() as sim:
         result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--no-dynamic", env=judge_env(sim))
         assert result.exit_code == 0, result.stderr
-    patterns = [p["pattern"] for a in read_jsonl(run / "steps/000000/analyses.jsonl")
-                for p in a["analysis"]["reward_hacking"]["patterns"]]
-    assert "$\\frac$" in patterns
+    assert criterion in (run / "rubrics/step-000000.json").read_text().replace("\\\\", "\\")
     out = tmp_path / "r.html"
     result = invoke("report", run, "--out", out)
     assert result.exit_code == 0, result.stderr
-    assert out.with_name("r-hacking.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert out.with_name("r-criteria.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_without_matplotlib_the_html_is_still_written(report_run: Path, tmp_path: Path,

@@ -19,15 +19,19 @@ would no longer reproduce its retrieval (loop, separate commands and replay writ
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+import orjson
 
 from amaris_cli.models import AnalysisRecord, SummaryRecord, UpdateRecord
 from amaris_cli.rubrics import rates_text
 
 EntryType = Literal["analysis", "summary", "update"]
 ANALYSES_PER_STEP = 32  # analyses embedded per step (per instance in per-instance runs)
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.:/#@+-]{1,80}")  # ids as trainers and content hashes make them
 
 
 @dataclass(frozen=True)
@@ -77,11 +81,19 @@ def _assessment(record: AnalysisRecord) -> str:
     return f"{a.overall_assessment} Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}"
 
 
+def _shown_id(rollout_id: str) -> str:
+    """A rollout id as an entry's text gives it: as it is when it is a plain id, else quoted and cut (it is the
+    trainer's text: "s0-7, reward 1.00. Correct ..." would read as amaris's own framing of the entry)."""
+    if _PLAIN_ID.fullmatch(rollout_id):
+        return rollout_id
+    return orjson.dumps(rollout_id[:60]).decode()
+
+
 def analysis_entry(record: AnalysisRecord, directory: Directory) -> MemoryEntry | None:
     if record.analysis is None:
         return None
     reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
-    text = f"Step {record.step} rollout {record.rollout_id}, reward {reward}. {_assessment(record)}"
+    text = f"Step {record.step} rollout {_shown_id(record.rollout_id)}, reward {reward}. {_assessment(record)}"
     return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id, directory), "analysis",
                        record.step, record.instance_id, _clip(text))
 
