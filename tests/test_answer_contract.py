@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from amaris_cli.agents.group_scorer import split_to_fit
-from amaris_cli.agents.scorer import answer_budget
+from amaris_cli.agents.scorer import ScorerAnswer, answer_budget
 from amaris_cli.models import RubricSet, Verdict
 from amaris_cli.rubrics import compute_reward
 from tests.conftest import (
@@ -113,6 +113,26 @@ def test_a_lone_surrogate_in_an_answer_is_asked_again_not_a_crash(tmp_path: Path
     assert result.exit_code == 0, result.stderr
     assert scores(run)["right"]["reward"] == 1.0
     assert "lone surrogate" in judge.requests[1]["messages"][-1]["content"], "the re-ask says what was wrong"
+
+
+@pytest.mark.parametrize("answer", [
+    {"verdicts": [{"criterion_id": "correct-answer", "met": False, "score": 1}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "final_score": 0}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "isMet": False}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "present": False, "passed": True}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1}], "revised_verdicts": [
+        {"criterion_id": "correct-answer", "score": 0}]},
+])
+def test_a_second_value_beside_the_verdict_is_ambiguous_not_ignored(answer: dict) -> None:
+    """The contract's keys were read and every other key ignored: "met": false beside "score": 1 scored 1, and
+    so did a "final_score" or "revised_verdicts" the judge may have meant instead."""
+    with pytest.raises(ValueError, match="ambiguous"):
+        ScorerAnswer.model_validate(answer)
+
+
+def test_other_extra_keys_of_a_verdict_are_still_ignored() -> None:
+    answer = {"verdicts": [{"criterion_id": "a", "score": 0.5, "confidence": 0.9, "criterion_text": "x"}], "notes": "-"}
+    assert [v.value for v in ScorerAnswer.model_validate(answer).verdicts] == [0.5]
 
 
 _SECOND_THOUGHT = [  # a key given twice: a JSON reader keeps the last value, the judge may have meant either

@@ -8,6 +8,7 @@ follow the answer contract (llm/parsing.py): a number from 0 to 1 (or true/false
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -50,6 +51,15 @@ class JudgeVerdict(BaseModel):
     score: float | None = None
     present: float | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_second_value(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (other := _second_value(data, {"criterion_id", "reason", "score", "present"})):
+            raise ValueError(f"criterion {str(data.get('criterion_id'))[:80]!r}: the verdict also gives {other}; which "
+                             "value is meant is ambiguous: give only \"criterion_id\", \"reason\" and \"score\" or "
+                             "\"present\"")
+        return data
+
     @field_validator("score", "present", mode="before")
     @classmethod
     def _normalize(cls, value: Any) -> float | None:
@@ -82,6 +92,30 @@ class ScorerAnswer(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     verdicts: list[JudgeVerdict]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_second_verdicts(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (other := _second_value(data, {"verdicts"})):
+            raise ValueError(f"the answer gives {other} beside \"verdicts\"; which is meant is ambiguous: give only "
+                             "\"verdicts\"")
+        return data
+
+
+# Words of a key that carries a verdict: beside the contract's keys, a second value the judge may have meant
+# ("met": false beside "score": 1, "final_score", "revised_verdicts"). Other extra keys ("confidence") are ignored.
+_VERDICT_WORDS = {"score", "scores", "scored", "met", "present", "verdict", "verdicts", "grade", "grades", "graded",
+                  "rating", "ratings", "pass", "passed", "passes", "fail", "failed", "points", "mark", "marks", "value",
+                  "result", "results", "judgement", "judgment", "satisfied", "meets"}
+
+
+def _second_value(data: dict[Any, Any], contract: set[str]) -> str | None:
+    """The first key beside `contract` that names a verdict (as `"key": value`, cut), or None."""
+    for key, value in data.items():
+        words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", str(key)).lower())
+        if key not in contract and _VERDICT_WORDS.intersection(words):
+            return f"{str(key)[:40]!r}: {one_line(repr(value), 40)}"
+    return None
 
 
 def asks_presence(system: str) -> bool:
