@@ -92,6 +92,7 @@ def test_structural_repairs_keep_literal_values() -> None:
     ("   ", "empty"),
     ("no json here", "no JSON object"),
     ("[1, 2, 3]", "array"),
+    ('"{\\"verdicts\\": [{\\"criterion_id\\": \\"a\\", \\"score\\": 1}]}"', "encoded twice"),
     ('{"verdicts": [{"criterion_id": "a", "score": 1', "cut off"),
     ('{"score": 0.}', "not written completely"),  # json-repair would read 0.0
     ('{"score": .5}', "not written completely"),

@@ -313,6 +313,13 @@ def extract_json_object(text: str) -> dict[str, Any]:
                 raise ReplyError("the reply is a JSON array; answer with one JSON object")
         except orjson.JSONDecodeError:
             pass
+    if body.startswith('"'):  # an object encoded twice: its braces are inside a string, where the scan would start
+        try:
+            if isinstance(orjson.loads(body), str):
+                raise ReplyError("the reply is a JSON string (an object encoded twice); answer with the JSON object "
+                                 "itself")
+        except orjson.JSONDecodeError:
+            pass
     candidates: list[tuple[dict[str, Any], str | None]] = []
     object_end = 0  # where the last candidate object ends: the text after it may take it back
     cut_at: int | None = None
