@@ -136,6 +136,11 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\nSorry for the confusion: the score should be 0.', r'takes it back \("sorry"\)'),
     ('{"score": 1}\nWe apologize, the response fails it.', r'takes it back \("we apologize"\)'),
     ('{"score": 1}\nApologies for the previous verdict; the score is 0.', r'takes it back \("apologies"\)'),
+    ('{"score": 1}\nNever mind, the first criterion is not met; its score should be 0.', r'takes it back \("never mind"\)'),
+    ('{"score": 1}\nEDIT: correct-answer should be 0.', r'takes it back \("edit"\)'),
+    ('{"score": 1}\nUpdate: after re-reading, correct-answer is not met.', r'takes it back \("after re-reading"\)'),
+    ('{"score": 1}\nCorrecting myself: correct-answer gets 0.', r'takes it back \("correcting myself"\)'),
+    ('{"score": 1}\nUpon re-examination the score is 0.', r'takes it back \("upon re-examination"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

@@ -62,14 +62,15 @@ _REVISION_ANYWHERE = (
     r"|let me (?:reconsider|re-?evaluate|re-?check|correct|revise|redo)"
     r"|i (?:made an? (?:mistake|error)|was (?:wrong|mistaken)|misread|misjudged)|my (?:mistake|error|bad)"
     r"|(?:the|my) (?:above|previous) (?:answer|json|verdict|score) (?:is|was) (?:wrong|incorrect)"
-    r"|revised (?:score|verdict|answer|json)")
+    r"|revised (?:score|verdict|answer|json)|never ?mind|correcting myself"
+    r"|(?:up)?on re-?(?:reading|examination|checking)|after re-?(?:reading|checking|examining)")
 # An apology takes the object back, unless it apologizes "for"/"if" something that is no error of the judge's: a
 # sign-off ("Sorry for the long explanation.", "Apologies if this seems strict: ...") takes nothing back.
 _APOLOGY = (r"(?:(?:i['\u2019]?m|i am|we['\u2019]?re|we are)\s+(?:so\s+|very\s+|truly\s+)?sorry|sorry|(?:my |our )?apologies"
             r"|(?:i|we) apologi[sz]e)"
             r"(?!\s+(?:for|if)\b(?![^.!?\n]*\b(?:mistake|error|confusion|oversight|mix-?up|wrong|incorrect|misread"
             r"|previous|earlier|above|verdict|score|rating)))")
-_REVISION_OPENING = rf"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard|{_APOLOGY}"
+_REVISION_OPENING = rf"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard|edit(?=\s*:)|{_APOLOGY}"
 _REVISION = re.compile(
     rf"\b(?:{_REVISION_ANYWHERE})\b"
     rf"|(?:\A|(?<=[.!?;:(\n]))[\s*_>#\-\u2022]*(?:(?:hmm+|oh|ah|uh|um+|no|but|ok(?:ay)?|well|so)\b[\s,.!\-\u2013\u2014]*)*"
