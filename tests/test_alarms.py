@@ -228,14 +228,13 @@ def test_an_alarm_reaches_every_reader_the_same(tmp_path, judge) -> None:
 def test_a_pattern_named_like_console_markup_is_said_as_written(tmp_path, judge, monkeypatch) -> None:
     """The analyzer (an LLM reading the policy's text) names hacking patterns freely, and an alarm's pattern
     was put into a rich markup line unescaped: a pattern `[/]` ended `amaris evolve` and `amaris loop` with a
-    MarkupError after the step, every time it was run again; `[link=...]` made a hidden hyperlink."""
+    MarkupError after the step, every time it was run again; `[link=...]` made a hidden hyperlink. (A pattern's
+    name is now letters, digits and "_" (models.HackingFinding); the alarm's line is still escaped.)"""
     from amaris_cli import alarms
-    from amaris_cli.models import HackingFinding
 
     evidence = alarms.AlarmEvidence(window_steps=[0], baseline_steps=[], window_value=0.5, baseline_value=0.0,
                                     current_value=0.5, effect=0.5, z=9.0, n_window=6, n_baseline=0)
-    planted = [alarms.Alarm(step=0, kind="pattern_prevalence", pattern=HackingFinding(pattern=p, severity="high").pattern,
-                            reason=f"{p} grew", evidence=evidence)
+    planted = [alarms.Alarm(step=0, kind="pattern_prevalence", pattern=p, reason=f"{p} grew", evidence=evidence)
                for p in ("[/]", "[link=file:///etc/passwd]click[/link]")]
     monkeypatch.setattr(alarms, "alarms_at", lambda reader, step: planted if step == 0 else [])
     run = _init(tmp_path, "run")

@@ -120,7 +120,9 @@ def test_faults_are_named_the_same_on_both_of_the_sdks_transports(tmp_path: Path
     run = tmp_path / "run"
     assert invoke("init", run, "--config", config).exit_code == 0
     rollouts = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "input": "What is 6*7?", "output": "42", "answer": "42"}])
-    env = judge_env(sim, AMARIS_TIMEOUT="1", AMARIS_MAX_ATTEMPTS="7", AMARIS_HTTP_CLIENT=transport)
+    # 3 s: the hang's attempt waits it out; with 1 s, a loaded machine once timed out an attempt before it reached
+    # the judge (one timeout more, and the plan's last fault on the last attempt)
+    env = judge_env(sim, AMARIS_TIMEOUT="3", AMARIS_MAX_ATTEMPTS="7", AMARIS_HTTP_CLIENT=transport)
     result = invoke("score", rollouts, "--run", run, "--step", "0", "--json", env=env)
     assert result.exit_code == 0, result.stderr
     faults = json.loads(result.stdout)["usage"]["scorer"]["faults"]
