@@ -118,11 +118,17 @@ class RubricSettings(_Section):
     max_active_adaptive: int | None = Field(default=None, ge=0)
     min_weight: float = Field(default=0.1, gt=0)
     max_weight: float = Field(default=5.0, gt=0)
+    # The anchors' least share of the reward criteria's weight (the reward's denominator) that updates may leave:
+    # unset, eight adaptive criteria at max_weight can outweigh them until they barely count.
+    min_anchor_share: float | None = Field(default=None, gt=0, le=1)
 
     @model_validator(mode="after")
     def _bounds(self) -> RubricSettings:
         if self.min_weight > self.max_weight:
             raise ValueError("min_weight must not exceed max_weight")
+        if self.min_anchor_share is not None and self.anchors and not any(c.kind == "reward" for c in self.anchors):
+            raise ValueError("min_anchor_share needs a reward criterion among the anchors (their share of the reward "
+                             "criteria's weight)")
         return self
 
 

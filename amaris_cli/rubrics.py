@@ -108,6 +108,18 @@ def apply_modifications(
             return f"weight {weight} outside [{bounds.min_weight}, {bounds.max_weight}]"
         return None
 
+    def anchor_share(criteria: list[Criterion]) -> float:
+        rewards = [c for c in [*rubric.anchors, *criteria] if c.kind == "reward"]
+        return sum(c.weight for c in rewards if c.id in anchors) / sum(c.weight for c in rewards)
+
+    def outweighs_anchors(edited: list[Criterion]) -> str | None:
+        """Why the edited adaptive criteria leave the anchors less than rubric.min_anchor_share, or None."""
+        floor = bounds.min_anchor_share
+        if floor is None or (share := anchor_share(edited)) >= floor or share >= anchor_share(adaptive):
+            return None  # (an edit that lowers no share already below the floor, e.g. a removal, is kept)
+        return (f"would leave the anchors {share:.0%} of the reward criteria's weight, below "
+                f"rubric.min_anchor_share={floor:g}")
+
     def leaves_no_reward(without: str) -> bool:
         """Whether the rubric would keep no reward criterion (the reward's denominator) without `without`."""
         return not any(c.kind == "reward" for c in [*rubric.anchors, *adaptive] if c.id != without)
@@ -161,6 +173,9 @@ def apply_modifications(
             except ValueError as exc:
                 reject(mod, f"invalid criterion: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}")
                 continue
+            if problem := outweighs_anchors([*adaptive, criterion]):
+                reject(mod, problem)
+                continue
             adaptive.append(criterion)
             applied.append(mod.model_copy(update={"id": new_id, "text": criterion.text, "weight": weight,
                                                   "kind": criterion.kind}))
@@ -179,7 +194,11 @@ def apply_modifications(
             if problem := weight_ok(mod.weight):
                 reject(mod, problem)
                 continue
-            adaptive[index] = current.model_copy(update={"weight": mod.weight})
+            edited = current.model_copy(update={"weight": mod.weight})
+            if problem := outweighs_anchors([*adaptive[:index], edited, *adaptive[index + 1:]]):
+                reject(mod, problem)
+                continue
+            adaptive[index] = edited
             applied.append(mod)
         else:  # modify
             if mod.text is None and mod.weight is None and mod.kind is None:
@@ -199,7 +218,11 @@ def apply_modifications(
                 continue
             text = None if mod.text is None else clean_criterion_text(mod.text)
             update = {k: v for k, v in (("text", text), ("weight", mod.weight), ("kind", mod.kind)) if v is not None}
-            adaptive[index] = current.model_copy(update=update)
+            edited = current.model_copy(update=update)
+            if problem := outweighs_anchors([*adaptive[:index], edited, *adaptive[index + 1:]]):
+                reject(mod, problem)
+                continue
+            adaptive[index] = edited
             applied.append(mod if text is None else mod.model_copy(update={"text": text}))
 
     result = RubricSet(

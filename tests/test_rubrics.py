@@ -128,3 +128,28 @@ def test_the_active_cap_keeps_a_reward_criterion_when_no_anchor_is_one() -> None
     capped, _ = cap_active(rubric, None, cap=0)
     assert [c.id for c in capped.adaptive] == ["correct"], "above a cap of 0 rather than a rubric with no reward"
     RubricSet.model_validate(capped.model_dump())
+
+
+def test_min_anchor_share_rejects_the_edits_that_would_outweigh_the_anchors() -> None:
+    """Unset, an updater could add adaptive rewards at max_weight until the anchors barely counted (2 of 42 in a
+    red-team run: a wrong answer with long reasoning scored 0.95, the correct one 0.05)."""
+    floor = RubricSettings(max_adaptive=8, max_weight=5.0, min_anchor_share=0.4)
+    mods = [Modification(op="add", text="The response explains each step of its work.", weight=1.0, kind="reward"),
+            Modification(op="reweight", id="work", weight=5.0),
+            Modification(op="add", text="The response names the method it uses before using it.", weight=5.0,
+                         kind="reward"),
+            Modification(op="reweight", id="work", weight=0.5),
+            Modification(op="add", text="The response restates the question before answering.", weight=0.5,
+                         kind="pitfall")]
+    new, applied, rejected = apply_modifications(rubric(), mods, floor, new_version=1, step=0)
+    # correct 2 of (2 + work 1 + 1): 0.5; work at 5 would give 2/8; the 5-weight add 2/9; work at 0.5: 2/3.5
+    assert [r.modification for r in rejected] == [mods[1], mods[2]]
+    assert "would leave the anchors 25% of the reward criteria's weight, below rubric.min_anchor_share=0.4" == \
+        rejected[0].reason
+    assert [m.op for m in applied] == ["add", "reweight", "add"], "pitfalls are not in the reward's denominator"
+    unset, applied, rejected = apply_modifications(rubric(), mods, BOUNDS.model_copy(update={"max_weight": 5.0}),
+                                                   new_version=1, step=0)
+    assert not [r for r in rejected if "anchor" in r.reason]
+    with pytest.raises(ValueError, match="needs a reward criterion among the anchors"):
+        RubricSettings(anchors=[Criterion(id="p", text="The response flatters the grader.", weight=1, kind="pitfall")],
+                       min_anchor_share=0.5)

@@ -85,7 +85,9 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
         "history": history_digest(run, step),
         "memory": memory,
         "rubric_rules": settings.rubric.model_dump(include={"max_adaptive", "max_active_adaptive", "min_weight",
-                                                            "max_weight"}),
+                                                            "max_weight"})
+        # (the floor only when set: the inputs of runs made before it existed stay what they were)
+        | ({} if settings.rubric.min_anchor_share is None else {"min_anchor_share": settings.rubric.min_anchor_share}),
         "agents": agent_inputs(session, "query_generator", "updater"),
         "gate": gate_inputs(session, step),
         **training_inputs(session, step=step),
