@@ -157,8 +157,12 @@ def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) 
     run = new_scenario_run(tmp_path, "verl")
     with served(run, sim_factory(agent_fault_rate={"scorer": 0.3}), "--on-error", "neutral") as server:
         compute_score = VerlReward(server.url)
+        # verl's agent loop gives the prompt as chat messages in raw_prompt (a dataset without a question column)
+        chat = 1
         got = [compute_score("openai/gsm8k", r["output"], r["gts"],
-                             {"index": np.int64(i), "split": "train", "question": r["input"], "global_steps": 1})
+                             {"index": np.int64(i), "split": "train", "global_steps": 1,
+                              **({"question": r["input"]} if i != chat else
+                                 {"raw_prompt": np.array([{"role": "user", "content": r["input"]}], dtype=object)})})
                for i, r in enumerate(VERL_ROWS)]
         compute_score.finish()
         with pytest.raises(ValueError, match="global_steps"):
@@ -168,7 +172,8 @@ def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) 
     assert got == [s["reward"] for s in scores]
     assert any(s["status"] == "failed" and s["reward"] == 0.5 for s in scores), "neutral: a failure's reward is explicit"
     rollouts = stored(run, 1)
-    assert [r["input"] for r in rollouts] == [r["input"] for r in VERL_ROWS]
+    assert [r["input"] for r in rollouts] == [f"[user]\n{r['input']}" if i == chat else r["input"]
+                                              for i, r in enumerate(VERL_ROWS)]
     assert [r["instance_id"] for r in rollouts] == [str(i) for i in range(len(VERL_ROWS))]
     assert rollouts[0]["metadata"] == {"data_source": "openai/gsm8k", "index": 0, "split": "train",
                                        "question": VERL_ROWS[0]["input"]}

@@ -8,7 +8,8 @@ keyword lists; returns one reward per completion, None for a completion the judg
 verl: a `custom_reward_function` file whose `compute_score = VerlReward(url)`, called as
 `compute_score(data_source, solution_str, ground_truth, extra_info)` (naive, dapo, prime, the reward
 loop); `VerlReward.batch` is the batch manager's `compute_score(data_sources=, solution_strs=,
-ground_truths=, extra_infos=)`. Both return floats.
+ground_truths=, extra_infos=)`. Both return floats; a failed judgement raises RewardFailed unless
+`failed_as` is given (verl's prime and rate-limited managers catch it and train 0.0).
 
 Steps. One amaris step is one batch of rollouts the trainer generated together:
 - TRL: one generation batch. TRL generates every `steps_per_generation * num_iterations` micro-batches
@@ -458,7 +459,10 @@ def _verl_step(info: dict[str, Any]) -> int | None:
 
 
 def _verl_body(data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> dict[str, Any]:
-    prompt = info.get("question") or info.get("prompt") or ""
+    prompt = info.get("question") or info.get("prompt")
+    if prompt is None and info.get("raw_prompt") is not None:  # verl's agent loop: the prompt's chat messages
+        prompt = _jsonable(info["raw_prompt"])
+    prompt = prompt or ""
     body: dict[str, Any] = {"prompt": prompt if isinstance(prompt, str | list) else str(prompt),
                             "response": solution_str, "reference": _jsonable(ground_truth),
                             "metadata": {"data_source": _jsonable(data_source),
