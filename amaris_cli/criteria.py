@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import re
 from functools import lru_cache
+from typing import Literal
 
 from amaris_cli.textnorm import CONTROL, clean, mixed_script_word, readings
 
@@ -474,7 +475,7 @@ def clean_criterion_text(text: str) -> str:
     return clean(text)
 
 
-def criterion_text_problem(text: str, kind: str) -> str | None:
+def criterion_text_problem(text: str, kind: Literal["reward", "pitfall"]) -> str | None:
     """Why a criterion text of this kind ("reward" or "pitfall") cannot enter a rubric, or None when it can."""
     stripped = clean(text)
     if not stripped:

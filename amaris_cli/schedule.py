@@ -170,8 +170,7 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         if pending:
             s, mark = pending[0]
             who = holder(run.step_lock_path(s))
-            # a client of `amaris serve` cannot start an evolution over HTTP: the command is for the run's operator
-            operator = "the run's operator starts it with " if served else ""
+            # (a client of `amaris serve` cannot start an evolution over HTTP: the command is the run's operator's)
             if who is None and mark is not None and mark.status == "failed":
                 resume = mark.resume or f"re-run `amaris evolve --run {run.path} --step {s}`"
                 resume = f"for the run's operator: {resume}" if served else resume
@@ -179,9 +178,10 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
             if who is None:
                 idle_since.setdefault(s, now)
                 if fail_if_idle and now - idle_since[s] >= GRACE_S:
+                    command = f"`amaris evolve --run {run.path} --step {s}`"
+                    todo = f"the run's operator starts it with {command}" if served else f"run {command} first"
                     raise NotEvolved(f"{needed_for} needs the evolution of step {s}, which has not run and is not "
-                                     f"running: {operator or 'run '}`amaris evolve --run {run.path} --step {s}`"
-                                     + ("" if served else " first") + (f"; {instead}" if instead else ""))
+                                     f"running: {todo}" + (f"; {instead}" if instead else ""))
                 message = (f"waiting for the evolution of step {s}, which is not running: start it with "
                            f"`amaris evolve --run {run.path} --step {s}`")
             else:
