@@ -180,6 +180,11 @@ class Derivation(BaseModel):
     flags: dict[str, Any] = Field(default_factory=dict)
     judge: str | None = None
 
+    @property
+    def how(self) -> How:
+        """The command settings it was made with (what a replay writes the file with)."""
+        return How(flags=self.flags, judge=self.judge)
+
 
 class Evolution(BaseModel):
     """The step's evolution (analyze, summarize, and update when due): `done`, or `failed` with the

@@ -92,7 +92,7 @@ def recorded_training(run: RunDir, step: int) -> SentTraining | None:
     made = artifacts.derivation(run, step, TRAINING)
     if made is None:
         return SentTraining(metadata, {})
-    return SentTraining(metadata, dict(made.inputs), artifacts.How(flags=made.flags, judge=made.judge))
+    return SentTraining(metadata, dict(made.inputs), made.how)
 
 
 def write_training(run: RunDir, step: int, sent: SentTraining, how: How | None = None) -> None:

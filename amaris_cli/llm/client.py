@@ -52,6 +52,7 @@ from amaris_cli.llm.endpoint import (
     fatal_content_type,
     fatal_status,
     public_url,
+    redact,
     strip_userinfo,
     url_secrets,
 )
@@ -315,10 +316,7 @@ class LLMClient:
         return self._clients[key]
 
     def redact(self, text: str) -> str:
-        for secret in sorted(self._secrets, key=len, reverse=True):
-            if len(secret) >= 4:
-                text = text.replace(secret, "[redacted]")
-        return text
+        return redact(text, self._secrets)
 
     async def aclose(self) -> None:
         for client in self._clients.values():
@@ -411,7 +409,8 @@ class LLMClient:
         # From an endpoint that has given completions, a page or a bad body is a passing fault of it or of a proxy
         # in front of it (maintenance, an error page), waited out as an outage when every request gets one; from one
         # that never has, the base URL or the endpoint is wrong.
-        completed = self._endpoint(agent).completed
+        endpoint = self._endpoint(agent)
+        completed = endpoint.completed
         fatal = fatal_content_type(name, agent.base_url, agent.model, content_type)
         if fatal is not None and completed:
             raise _Transient(f"the endpoint, which has answered JSON completions, answered {content_type} (an error "
@@ -423,7 +422,7 @@ class LLMClient:
             completion = read_completion(response.content)
         except WireError as exc:
             raise _Transient(self.redact(str(exc)), exc.kind, answered=True, outage=completed) from None
-        self._endpoint(agent).completed = True
+        endpoint.completed = True
         return _Reply(
             text=self.redact(completion.text),
             usage=Usage(prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens),

@@ -47,6 +47,15 @@ def strip_userinfo(url: str | None) -> str | None:
     return None if url is None else public_url(url)
 
 
+def redact(text: str, secrets: set[str]) -> str:
+    """`text` with each secret (of 4 characters or more; the longest first, so none is left half-replaced)
+    replaced by "[redacted]"."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
 def url_secrets(url: str | None) -> set[str]:
     """The credential parts of a base URL, to be redacted wherever they might be echoed."""
     if not url:

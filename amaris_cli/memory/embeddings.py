@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from amaris_cli.config import MemorySettings
 from amaris_cli.errors import AmarisError, ConfigError
-from amaris_cli.llm.endpoint import public_url, url_secrets
+from amaris_cli.llm.endpoint import public_url, redact, url_secrets
 from amaris_cli.terminal import one_line
 
 BATCH = 16
@@ -100,7 +100,7 @@ class OpenAIEmbedder:
         self._model = settings.embedding_model
         self._key_env = settings.embedding_api_key_env
         self._base_url = base_url
-        self._secrets = {v for v in (env.get(self._key_env), *url_secrets(base_url)) if v and len(v) >= 4}
+        self._secrets = {v for v in (env.get(self._key_env), *url_secrets(base_url)) if v}
         self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=base_url, max_retries=4)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -128,10 +128,8 @@ class OpenAIEmbedder:
             said = f"could not be reached ({exc.__cause__ or exc})"
         else:
             said = f"failed ({type(exc).__name__}: {exc})"
-        for secret in sorted(self._secrets, key=len, reverse=True):
-            said = said.replace(secret, "[redacted]")
         return AmarisError(f"the embeddings endpoint {public_url(self._base_url)} (model {self._model!r}) "
-                           f"{one_line(said, 300)}: check memory.embedding_base_url (else OPENAI_BASE_URL) and the key "
+                           f"{one_line(redact(said, self._secrets), 300)}: check memory.embedding_base_url (else OPENAI_BASE_URL) and the key "
                            f"in ${self._key_env}, then re-run")
 
 
@@ -182,13 +180,10 @@ def make_embedder(settings: MemorySettings, environ: Any = None, record: Embeddi
         model: Callable[[], Embedder] = lambda: _NotRecorded(name, record.source)  # noqa: E731
     else:
         model = _local  # with a cache, loaded on the first text the cache does not hold
-        if settings.embedding == "openai" and _holds_vectors(record):
-            # the record may hold every text asked for (`memory rebuild` of the run): the endpoint's settings are
-            # needed only for a text it does not hold
+        if settings.embedding == "openai":
             model = functools.cache(lambda: OpenAIEmbedder(settings, environ))
-        elif settings.embedding == "openai":
-            endpoint = OpenAIEmbedder(settings, environ)  # made now: its settings' errors come when the memory opens
-            model = lambda: endpoint  # noqa: E731
+            if not _holds_vectors(record):  # made now: its settings' errors come when the memory opens, unless a
+                model()  # record may hold every text asked for (`memory rebuild` of the run)
         if (directory := cache_directory(environ)) is not None:
             cached = CachedEmbedder(name, model, EmbeddingCache(directory, _cache_namespace(settings, environ)))
             model = lambda: cached  # noqa: E731

@@ -190,7 +190,7 @@ def recorded_plan(src: Any, step: int, rollouts: list[Rollout]) -> StepPlan:
     # went over steps that `score` had scored (the same rollouts, kept with the settings of the command that
     # stored them).
     return StepPlan(rollouts=rollouts, source=stored.inputs.get("source", {}) if stored else {},
-                    stored_as=How(flags=stored.flags, judge=stored.judge) if stored else None,
+                    stored_as=stored.how if stored else None,
                     lag=inputs.get("lag") or 0, rubric_version=inputs.get("rubric_version"),
                     evolve=evolved is not None and evolved.status == "done",
                     update=evolved.update if evolved else None, rescore=bool(evolved and evolved.rescore),
