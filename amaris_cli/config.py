@@ -154,6 +154,9 @@ class PipelineSettings(_Section):
     # reference's rubric_update_frequency: at steps 0, N, 2N, ...), counted from the run's first step.
     update_at: Literal["last", "first"] = "last"
     on_error: Literal["fail", "skip", "neutral"] = "fail"
+    # Under on_error = "fail", what the evolution of a step with failed records does (policy.py): "stop" (it
+    # fails; score the step again) or "carry" (it evolves as skipped: the rubric is carried forward unchanged).
+    failed_step: Literal["stop", "carry"] = "stop"
     neutral_reward: float = Field(default=0.5, ge=0, le=1)
     max_text_chars: int = Field(default=12000, ge=200)
     per_instance: bool = False

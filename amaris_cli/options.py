@@ -76,6 +76,11 @@ class RewardFormat(StrEnum):
     list = "list"
 
 
+class FailedStep(StrEnum):
+    stop = "stop"
+    carry = "carry"
+
+
 class UpdateAt(StrEnum):
     last = "last"
     first = "first"
@@ -87,7 +92,7 @@ class ServeMode(StrEnum):
 
 
 DEFAULT_WAIT = 3600.0
-_COERCE = (Judge, OnError, GroupBy, RewardFormat, ServeMode, UpdateAt, Path)
+_COERCE = (Judge, OnError, FailedStep, GroupBy, RewardFormat, ServeMode, UpdateAt, Path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,6 +263,13 @@ def _update_at(help: str = "Which step of every --update-every updates: last (af
     return opt(None, help, "--update-at", config="pipeline.update_at")
 
 
+def _failed_step(default: Any = None, said: str = "pipeline.failed_step (stop)") -> Any:
+    return opt(default, "Under --on-error fail, a step some of whose rollouts could not be judged or analyzed: stop (its "
+               "evolution fails; score the step again) or carry (it evolves as skipped: nothing is learned from it and "
+               f"the rubric is carried forward unchanged, so later steps go on). Default: {said}.",
+               "--failed-step", config="pipeline.failed_step")
+
+
 def _group_by() -> Any:
     return opt(None, "input: judge the rollouts that share a prompt in one call (RULER-style, identical outputs "
                "once); none: one call per rollout.", "--group-by", config="pipeline.group_by")
@@ -317,6 +329,7 @@ class EvolveOptions(StageOptions, Retrieval):
     chunk_size: int | None = _chunk_size()
     update_every: int | None = _update_every()
     update_at: UpdateAt | None = _update_at()
+    failed_step: FailedStep | None = _failed_step()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -334,6 +347,7 @@ class LoopOptions(Failure, Waiting, Endpoint, Retrieval):
                         "--rescore")
     chunk_size: int | None = _chunk_size()
     group_by: GroupBy | None = _group_by()
+    failed_step: FailedStep | None = _failed_step()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -369,6 +383,9 @@ class ServeOptions(Failure, Waiting, Endpoint, Memory):
     early_analysis: bool = opt(True, "async mode: analyze each rollout in the background as soon as it is judged, so "
                                "that a step's evolution has only its summary and update left.",
                                "--early-analysis/--no-early-analysis")
+    # carry: a trainer was answered for every rollout, failed ones as failed, and nothing over HTTP can score a
+    # complete step again; stopping would end training at the next step that needs the step's rubric version.
+    failed_step: FailedStep = _failed_step(FailedStep.carry, "carry (the trainer was answered already)")
     recheck_after: float = opt(30.0, "After an answer no request can get past (the key rejected, the model or path "
                                "unknown: HTTP 401, 403, 404), /score fails at once (502) for this long, then the "
                                "server tries the endpoint again.", "--recheck-after", metavar="SECONDS", min=0)

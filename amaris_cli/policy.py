@@ -16,6 +16,9 @@ updater gave no answer) still evolves, as *skipped*: amaris writes its summary (
 the memory keeps it) and carries the rubric forward unchanged (update.json `carried_forward`); later
 steps are scored as usual. Under fail the step goes no further, and the command that met the failure
 fails with it; a later step that needs the step names that root cause and the command that resumes.
+With `pipeline.failed_step = "carry"` (what `serve` gives its evolutions: its trainer was answered for each
+rollout, failed ones as failed, and nothing over HTTP can score a complete step again) such a step still
+learns nothing, but evolves as skipped, so the steps after it are scored with the rubric carried forward.
 """
 
 from __future__ import annotations
@@ -65,11 +68,12 @@ def recorded_layer(run: RunDir, step: int) -> dict[str, Any]:
 class FailurePolicy:
     name: PolicyName
     neutral_reward: float
+    carry: bool = False  # pipeline.failed_step = "carry"
 
     @classmethod
     def of(cls, settings: Settings) -> FailurePolicy:
         pipeline = settings.pipeline
-        return cls(name=pipeline.on_error, neutral_reward=pipeline.neutral_reward)
+        return cls(name=pipeline.on_error, neutral_reward=pipeline.neutral_reward, carry=pipeline.failed_step == "carry")
 
     def as_inputs(self) -> dict[str, object]:
         """What a file written under this policy depends on."""
@@ -93,3 +97,14 @@ class FailurePolicy:
         found = self.failure(stage, step, failed, total, errors, retry)
         if found is not None:
             raise StageFailed(found.message, found.retry)
+
+    def not_evaluated(self, stage: str, step: int, failed: int, total: int, errors: list[str],
+                      retry: str = RETRY) -> str | None:
+        """For a step's evolution: `check`, except that under `fail` with `carry` it answers why the step evolves as
+        skipped instead of raising (the counts, not the errors: the reason goes to memory and to the updater).
+        None: the step goes on."""
+        if not (self.carry and self.failure(stage, step, failed, total, errors, retry)):
+            self.check(stage, step, failed, total, errors, retry)
+            return None
+        verb = "analyzed" if stage == "analyze" else "judged"
+        return f"{failed} of {total} rollouts could not be {verb}, and under on_error = fail a step with failed records is not evaluated"

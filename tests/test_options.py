@@ -101,7 +101,7 @@ def test_a_served_steps_evolution_gets_every_option_the_two_commands_share() -> 
     assert child.config_layer() == {
         "agents": {"default": {"model": "m", "base_url": "http://127.0.0.1:9/v1", "requests_per_minute": 60,
                                "tokens_per_minute": 1000, "concurrency": 3}},
-        "llm": {"concurrency": 3}, "pipeline": {"on_error": "neutral", "update_every": 2},
+        "llm": {"concurrency": 3}, "pipeline": {"on_error": "neutral", "update_every": 2, "failed_step": "carry"},
         "memory": {"url": "http://127.0.0.1:8000"}}
 
 

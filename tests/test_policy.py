@@ -46,3 +46,35 @@ def test_an_evolution_stopped_by_failed_scores_says_to_score_again(tmp_path, sim
     # re-running evolve never retries a score: the message must name the command that does
     assert f"amaris score ROLLOUTS.jsonl --run {run} --step 0" in result.stderr, result.stderr
     assert "re-run the same command" not in result.stderr
+
+
+def test_failed_step_carry_evolves_a_step_with_failed_records_as_skipped(tmp_path, sim_factory) -> None:
+    """`--failed-step carry` (what `serve` gives its evolutions): under fail, a step with failed scores is not
+    analyzed, its summary is amaris's account of the gap and the rubric is carried forward; one with failed
+    analyses likewise. `loop` goes on past such a step instead of stopping, and a replay repeats it."""
+    judge = sim_factory(agent_fault_rate={"scorer": 0.3})
+    env = judge_env(judge)
+    run = new_run(tmp_path)
+    assert invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, env=env).exit_code == 4
+    result = invoke("evolve", "--run", run, "--step", 0, "--failed-step", "carry", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert "it evolved as skipped" in result.stderr and "could not be judged" in result.stderr
+    assert not (run / "steps/000000/analyses.jsonl").exists()
+    summary = json.loads((run / "steps/000000/summary.json").read_text())
+    assert summary["skipped"]["analyzed"] == 0 and 0 < summary["skipped"]["judged"] < 16
+    assert json.loads((run / "rubrics/step-000001.json").read_text())["adaptive"] == \
+        json.loads((run / "rubrics/step-000000.json").read_text())["adaptive"]
+
+    analyzer = sim_factory(agent_fault_rate={"analyzer": 0.4})
+    run = new_run(tmp_path, "analyses")
+    looped = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--failed-step", "carry",
+                    env=judge_env(analyzer))
+    assert looped.exit_code == 0, looped.stderr
+    first = json.loads((run / "steps/000000/summary.json").read_text())
+    assert "could not be analyzed" in first["skipped"]["reason"] and first["skipped"]["analyzed"] > 0
+    stopped = invoke("loop", EXAMPLES / "math", "--run", new_run(tmp_path, "stop"), "--steps", "0:1",
+                     env=judge_env(analyzer))
+    assert stopped.exit_code == 4
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert json.loads((tmp_path / "replayed/steps/000000/summary.json").read_text()) == first

@@ -151,3 +151,41 @@ def test_a_program_written_for_the_reference_drives_amaris_serve_through_three_s
     # Steps 0 and 1 are both scored with rubric version 0 (lag 1): one system message for both, whatever
     # their metadata said.
     assert len(scorer_systems[0]) == 1 and scorer_systems[0] == scorer_systems[1]
+
+
+def test_one_rollout_the_judge_cannot_score_does_not_end_the_reference_programs_training(tmp_path, sim) -> None:
+    """Under the default --on-error fail, a rollout of step 0 the judge answers unusably (wrong shape, every
+    attempt) is a ScoreFailed for the trainer. Its step then evolved `failed`, and from step 2 on (scored with
+    the version step 0's evolution writes) every /score was a 409 for the rest of training, with nothing a
+    program written for the reference could do. The step now evolves as skipped (nothing learned from it, the
+    rubric carried forward), so steps 1 and 2 are scored and updated as usual."""
+    run = new_run(tmp_path, "unscoreable")
+
+    async def train(url: str) -> tuple[list[object], list[dict]]:
+        updated = []
+        async with RewardClient(url, timeout=600) as client:
+            sim.config.agent_faults["scorer"] = "wrong_shape"
+            first = await asyncio.gather(client.score_async(rollout=reference_rollout(MATH[0][0]),
+                                                            metadata=reference_metadata(0)), return_exceptions=True)
+            sim.config.agent_faults.clear()
+            for step, rows in enumerate(MATH):
+                rest = rows[1:] if step == 0 else rows
+                await asyncio.gather(*(client.score_async(rollout=reference_rollout(r),
+                                                          metadata=reference_metadata(step)) for r in rest))
+                await client.rollouts_complete_async()
+                updated.append(await client.rubric_updated_async())
+        return first, updated
+
+    with served(run, sim) as server:
+        first, updated = asyncio.run(train(server.url))
+    assert isinstance(first[0], ScoreFailed)
+    assert [u["status"] for u in updated] == ["updated"] * 3
+    assert "1 of 16 rollouts could not be judged" in updated[0]["skipped"]
+    assert updated[1]["skipped"] is None and updated[2]["skipped"] is None
+    versions = [{json.loads(line)["rubric_version"] for line in
+                 (run / "steps" / f"{s:06d}" / "scores.jsonl").read_text().splitlines()} for s in range(3)]
+    assert versions == [{0}, {0}, {1}]
+    step0 = run / "rubrics" / "step-000000.json"
+    carried = json.loads((run / "rubrics" / "step-000001.json").read_text())
+    assert carried["adaptive"] == json.loads(step0.read_text())["adaptive"]  # carried forward unchanged
+    assert json.loads((run / "steps" / "000000" / "update.json").read_text())["carried_forward"]["cause"] == "skipped"

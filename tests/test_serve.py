@@ -30,7 +30,6 @@ from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge
 from amaris_cli.stepfiles import MAX_STEP
 from tests.conftest import (
-    EXAMPLES,
     TEST_CONFIG,
     invoke,
     judge_env,
@@ -76,16 +75,21 @@ def served_sources(run: Path) -> list[dict[str, Any]]:
 
 
 def by_commands(tmp_path: Path, served_run: Path, judge: SimJudge, steps: range) -> Path:
-    """What `score --lag 1` + `evolve` write for the served run's rollouts, in the order it stored them
-    (by `loop --lag 1`, which runs exactly those two per step: tests/test_online.py)."""
-    reference = new_run(tmp_path, "by-commands")
+    """What the commands write for the served run's rollouts, in the order it stored them."""
     inputs = tmp_path / "served-rollouts"
     inputs.mkdir()
-    for step in steps:
-        shutil.copy(served_run / "steps" / f"{step:06d}" / "rollouts.jsonl", inputs / f"{step}.jsonl")
-    result = invoke("loop", inputs, "--run", reference, "--lag", "1", env=judge_env(judge))
-    assert result.exit_code == 0, result.stderr
-    return reference
+    files = [shutil.copy(served_run / "steps" / f"{step:06d}" / "rollouts.jsonl", inputs / f"{step}.jsonl")
+             for step in steps]
+    return async_by_commands(new_run(tmp_path, "by-commands"), files, judge)
+
+
+def async_by_commands(run: Path, files: list[Path], judge: SimJudge) -> Path:
+    """`score --lag 1` + `evolve --failed-step carry` (what async serve's evolutions are) of each file, step by step."""
+    for step, rollouts in enumerate(files):
+        for args in (("score", rollouts, "--lag", "1"), ("evolve", "--failed-step", "carry")):
+            result = invoke(*args, "--run", run, "--step", step, env=judge_env(judge))
+            assert result.exit_code == 0, result.stderr
+    return run
 
 
 def exported(run: Path, step: int, *extra: str) -> dict[str, float | None]:
@@ -416,7 +420,10 @@ def test_a_judge_failure_is_an_explicit_failure_never_a_made_up_score(tmp_path, 
     assert all(a.score is None and a.error for a in failed)
     assert all(a.score is not None for a in answers if a.status == "scored")
     assert exported(run, 0) == {a.id: a.score for a in answers}
-    assert status.state == "failed" and "could not be judged" in (status.error or "")  # --on-error fail stops the step
+    # --on-error fail: nothing is learned from the step, but the trainer, answered already, goes on: the step
+    # evolves as skipped (policy.py, `carry`) and the next rubric version is the one before it.
+    assert status.state == "done" and status.error is None and "could not be judged" in (status.skipped or "")
+    assert (run / "rubrics" / "step-000001.json").exists() and not (run / "steps" / "000000" / "analyses.jsonl").exists()
 
     run = new_run(tmp_path, "neutral")
     with served(run, failing, "--on-error", "neutral") as server:
@@ -504,12 +511,10 @@ def test_a_client_that_disconnects_mid_request_loses_nothing(tmp_path, sim_facto
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Steps 0-1 with lag 1 by `loop` (what `score --lag 1` + `evolve` write for the example files)."""
+    """Steps 0-1 of the example files with lag 1, by the commands."""
     with SimJudge() as judge:
         run = new_run(tmp_path_factory.mktemp("uninterrupted"), "run")
-        result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--lag", "1", env=judge_env(judge))
-        assert result.exit_code == 0, result.stderr
-    return run
+        return async_by_commands(run, [step_file(0), step_file(1)], judge)
 
 
 def test_sigterm_mid_step_then_a_restart_resumes_to_the_uninterrupted_result(tmp_path, sim_factory,
@@ -665,13 +670,13 @@ def test_sigterm_is_not_held_by_a_client_stalled_mid_body(tmp_path, sim) -> None
 
 
 def test_retries_of_a_step_whose_evolution_failed_do_not_run_it_again(tmp_path, sim_factory) -> None:
-    """Under --on-error fail a step with failed scores ends `failed`. A trainer that retries rollouts of it
-    (same id) gets their answers; each retry used to re-read the journal, say `its evolution resumes` and
-    start `amaris evolve` again (status flipping back to `evolving`)."""
+    """Under --on-error fail --failed-step stop a step with failed scores ends `failed`. A trainer that retries
+    rollouts of it (same id) gets their answers; each retry used to re-read the journal, say `its evolution
+    resumes` and start `amaris evolve` again (status flipping back to `evolving`)."""
     judge = sim_factory(agent_fault_rate={"scorer": 0.4})
     run = new_run(tmp_path, "failed")
     posted = lines(0, 6)
-    with served(run, judge) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+    with served(run, judge, "--failed-step", "stop") as server, httpx.Client(base_url=server.url, timeout=60) as http:
         answers = [http.post("/score", json=line).json() for line in posted]
         assert any(a["status"] == "failed" for a in answers)
         assert http.post("/complete", json={"step": 0}).status_code == 200

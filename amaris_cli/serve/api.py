@@ -163,7 +163,7 @@ class RubricStatus(BaseModel):
     latest_version: int | None = None
     error: str | None = None
     timed_out: bool = False
-    skipped: str | None = None  # done without evaluating the step (the judge was unreachable), and why
+    skipped: str | None = None  # done without evaluating the step (the judge unreachable, failed records), and why
     alarms: list[Alarm] = Field(default_factory=list)  # hacking-onset alarms of the run up to the step
 
 

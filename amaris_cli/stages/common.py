@@ -117,6 +117,12 @@ def training_inputs(session: Session, stage: bool = True, step: int | None = Non
     return inputs if sent is None else {**inputs, "training_sent": sent.given()}
 
 
+def current_sha(run: RunDir, step: int, name: str) -> str | None:
+    """The SHA-256 of an upstream file when whole and up to date, else None (for what may be missing)."""
+    fresh = artifacts.freshness(run, step, name)
+    return fresh.sha if fresh.problem(step) is None else None
+
+
 def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:
     """The SHA-256 of an upstream file that must be whole (written and recorded by its stage) and up to
     date (made from what the step holds now: building on it would describe other data)."""

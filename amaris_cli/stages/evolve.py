@@ -18,7 +18,6 @@ from amaris_cli import artifacts
 from amaris_cli.errors import AmarisError, InputError, StageFailed
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
-from amaris_cli.models import ScoreRecord
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import earlier_steps, wait_for_evolutions
 from amaris_cli.session import Session
@@ -39,8 +38,9 @@ class EvolveOutcome:
     rescored: StageOutcome | None = None
 
 
-def require_scores(session: Session, step: int) -> list[ScoreRecord]:
-    """The step's scores, whole and derived from its current rollouts; under `fail`, without failures."""
+def require_scores(session: Session, step: int, evolving: bool = False) -> str | None:
+    """That the step's scores are whole and derived from its current rollouts and, under `fail`, without failures;
+    for an `evolving` step under `carry`, failures are why it evolves as skipped (the answer)."""
     run = session.run
     fresh = artifacts.freshness(run, step, artifacts.SCORES)
     if fresh.sha is None:
@@ -52,9 +52,9 @@ def require_scores(session: Session, step: int) -> list[ScoreRecord]:
                          f"--run {run.path} --step {step}`")
     scores = artifacts.load_scores(run, step)
     failed = [s for s in scores if s.status == "failed"]
-    session.policy.check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
-                         retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)")
-    return scores
+    check = session.policy.not_evaluated if evolving else session.policy.check
+    return check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
+                 retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)")
 
 
 def require_analyses(session: Session, step: int) -> None:
@@ -92,18 +92,23 @@ async def evolve_step(
     # rubric version this run is about to rewrite.
     artifacts.clear_evolved(run, step)
     try:
-        require_scores(session, step)
-        stage("analyze", step)
-        async with reliability_beside(session, step, force=force):  # the judge reliability check, when on
-            analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record)
-        session.policy.check("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
+        # Under `carry`, why the step evolves as skipped: failed scores (then it is not analyzed) or analyses.
+        not_evaluated = require_scores(session, step, evolving=True)
+        analyzed = StageOutcome(stage="analyze", step=step)
+        if not_evaluated is None:
+            stage("analyze", step)
+            async with reliability_beside(session, step, force=force):  # the judge reliability check, when on
+                analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record)
+            not_evaluated = session.policy.not_evaluated("analyze", step, analyzed.failed, analyzed.total,
+                                                         analyzed.errors)
         wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
                             needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)
         store = await memory()
         stage("summarize", step)
         # The step is indexed once the evolution is done (below): its update's retrieval must not see it, and
         # the next step's scoring, which waits for this evolution, does not need it.
-        summarized = await summarize_step(stages.get("summarize", session), step, None, force=force)
+        summarized = await summarize_step(stages.get("summarize", session), step, None, force=force,
+                                          not_evaluated=not_evaluated)
         outcome = EvolveOutcome(step=step, analyzed=analyzed, summarized=summarized)
         if update:
             stage("update", step)

@@ -32,6 +32,7 @@ from amaris_cli.stages.common import (
     StageOutcome,
     agent_inputs,
     bounded_map,
+    current_sha,
     require_sha,
     rubric_inputs,
     training_inputs,
@@ -46,17 +47,28 @@ def _groups(session: Session, rollouts: list[Rollout]) -> dict[str | None, list[
     return dict(group_by_instance(rollouts))
 
 
-def summary_inputs(session: Session, step: int, rubric: RubricSet) -> dict[str, Any]:
+def summary_inputs(session: Session, step: int, rubric: RubricSet, not_evaluated: str | None = None) -> dict[str, Any]:
     run, pipeline = session.run, session.settings.pipeline
-    return {
+    inputs = {
         "rollouts": require_sha(run, step, artifacts.ROLLOUTS, "run `amaris score` first"),
         "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
-        "analyses": require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first"),
+        "analyses": _analyses_sha(run, step, not_evaluated),
         "rubrics": rubric_inputs(run, [rubric]),
         "agents": agent_inputs(session, "summarizer", "meta_summarizer"),
         "chunking": {"chunk_size": pipeline.chunk_size, "merge_fan_in": pipeline.merge_fan_in},
         **training_inputs(session, step=step),
     }
+    if not_evaluated is not None:
+        inputs["not_evaluated"] = not_evaluated
+    return inputs
+
+
+def _analyses_sha(run: RunDir, step: int, not_evaluated: str | None) -> str | None:
+    """The analyses a summary is made from: required, unless the step is not evaluated (policy.py, `carry`: a
+    step with failed scores is not analyzed), which takes those it has when whole and current."""
+    if not_evaluated is None:
+        return require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first")
+    return current_sha(run, step, artifacts.ANALYSES)
 
 
 def group_stats(run: RunDir, step: int, instance_id: str | None, rollouts: list[Rollout],
@@ -81,7 +93,7 @@ def _write_stats(session: Session, step: int, instance_id: str | None, rubric: R
 
 async def _summarize_group(session: Session, step: int, instance_id: str | None, rollouts: list[Rollout],
                            scores: dict[str, ScoreRecord], analyses: dict[str, AnalysisRecord],
-                           force: bool) -> bool:
+                           force: bool, not_evaluated: str | None = None) -> bool:
     """Write the group's stats and summary; True when the summary was (re)computed."""
     run = session.run
     ids = [r.id for r in rollouts]
@@ -91,7 +103,7 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
     rubric, stats = group_stats(run, step, instance_id, rollouts, group_scores)
     _write_stats(session, step, instance_id, rubric, stats)
     name = artifacts.rel(run, artifacts.SUMMARY, instance_id)
-    inputs = summary_inputs(session, step, rubric)
+    inputs = summary_inputs(session, step, rubric, not_evaluated)
     if not force and artifacts.freshness(run, step, name).made_from(inputs):
         return False
     analyzed = [analyses[i] for i in ids if i in analyses and analyses[i].status == "analyzed"]
@@ -99,6 +111,8 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
         stale.unlink()
     scope = f"step {step}" + (f", instance {instance_id}" if instance_id is not None else "")
     try:
+        if not_evaluated is not None:
+            raise AgentFailed(not_evaluated)
         if not analyzed:
             failed = [analyses[i] for i in ids if i in analyses and analyses[i].status != "analyzed"]
             first = f"; first: {failed[0].error}" if failed and failed[0].error else ""
@@ -108,7 +122,7 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
                                n_analyzed=len(analyzed), chunks=chunks, stats=stats, hacking=count_hacking(analyzed),
                                summary=summary)
     except AgentFailed as exc:
-        if session.policy.name == "fail":
+        if session.policy.name == "fail" and not_evaluated is None:
             raise
         record = skipped_summary(step, instance_id, len(rollouts), stats, analyzed, str(exc))
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
@@ -184,17 +198,19 @@ def skipped_summary(step: int, instance_id: str | None, n_rollouts: int, stats: 
                          stats=stats, hacking=count_hacking(analyzed), summary=answer, skipped=skipped)
 
 
-async def summarize_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False) -> StageOutcome:
+async def summarize_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False,
+                         not_evaluated: str | None = None) -> StageOutcome:
+    """`not_evaluated`: why the step is summarized as skipped whatever its analyses (policy.py, `carry`)."""
     run = session.run
     rollouts = artifacts.load_rollouts(run, step)
-    require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first")
+    have_analyses = _analyses_sha(run, step, not_evaluated) is not None
     scores = {s.rollout_id: s for s in artifacts.load_scores(run, step)}
-    analyses = {a.rollout_id: a for a in artifacts.load_analyses(run, step)}
+    analyses = {a.rollout_id: a for a in artifacts.load_analyses(run, step)} if have_analyses else {}
     groups = _groups(session, rollouts)
     outcome = StageOutcome(stage="summarize", step=step, total=len(groups))
 
     async def one(item: tuple[str | None, list[Rollout]]) -> bool:
-        return await _summarize_group(session, step, item[0], item[1], scores, analyses, force)
+        return await _summarize_group(session, step, item[0], item[1], scores, analyses, force, not_evaluated)
 
     computed = await bounded_map(list(groups.items()), one, session.settings.agent("summarizer").concurrency)
     outcome.done = sum(computed)

@@ -24,7 +24,14 @@ from amaris_cli.reliability import updater_reliability
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
-from amaris_cli.stages.common import agent_inputs, bounded_map, require_sha, rubric_inputs, training_inputs
+from amaris_cli.stages.common import (
+    agent_inputs,
+    bounded_map,
+    current_sha,
+    require_sha,
+    rubric_inputs,
+    training_inputs,
+)
 from amaris_cli.stages.score import rubric_for
 
 MEMORY_FILES = (artifacts.ANALYSES, artifacts.SUMMARY, artifacts.UPDATE)
@@ -57,9 +64,10 @@ def history_digest(run: RunDir, step: int) -> str:
     return artifacts.digest(rows)
 
 
-def gate_inputs(session: Session, step: int) -> dict[str, Any]:
+def gate_inputs(session: Session, step: int, skipped: bool = False) -> dict[str, Any]:
     """What the adoption gate's decision depends on besides the two rubrics: its settings, the probes file,
-    the step's rollouts, scores and analyses (the probes' source and the budget), the group scorer."""
+    the step's rollouts, scores and analyses (the probes' source and the budget), the group scorer. A `skipped`
+    step is never gated, and may have no analyses (policy.py, `carry`)."""
     run, settings = session.run, session.settings
     if not settings.gate.enabled:
         return {"enabled": False}
@@ -68,13 +76,15 @@ def gate_inputs(session: Session, step: int) -> dict[str, Any]:
         **settings.gate.model_dump(exclude={"probes_file"}),
         "probes": None if path is None else artifacts.file_sha256(path) or f"missing: {path}",
         "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
-        "analyses": require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first"),
+        "analyses": current_sha(run, step, artifacts.ANALYSES) if skipped else
+        require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first"),
         "agents": agent_inputs(session, "group_scorer"),
         "budget": settings.pipeline.model_dump(include={"group_by", "group_size", "merge_fan_in", "per_instance"}),
     }
 
 
-def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet) -> dict[str, Any]:
+def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet, skipped: bool = False
+                  ) -> dict[str, Any]:
     run, settings = session.run, session.settings
     summary_sha = require_sha(run, step, summary_name, "run `amaris summarize` first")
     memory = settings.memory.model_dump(include={"static", "static_steps", "dynamic", "results_per_query",
@@ -89,7 +99,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
         # (the floor only when set: the inputs of runs made before it existed stay what they were)
         | ({} if settings.rubric.min_anchor_share is None else {"min_anchor_share": settings.rubric.min_anchor_share}),
         "agents": agent_inputs(session, "query_generator", "updater"),
-        "gate": gate_inputs(session, step),
+        "gate": gate_inputs(session, step, skipped),
         **training_inputs(session, step=step),
     }
 
@@ -115,7 +125,8 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     iid = summary.instance_id
     base = rubric_for(run, step, iid)
     reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
-    inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base), **reliability.inputs}
+    inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base,
+                                      summary.skipped is not None), **reliability.inputs}
     name = artifacts.rel(run, artifacts.UPDATE, iid)
     # The update is reused with its retrieval: one edited or lost since (a carried-forward update has none) makes
     # the update run again, its requests answered from calls.jsonl.
