@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -96,3 +97,35 @@ def test_amaris_serve_answers_openrlhf_as_its_remote_reward_model(agent, tok, tm
     assert right_out["reward"] == right_out["scores"] == [scores[0]]
     assert wrong_out["reward"] == [scores[1]] and scores[0] > scores[1]
     assert right_out["extra_logs"] == {"judge_failed": [0.0], "amaris_step": [0.0]}
+
+
+def test_openrlhfs_retry_of_a_failed_request_is_the_same_rollout_not_a_new_one(agent, tok, tmp_path, sim) -> None:
+    """OpenRLHF's executor retries a request that failed (5 tries, a second apart). The judge fails the first
+    response's first request (502, no reward made up); each retry was a new id-less rollout of the open step,
+    so under --rollouts-per-step 2 the failed copy and its retry filled step 0 and the second response went to
+    step 1. The retry is now the failed rollout judged again in its place."""
+    from amaris_cli.rundir import RunDir
+    from amaris_cli.serve.journal import journal_path
+    from tests.conftest import wait_until
+
+    run = new_scenario_run(tmp_path, "retried")
+    wrong = "6 * 7 = 41. Final answer: 41"
+    journal = journal_path(RunDir(run), 0)
+    outputs: list[dict] = []
+    with served(run, sim, "--rollouts-per-step", 2) as server:
+        sim.config.agent_faults["scorer"] = "wrong_shape"
+        first = threading.Thread(target=lambda: outputs.append(
+            execute(agent, server.url, tok, tok(RESPONSE)["input_ids"] + [tok.eos_token_id], label="42")))
+        first.start()
+        # OpenRLHF waits a second before it tries again: the judge is fixed once the failure is recorded.
+        wait_until(lambda: journal.exists() and '"status":"failed"' in journal.read_text().replace(" ", ""),
+                   what="the first request's failure")
+        sim.config.agent_faults.clear()
+        first.join(60)
+        outputs.append(execute(agent, server.url, tok, tok(wrong)["input_ids"] + [tok.eos_token_id], label="42"))
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    rollouts = [json.loads(x) for x in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
+    assert [r["output"] for r in rollouts] == [RESPONSE + tok.eos_token, wrong + tok.eos_token]
+    scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
+    assert [s["status"] for s in scores] == ["scored", "scored"]
+    assert [o["reward"] for o in outputs] == [[scores[0]["reward"]], [scores[1]["reward"]]]

@@ -471,7 +471,13 @@ class ServeCore:
             self.say(f"step {step}: a request's training metadata differs from the step's ({', '.join(fields)}); "
                      "the step keeps what its first request said (training.json)")
         rid = rollout.id
-        if explicit_id and rid in st.rollouts:
+        again = explicit_id and rid in st.rollouts
+        twin = None if explicit_id else _failed_twin(st, rollout)
+        if twin is not None:
+            # An unnamed rollout equal to one of the step the judge failed: that rollout sent again (OpenRLHF
+            # retries a failed request 5 times), judged again in its place, not a new rollout of the step.
+            rid, rollout, again = twin, st.rollouts[twin], True
+        if again:
             if st.rollouts[rid] != rollout:
                 raise ApiError(409, f"id {rid!r} already names another rollout of step {step}", step=step,
                                rollout_id=rid)
@@ -854,6 +860,20 @@ def _differences(recorded: Any, current: Any, where: str = "") -> list[str]:
         return [path for key in sorted({*recorded, *current}, key=str)
                 for path in _differences(recorded.get(key), current.get(key), f"{where}.{key}" if where else str(key))]
     return [] if recorded == current else [where or "settings"]
+
+
+def _failed_twin(st: OpenStep, rollout: Rollout) -> str | None:
+    """The id of a rollout of the step with the same content (a content id, or one made unique from it) whose
+    judgement failed and is not being retried; None when there is none."""
+    base, n, candidate = rollout.id, 1, rollout.id
+    while candidate in st.rollouts:
+        record = st.records.get(candidate)
+        if (record is not None and record.status == "failed" and candidate not in st.inflight
+                and st.rollouts[candidate] == rollout.model_copy(update={"id": candidate})):
+            return candidate
+        n += 1
+        candidate = f"{base}-{n}"
+    return None
 
 
 def _free_id(base: str, taken: dict[str, Rollout]) -> str:
