@@ -817,3 +817,30 @@ def test_stopping_the_server_drops_the_analyses_of_a_step_that_is_settling(monke
         assert early._in_flight == 0 and not early._urgent and not early._waiting and not early._by_step
 
     asyncio.run(scenario())
+
+
+def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
+    """POST /validate: judged as a training rollout of its step would be (same rubric version, same answer),
+    but it opens no step, takes no place in one (--rollouts-per-step does not count it) and is kept apart."""
+    run = new_run(tmp_path, "validate")
+    training, validation = lines(0, 4), lines(0)[4:7]
+    with served(run, sim, "--rollouts-per-step", 4) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        early = [http.post("/validate", json=line).json() for line in validation]
+        assert http.get("/health").json()["open_steps"] == []
+        answers = [http.post("/score", json=line).json() for line in training[:3]]
+        stepless = {k: v for k, v in validation[0].items() if k not in ("step", "metadata")}
+        unnamed = http.post("/validate", json=stepless).json()  # names no step: the open step's
+        answers.append(http.post("/score", json=training[3]).json())
+        assert http.get("/rubric_status/wait", params={"step": 0, "timeout": 60}).json()["state"] == "done"
+        bad = http.post("/validate", json={"prompt": "p", "metadata": {"current_step": 0}})
+        again = http.post("/score", json={**stepless, "metadata": {"current_step": 1}}).json()
+    assert bad.status_code == 422 and "response" in bad.json()["error"]
+    assert stored_ids(run, 0) == [line["id"] for line in training]
+    assert [a["status"] for a in answers] == ["scored"] * 4
+    assert unnamed["step"] == 0 and unnamed["score"] == early[0]["score"]
+    kept = [json.loads(x) for x in (run / "validation" / "step-000000.jsonl").read_text().splitlines()]
+    assert [e["rollout"]["id"] for e in kept] == [line["id"] for line in validation] + [validation[0]["id"]]
+    assert [e["record"]["reward"] for e in kept] == [a["score"] for a in early] + [unnamed["score"]]
+    assert {e["record"]["rubric_version"] for e in kept} == {0}
+    # The same rollout as training, at step 1 (also version 0 under lag 1): the same score.
+    assert again.get("rubric_version") == 0 and again["score"] == early[0]["score"], again

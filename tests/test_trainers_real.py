@@ -89,7 +89,9 @@ def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(trainers, tm
 
 
 @IN_PROCESS_TRL
-def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trainers, tmp_path, sim) -> None:
+def test_trl_grpo_trainers_evaluation_is_judged_in_no_training_step(trainers, tmp_path, sim) -> None:
+    """GRPOTrainer scores its evaluation with the same reward_funcs: TRLReward refused it (an evaluation's
+    completions would have joined a training step). They are judged by POST /validate, in no step."""
     from trl import GRPOConfig, GRPOTrainer
 
     run = new_scenario_run(tmp_path, "eval")
@@ -101,9 +103,14 @@ def test_trl_grpo_trainer_refuses_to_mix_an_evaluation_into_a_training_step(trai
         trainer = GRPOTrainer(model=trainers.model(tok), processing_class=tok, reward_funcs=[TRLReward(server.url)], args=args,
                               train_dataset=trainers.arithmetic(8), eval_dataset=trainers.arithmetic(4))
         trainer.train()
-        with pytest.raises(RuntimeError, match="TRL is evaluating"):
-            trainer.evaluate()
-    assert step_dirs(run) == [0]
+        metrics = trainer.evaluate()
+        wait_evolved(server.url, 0)
+    assert step_dirs(run) == [0] and len(rollouts(run, 0)) == 4
+    kept = [json.loads(line) for line in (run / "validation" / "step-000001.jsonl").read_text().splitlines()]
+    assert len(kept) == 16 and {e["record"]["status"] for e in kept} == {"scored"}  # 4 prompts x 4 generations
+    assert {e["rollout"]["input"] for e in kept} <= {r["prompt"] for r in trainers.arithmetic(4)}
+    mean = sum(e["record"]["reward"] for e in kept) / len(kept)
+    assert metrics["eval_rewards/amaris/mean"] == pytest.approx(mean, abs=1e-4)
 
 
 def resumable_grpo(trainers, reward: TRLReward, out: Path, seen: list[dict[str, Any]],
@@ -260,6 +267,52 @@ def test_verl_reward_loop_takes_the_step_verl_streams_with_the_rollout(trainers,
         wait_evolved(server.url, 4)
     assert_steps_hold(run, got)
     assert all("global_steps" not in r["metadata"] and "num_turns" not in r["metadata"] for r in rollouts(run, 3))
+
+
+VALIDATION = [{"question": f"What is {i} * 3?", "response": f"{i} * 3 = {3 * i}. Final answer: {3 * i}",
+               "answer": str(3 * i), "index": 100 + i} for i in range(4)]
+
+
+@OTHERS
+def test_verl_validation_is_judged_beside_training_in_no_step(trainers, tmp_path, sim, monkeypatch) -> None:
+    """verl scores its validation set with the training's reward function: before training (val_before_train,
+    verl's default) stamped with global_steps 0 like the first training batch, and through the legacy managers
+    with no step. Those responses joined training steps: under --rollouts-per-step the validation set took
+    training rollouts' places and the training batch's rewards went to a later step. With extra_info["split"]
+    "test" (verl's gsm8k preprocessing) they are judged by POST /validate, in no step."""
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
+    from verl.workers.reward_manager import NaiveRewardManager as LegacyNaiveRewardManager
+
+    run = new_scenario_run(tmp_path, "validation")
+    with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = trainers.tokenizer()
+
+        async def score(rows: list[dict[str, Any]], step: int, split: str) -> list[float]:
+            manager = NaiveRewardManager(config=OmegaConf.create({}), tokenizer=tok,
+                                         compute_score=custom_reward("compute_score"))
+            fields = [{"global_steps": step, "min_global_steps": step, "max_global_steps": step} for _ in rows]
+            data = trainers.verl_batch(tok, rows, tool_extra_fields=fields, split=split)
+            results = await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
+            return [r["reward_score"] for r in results]
+
+        validated = {0: asyncio.run(score(VALIDATION, 0, "test"))}
+        got = {0: asyncio.run(score(ROWS, 0, "train"))}
+        validated[1] = asyncio.run(score(VALIDATION, 1, "test"))
+        got[1] = asyncio.run(score(ROWS, 1, "train"))
+        legacy = LegacyNaiveRewardManager(tokenizer=tok, num_examine=0, compute_score=custom_reward("compute_score"))
+        data = trainers.verl_batch(tok, VALIDATION, split="test")
+        validated[2] = final_rewards(legacy(data), data)  # no step: the server's next, 2
+        wait_evolved(server.url, 1)
+    assert_steps_hold(run, got)
+    for step, rewards in validated.items():
+        kept = [json.loads(line) for line in (run / "validation" / f"step-{step:06d}.jsonl").read_text().splitlines()]
+        by_input = {e["rollout"]["input"]: e["record"]["reward"] for e in kept}
+        assert len(kept) == len(by_input) == len(VALIDATION), step
+        assert rewards == pytest.approx([by_input[row["question"]] for row in VALIDATION]), step
+        assert {e["record"]["rubric_version"] for e in kept} == {max(0, step - 1)}
+        assert {e["record"]["status"] for e in kept} == {"scored"}
 
 
 def torchrun(urls: list[str], out: Path, *, steps: int, per_generation: int) -> list[list[dict[str, Any]]]:

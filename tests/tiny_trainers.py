@@ -104,11 +104,12 @@ def grpo(reward_funcs: Sequence[Callable[..., Any]], *, steps: int, gradient_acc
 
 
 def verl_batch(tok: PreTrainedTokenizerFast, rows: Sequence[dict[str, Any]], *, prompt_len: int = 24,
-               response_len: int = 40, tool_extra_fields: Sequence[dict[str, Any]] | None = None) -> Any:
+               response_len: int = 40, tool_extra_fields: Sequence[dict[str, Any]] | None = None,
+               split: str = "train") -> Any:
     """A `DataProto` as verl's reward managers read it: left-padded `prompts`, right-padded `responses`,
     their `attention_mask`, and the non-tensor fields `data_source`, `reward_model.ground_truth` and
-    `extra_info` (plus `tool_extra_fields`, which verl's agent loop adds, when given). Each row: question,
-    response, answer, index."""
+    `extra_info` (plus `tool_extra_fields`, which verl's agent loop adds, when given; `split` as verl's
+    preprocessing scripts write it, "test" for a validation set). Each row: question, response, answer, index."""
     from tensordict import TensorDict
     from verl import DataProto
 
@@ -126,7 +127,7 @@ def verl_batch(tok: PreTrainedTokenizerFast, rows: Sequence[dict[str, Any]], *, 
     non_tensor: dict[str, np.ndarray] = {
         "data_source": np.array(["openai/gsm8k"] * len(rows), dtype=object),
         "reward_model": np.array([{"ground_truth": row["answer"], "style": "rule"} for row in rows], dtype=object),
-        "extra_info": np.array([{"index": row["index"], "split": "train", "question": row["question"]}
+        "extra_info": np.array([{"index": row["index"], "split": split, "question": row["question"]}
                                 for row in rows], dtype=object),
     }
     if tool_extra_fields is not None:

@@ -55,6 +55,8 @@ INSTANCE_COLUMNS = ("instance_id", "example_id", "uid", "id")
 VERL_STEP_KEYS = ("global_steps", "global_step", "current_step", "step")
 # What verl's managers add to extra_info besides the dataset's own fields (not the rollout's metadata).
 VERL_INTERNAL = {"num_turns", "rollout_reward_scores", "min_global_steps", "max_global_steps"}
+# extra_info["split"] of a validation set, as verl's data preprocessing scripts write it (gsm8k.py: "test").
+VERL_VALIDATION_SPLITS = ("test", "val", "valid", "validation", "eval", "dev")
 
 
 class RewardFailed(RuntimeError):
@@ -264,11 +266,6 @@ class TRLReward(_ServedReward):
         # TRL passes log_metric, a method of the trainer: the schedule and the process come from it.
         trainer = getattr(kwargs.get("log_metric"), "__self__", None)
         schedule = TRLSchedule.of(trainer) if trainer is not None else None
-        model = getattr(trainer, "model", None)
-        if model is not None and getattr(model, "training", True) is False:
-            raise RuntimeError("TRL is evaluating: TRLReward scores training generations, one amaris step each, and an "
-                               "evaluation's completions would join a training step; give the evaluation a reward "
-                               "function of its own (GRPOTrainer scores evaluation with the same reward_funcs)")
         if given is not None:
             return given, schedule
         global_step = _integer(getattr(kwargs.get("trainer_state"), "global_step", None))
@@ -324,12 +321,12 @@ class TRLReward(_ServedReward):
             self._last_call = time.time()
 
     def _score(self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list[float | None]:
+        if _evaluating(kwargs):
+            return self._validate(prompts, completions, kwargs)
         step, schedule = self._step(kwargs)
         self.stepper.before(step)
         self.stepper.leftovers(discard_from=step)
-        columns = {k: v for k, v in kwargs.items()
-                   if k not in TRL_INTERNAL and isinstance(v, list | tuple) and len(v) == len(completions)}
-        bodies = [self._rollout(i, prompts, completions, columns) for i in range(len(completions))]
+        bodies = self._bodies(prompts, completions, kwargs)
 
         def one(body: dict[str, Any]) -> ScoreResponse:
             return self.client.score(step=step, **body)
@@ -341,6 +338,18 @@ class TRLReward(_ServedReward):
         shard = (schedule.process_index, schedule.num_processes) if schedule else (0, 1)
         self.stepper.after(step, shard=shard[0], shards=shard[1])
         return [a.score for a in answers]
+
+    def _validate(self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list[float | None]:
+        """TRL's evaluation (GRPOTrainer scores it with the same reward_funcs): judged by POST /validate, in no
+        training step, with the rubric version the server's next training step gets."""
+        bodies = self._bodies(prompts, completions, kwargs)
+        with ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(bodies)))) as pool:
+            return [a.score for a in pool.map(lambda body: self.client.validate(step=None, **body), bodies)]
+
+    def _bodies(self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        columns = {k: v for k, v in kwargs.items()
+                   if k not in TRL_INTERNAL and isinstance(v, list | tuple) and len(v) == len(completions)}
+        return [self._rollout(i, prompts, completions, columns) for i in range(len(completions))]
 
     def _rollout(self, i: int, prompts: Sequence[Any], completions: Sequence[Any],
                  columns: dict[str, Sequence[Any]]) -> dict[str, Any]:
@@ -362,28 +371,35 @@ class TRLReward(_ServedReward):
 class VerlReward(_ServedReward):
     """verl's `compute_score(data_source, solution_str, ground_truth, extra_info)` over `amaris serve`,
     and `.batch` for the batch manager. The prompt is `extra_info["question"]` or `["prompt"]` when the
-    dataset puts it there (verl passes the response only); the instance is `extra_info["index"]`."""
+    dataset puts it there (verl passes the response only); the instance is `extra_info["index"]`. A response
+    whose `extra_info["split"]` is one of `validation_splits` is validation (verl scores its validation set with
+    the training's reward function, stamped with the next training batch's step): it is judged by
+    `POST /validate`, in no training step."""
 
     def __init__(self, url: str = DEFAULT_URL, *, complete: Complete = "auto", step: StepSource = None,
-                 failed_as: float | None = None, max_workers: int = 32, client: AmarisClient | None = None) -> None:
+                 failed_as: float | None = None, max_workers: int = 32, client: AmarisClient | None = None,
+                 validation_splits: Sequence[str] = VERL_VALIDATION_SPLITS) -> None:
         self.client = client or AmarisClient(url)
+        self.validation_splits = frozenset(split.lower() for split in validation_splits)
         self.stepper = _Stepper(self.client, complete, step, one_at_a_time=True)
         self.batch_stepper = _Stepper(self.client, "each_call" if complete == "auto" else complete, step,
                                       one_at_a_time=False)
         self.failed_as = failed_as
         self.max_workers = max_workers
-        self._settings = (self.client.base_url, complete, step, failed_as, max_workers)
+        self._settings = (self.client.base_url, complete, step, failed_as, max_workers, tuple(validation_splits))
         self.__name__ = "compute_score"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """verl's prime manager sends compute_score to a process pool, pickled: the copy there is built
         anew from the settings, with its own connections and nothing pending."""
-        url, complete, step, failed_as, max_workers = self._settings
-        return (_verl_reward, (url, complete, step, failed_as, max_workers))
+        return (_verl_reward, self._settings)
 
     def __call__(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
                  **kwargs: Any) -> float:
         info = {k: _jsonable(v) for k, v in (extra_info or {}).items()}
+        if self._validation(info):
+            return self._reward(self.client.validate(step=_verl_step(info),
+                                                     **_verl_body(data_source, solution_str, ground_truth, info)))
         step = _verl_step(info)
         if step is None:
             step = self.stepper.given()
@@ -411,6 +427,13 @@ class VerlReward(_ServedReward):
         """verl's BatchRewardManager calls this once per batch: the batch is one step, completed after."""
         infos = [{k: _jsonable(v) for k, v in (e or {}).items()}
                  for e in (extra_infos if extra_infos is not None else [None] * len(solution_strs))]
+        validation = {self._validation(info) for info in infos}
+        if validation == {True}:  # a validation batch: judged in no step, and nothing to complete
+            return [self(d, s, g, i) for d, s, g, i in zip(data_sources, solution_strs, ground_truths, infos,
+                                                             strict=True)]
+        if len(validation) > 1:
+            raise ValueError("one verl batch mixes validation responses (extra_info['split'] in "
+                             f"{sorted(self.validation_splits)}) with training ones")
         steps = {_verl_step(info) for info in infos}
         if len(steps) > 1:
             raise ValueError(f"one verl batch carries several steps in extra_info: {sorted(steps, key=str)}")
@@ -440,6 +463,10 @@ class VerlReward(_ServedReward):
         self.stepper.finish()
         self.batch_stepper.finish()
 
+    def _validation(self, info: dict[str, Any]) -> bool:
+        split = info.get("split")
+        return isinstance(split, str) and split.lower() in self.validation_splits
+
     def _reward(self, answer: ScoreResponse) -> float:
         if answer.score is not None and math.isfinite(answer.score):
             return float(answer.score)
@@ -450,8 +477,16 @@ class VerlReward(_ServedReward):
 
 
 def _verl_reward(url: str, complete: Complete, step: StepSource, failed_as: float | None,
-                 max_workers: int) -> VerlReward:
-    return VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers)
+                 max_workers: int, validation_splits: tuple[str, ...] = VERL_VALIDATION_SPLITS) -> VerlReward:
+    return VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers,
+                      validation_splits=validation_splits)
+
+
+def _evaluating(kwargs: dict[str, Any]) -> bool:
+    """Whether TRL calls for its evaluation: its model is in eval mode (TRL passes log_metric, a method of the
+    trainer)."""
+    trainer = getattr(kwargs.get("log_metric"), "__self__", None)
+    return getattr(getattr(trainer, "model", None), "training", True) is False
 
 
 def _verl_step(info: dict[str, Any]) -> int | None:

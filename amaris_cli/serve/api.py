@@ -1,6 +1,7 @@
 """The HTTP API of `amaris serve`: every request and response body, as pydantic models.
 
     POST /score                 ScoreRequest or ReferenceScoreRequest -> ScoreResponse   one rollout
+    POST /validate              the same -> ScoreResponse            a validation rollout: joins no step
     POST /complete              CompleteRequest -> CompleteResponse   the step's (or a shard's) rollouts are in
                                 (no body: the reference's) -> ReferenceComplete or CompleteNoop
     GET  /rubric_status/wait    ?step=N&timeout=S -> RubricStatus    blocks until the step's evolution ends

@@ -1,6 +1,6 @@
 """The ASGI application: routes, bodies, JSON answers and status codes. No logic of its own.
 
-A plain ASGI callable served by uvicorn: seven routes with JSON bodies need no framework. Every answer
+A plain ASGI callable served by uvicorn: eight routes with JSON bodies need no framework. Every answer
 is JSON; every error an `ErrorResponse` with a status a client can branch on:
 
     400  the body is not JSON            409  the step or rollout conflicts with the run's state
@@ -74,6 +74,7 @@ class ServeApp:
         self.core = core
         self.routes: dict[str, dict[str, Callable[[Scope, bytes], Awaitable[BaseModel]]]] = {
             "/score": {"POST": self._score},
+            "/validate": {"POST": self._validate},
             "/complete": {"POST": self._complete},
             "/rubric_status/wait": {"GET": self._wait},
             "/rubric_status": {"GET": self._status},
@@ -106,9 +107,8 @@ class ServeApp:
         path = scope["path"].rstrip("/") or "/"
         methods = self.routes.get(path)
         if methods is None:
-            raise ApiError(404, f"no route {scope['method']} {scope['path']}; routes: POST /score, POST /complete, "
-                           f"GET /rubric_status/wait, GET /rubric_status, POST /discard, POST {OPENRLHF_PATH}, "
-                           "GET /health")
+            known = ", ".join(f"{method} {route}" for route, handlers in self.routes.items() for method in handlers)
+            raise ApiError(404, f"no route {scope['method']} {scope['path']}; routes: {known}")
         handler = methods.get(scope["method"])
         if handler is None:
             raise ApiError(405, f"{scope['path']} takes {', '.join(sorted(methods))}, not {scope['method']}")
@@ -152,6 +152,11 @@ class ServeApp:
         assert self.core.session is not None
         intake = read_score_request(body, self.core.session.settings.pipeline.instance_field)
         return await self.core.score(intake.step, intake.rollout, intake.explicit_id, intake.training)
+
+    async def _validate(self, scope: Scope, body: bytes) -> BaseModel:
+        assert self.core.session is not None
+        intake = read_score_request(body, self.core.session.settings.pipeline.instance_field)
+        return await self.core.validate(intake.step, intake.rollout)
 
     async def _complete(self, scope: Scope, body: bytes) -> BaseModel:
         request = read_complete_request(body)

@@ -152,6 +152,15 @@ class AmarisClient:
                           metadata=metadata, **fields)
         return _answer(await self._aclient().post("/score", json=body), ScoreResponse)
 
+    def validate(self, prompt: Any, response: Any, *, step: int | None, reference: Any = None,
+                 id: str | int | None = None, instance_id: str | int | None = None,
+                 metadata: dict[str, Any] | None = None, **fields: Any) -> ScoreResponse:
+        """A validation rollout (the trainer's evaluation, not a training sample): judged with the rubric version
+        a rollout of `step` gets, in no step (RUN/validation/)."""
+        body = score_body(prompt, response, step=step, reference=reference, id=id, instance_id=instance_id,
+                          metadata=metadata, **fields)
+        return _answer(self._client().post("/validate", json=body), ScoreResponse)
+
     def rollouts_complete(self, step: int, *, shard: int = 0, shards: int = 1) -> CompleteResponse:
         """Step `step`'s rollouts are in. A trainer of `shards` processes sends one /complete per process,
         naming its `shard` (its rank): the server completes the step once every shard's is in."""

@@ -70,6 +70,7 @@ from amaris_cli.serve.journal import (
     read_journal,
 )
 from amaris_cli.serve.openrlhf import OpenRLHFResponse
+from amaris_cli.serve.validation import record_validation
 from amaris_cli.session import Session, open_session, run_settings
 from amaris_cli.stages.common import agent_inputs, training_inputs
 from amaris_cli.stages.score import rubric_for
@@ -461,6 +462,31 @@ class ServeCore:
         return OpenRLHFResponse.of([float(a.score) for a in answers if a.score is not None],
                                    judge_failed=[float(a.status == "failed") for a in answers],
                                    amaris_step=[float(a.step) for a in answers])
+
+    async def validate(self, step: int | None, rollout: Rollout) -> ScoreResponse:
+        """Judge a validation rollout (validation.py) with the rubric version a training rollout of `step` gets
+        (None: of the step a rollout naming none would join). It joins no step: no step's evolution learns from
+        it, --rollouts-per-step does not count it, and it is kept in RUN/validation/."""
+        if self.stopping.is_set():
+            raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
+        work = self._spawn(self._validate(step, rollout))
+        work.add_done_callback(_settled)
+        return await asyncio.shield(work)
+
+    async def _validate(self, step: int | None, rollout: Rollout) -> ScoreResponse:
+        assert self.session is not None
+        chosen = self._unnamed_step() if step is None else step
+        rule = VersionRule(lag=self.options.lag)
+        await self._await_served(range(0, rule.limit(chosen)), chosen)
+        # The version wait of a step's writer, without the step's lock: the training step may be open meanwhile.
+        await self._wait_for_version(StepWriter(self.run, chosen, rule, role="serve", say=self.say,
+                                                wait=self.options.wait, served=True))
+        rollout = rollout.model_copy(update={"step": chosen})
+        key = instance_key(rollout) if self.session.settings.pipeline.per_instance else None
+        rubric = rubric_for(self.run, rule.limit(chosen), key)
+        record = self.session.policy.score(await score_rollout(self.session.kit, rubric, rollout, chosen))
+        record_validation(self.run, chosen, rollout, record)
+        return _response(chosen, record)
 
     async def _score_in(self, st: OpenStep, rollout: Rollout, explicit_id: bool,
                         training: TrainingMetadata | None) -> ScoreResponse:

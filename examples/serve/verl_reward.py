@@ -4,12 +4,12 @@ In training, point verl at this file and set the server's URL in the reward work
 
     AMARIS_SERVE_URL=http://127.0.0.1:8780 python -m verl.trainer.main_ppo ... \
         reward.custom_reward_function.path=examples/serve/verl_reward.py \
-        reward.custom_reward_function.name=compute_score \
-        trainer.val_before_train=False
+        reward.custom_reward_function.name=compute_score
 
-verl scores validation with this same function and nothing tells its responses from the training's (they
-would join the next training step), so the training runs without validation: validate checkpoints in a
-`trainer.val_only=True` run whose reward function is not this one.
+verl scores validation with this same function: a response whose extra_info["split"] is "test" (what verl's
+preprocessing scripts write for the test set; also "val", "validation", ...) is judged by POST /validate, in no
+training step (RUN/validation/). A validation set without such a split would join the next training step: add
+it, or run with trainer.val_before_train=False.
 
 `compute_score(data_source, solution_str, ground_truth, extra_info)` scores one response: verl's reward
 loop (naive, dapo, the rate-limited one) and the legacy NaiveRewardManager, DAPORewardManager and
