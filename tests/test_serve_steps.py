@@ -196,3 +196,25 @@ def test_a_served_run_a_loop_scored_again_under_its_own_flags_replays_byte_for_b
     assert replayed.exit_code == 0, replayed.stderr
     got, want = outputs(tmp_path / "replayed"), outputs(run)
     assert {k for k in got if got[k] != want.get(k)} == set()
+
+
+def test_many_rollouts_without_a_step_at_once_each_find_a_place(tmp_path, sim) -> None:
+    """Under --rollouts-per-step 2, 24 rollouts naming no step sent at once fill 12 steps. A rollout whose chosen
+    step closed before it took a place tried the next at most 8 times, then got a 503 (28 of 64 at
+    --rollouts-per-step 4), which OpenRLHF retries as more new requests."""
+    import asyncio
+
+    run = new_run(tmp_path, "crowd")
+    bodies = [{"prompt": f"What is {i} + {i}?", "response": f"Final answer: {2 * i}", "reference": str(2 * i)}
+              for i in range(24)]
+    with served(run, sim, "--rollouts-per-step", 2) as server:
+
+        async def crowd() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=server.url, timeout=120,
+                                         limits=httpx.Limits(max_connections=32)) as http:
+                return await asyncio.gather(*(http.post("/score", json=b) for b in bodies))
+
+        answers = asyncio.run(crowd())
+    assert [a.status_code for a in answers] == [200] * 24, [a.json() for a in answers if a.status_code != 200][:2]
+    steps = sorted(a.json()["step"] for a in answers)
+    assert steps == sorted(list(range(12)) * 2)

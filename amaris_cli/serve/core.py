@@ -79,7 +79,6 @@ from amaris_cli.training import SentTraining, TrainingMetadata
 
 Mode = Literal["async", "sync"]
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
-UNNAMED_TRIES = 8  # a rollout without a step tries the next open step when the one it chose just closed
 OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolution another process runs
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
 WAIT_SLICE_S = 3.0  # over schedule.GRACE_S, so an evolution nobody runs is still found within one slice
@@ -435,16 +434,20 @@ class ServeCore:
 
     async def _score(self, step: int | None, rollout: Rollout, explicit_id: bool,
                      training: TrainingMetadata | None) -> ScoreResponse:
-        for _ in range(UNNAMED_TRIES):
+        # A rollout without a step joins the open step; when that one took its last rollout meanwhile, the next
+        # (each turn some rollout takes a place, so many at once under --rollouts-per-step all get one in time).
+        deadline = time.monotonic() + self.options.wait
+        while True:
             chosen = self._unnamed_step() if step is None else step
             st = await self._open(chosen, training)
             if st is not None and st.state == "open":
                 return await self._score_in(st, rollout.model_copy(update={"step": chosen}), explicit_id, training)
             if step is not None:
                 return await self._answer_closed(step, rollout, explicit_id, st)
-            # The open step took its last rollout meanwhile: the next one is open now.
-        raise ApiError(503, f"no open step took the rollout after {UNNAMED_TRIES} tries (each closed as it came): "
-                       "send it again", rollout_id=rollout.id)
+            if time.monotonic() > deadline:
+                raise WaitTimeout(f"gave up after {self.options.wait:g}s: every open step closed before it took the "
+                                  "rollout; send it again")
+            await asyncio.sleep(0)
 
     async def score_openrlhf(self, intakes: list[ScoreIntake]) -> OpenRLHFResponse:
         """OpenRLHF's remote reward request: each query a rollout of the open step, judged together. A rollout
