@@ -269,6 +269,37 @@ def test_verl_reward_loop_takes_the_step_verl_streams_with_the_rollout(trainers,
     assert all("global_steps" not in r["metadata"] and "num_turns" not in r["metadata"] for r in rollouts(run, 3))
 
 
+@OTHERS
+def test_verl_reward_loop_without_a_question_column_judges_the_agent_loops_raw_prompt(trainers, tmp_path, sim,
+                                                                                   monkeypatch) -> None:
+    """verl's MATH and DAPO preprocessing write extra_info with split and index only; the agent loop puts the
+    prompt's chat messages in extra_fields["raw_prompt"], which verl's reward loop merges into extra_info. Such
+    rollouts were judged with an empty prompt."""
+    import numpy as np
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
+
+    run = new_scenario_run(tmp_path, "raw-prompt")
+    with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = trainers.tokenizer()
+        fields = [{"global_steps": 0, "raw_prompt": np.array([{"role": "user", "content": row["question"]}],
+                                                              dtype=object)} for row in ROWS]
+        data = trainers.verl_batch(tok, ROWS, tool_extra_fields=fields)
+        for i, row in enumerate(ROWS):  # as verl's MATH preprocessing writes it
+            data.non_tensor_batch["extra_info"][i] = {"split": "train", "index": row["index"]}
+
+        async def score() -> list[dict[str, Any]]:
+            manager = NaiveRewardManager(config=OmegaConf.create({}), tokenizer=tok,
+                                         compute_score=custom_reward("compute_score"))
+            return await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
+
+        asyncio.run(score())
+        wait_evolved(server.url, 0)
+    stored = rollouts(run, 0)
+    assert sorted(r["input"] for r in stored) == sorted(f"[user]\n{row['question']}" for row in ROWS)
+
+
 VALIDATION = [{"question": f"What is {i} * 3?", "response": f"{i} * 3 = {3 * i}. Final answer: {3 * i}",
                "answer": str(3 * i), "index": 100 + i} for i in range(4)]
 
