@@ -670,17 +670,19 @@ class ServeCore:
         return st
 
     async def complete_open(self) -> ReferenceComplete | CompleteNoop:
-        """The reference's /complete (no body): the current batch, i.e. the one step this server holds open.
+        """The reference's /complete (no body): the current batch, i.e. the oldest step this server holds open
+        (a trainer that sends step t+1's first rollouts before step t's /complete completes its steps in order).
         Under --rollouts-per-step steps complete themselves, and this is a noop, as in the reference."""
         if self.options.rollouts_per_step:
             return CompleteNoop(rollouts_per_step=self.options.rollouts_per_step)
         held = sorted(self.steps)
         if not held:
             raise ApiError(409, "no step is open: score the step's rollouts first (POST /score)")
-        if len(held) > 1:
-            raise ApiError(409, f"steps {', '.join(map(str, held))} are open: name the one to complete, "
-                           'POST /complete {"step": N}')
-        return ReferenceComplete(**(await self.complete(held[0])).model_dump())
+        taking = sorted(s for s in held if self.steps[s].state == "open")
+        step = taking[0] if taking else held[0]  # none open: the one being completed (a repeated /complete)
+        if len(taking) > 1:
+            self.say(f"/complete without a step: steps {', '.join(map(str, taking))} are open; completing the oldest, {step}")
+        return ReferenceComplete(**(await self.complete(step)).model_dump())
 
     async def discard(self, step: int, *, opened_before: float | None = None) -> DiscardResponse:
         """Drop an open step with its judged rollouts (a crashed trainer's partial batch, to be generated
