@@ -228,7 +228,8 @@ class HackingCount(Strict):
 
 class StepSkipped(Strict):
     """A step (or, per instance, one instance of it) that could not be evaluated: its rollouts could not be
-    judged or analyzed, or an agent gave no answer, under `on_error = skip|neutral`. Written by amaris, not
+    judged or analyzed, or an agent gave no answer, under `on_error = skip|neutral` (or `fail` with
+    `failed_step = carry`). Written by amaris, not
     by a model, so that the memory keeps the gap and later updates see it."""
 
     reason: str

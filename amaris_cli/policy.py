@@ -103,8 +103,10 @@ class FailurePolicy:
         """For a step's evolution: `check`, except that under `fail` with `carry` it answers why the step evolves as
         skipped instead of raising (the counts, not the errors: the reason goes to memory and to the updater).
         None: the step goes on."""
-        if not (self.carry and self.failure(stage, step, failed, total, errors, retry)):
-            self.check(stage, step, failed, total, errors, retry)
+        found = self.failure(stage, step, failed, total, errors, retry)
+        if found is None:
             return None
+        if not self.carry:
+            raise StageFailed(found.message, found.retry)
         verb = "analyzed" if stage == "analyze" else "judged"
         return f"{failed} of {total} rollouts could not be {verb}, and under on_error = fail a step with failed records is not evaluated"

@@ -103,3 +103,22 @@ def test_score_with_an_explicit_version_that_the_instances_have(tmp_path, sim) -
     assert json.loads(result.stdout)["rubric_version"] == 1
     versions = {json.loads(line)["rubric_version"] for line in (run / "steps/000001/scores.jsonl").read_text().splitlines()}
     assert versions == {1}
+
+
+def test_a_carried_step_names_its_instances_once_not_a_reason_each(tmp_path, sim_factory) -> None:
+    """Per instance, a step with failed scores under --failed-step carry is skipped in every instance; the
+    evolution's `skipped` said the whole reason once per instance (a line per prompt of the step)."""
+    env = judge_env(sim_factory(agent_fault_rate={"scorer": 0.3}))
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    rollouts = population(0)
+    assert invoke("score", write_jsonl(tmp_path / "s0.jsonl", rollouts), "--run", run, "--step", 0,
+                  env=env).exit_code == 4
+    result = invoke("evolve", "--run", run, "--step", 0, "--failed-step", "carry", env=env)
+    assert result.exit_code == 0, result.stderr
+    skipped = json.loads((run / "steps/000000/provenance.json").read_text())["evolution"]["skipped"]
+    assert skipped.count("could not be judged") == 1, skipped
+    instances = sorted({r["instance_id"] for r in rollouts})
+    assert f"of {len(rollouts)} rollouts judged" in skipped and f"(instances {', '.join(instances)})" in skipped

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from amaris_cli.serve.client import RewardClient, ScoreFailed
-from tests.conftest import EXAMPLES, new_run
+from tests.conftest import EXAMPLES, invoke, new_run
 from tests.served import served
 
 MATH = [[json.loads(line) for line in (EXAMPLES / "math" / f"step-{s:03d}.jsonl").read_text().splitlines()]
@@ -189,3 +189,8 @@ def test_one_rollout_the_judge_cannot_score_does_not_end_the_reference_programs_
     carried = json.loads((run / "rubrics" / "step-000001.json").read_text())
     assert carried["adaptive"] == json.loads(step0.read_text())["adaptive"]  # carried forward unchanged
     assert json.loads((run / "steps" / "000000" / "update.json").read_text())["carried_forward"]["cause"] == "skipped"
+    # A replay repeats it: the carried step's evolution recorded --failed-step carry, its scores (serve's) did not.
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    for name in ("summary.json", "update.json"):
+        assert (tmp_path / "replayed/steps/000000" / name).read_bytes() == (run / "steps/000000" / name).read_bytes()

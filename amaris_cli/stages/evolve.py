@@ -18,6 +18,7 @@ from amaris_cli import artifacts
 from amaris_cli.errors import AmarisError, InputError, StageFailed
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
+from amaris_cli.models import SummaryRecord
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import earlier_steps, wait_for_evolutions
 from amaris_cli.session import Session
@@ -38,9 +39,17 @@ class EvolveOutcome:
     rescored: StageOutcome | None = None
 
 
-def require_scores(session: Session, step: int, evolving: bool = False) -> str | None:
-    """That the step's scores are whole and derived from its current rollouts and, under `fail`, without failures;
-    for an `evolving` step under `carry`, failures are why it evolves as skipped (the answer)."""
+def require_scores(session: Session, step: int) -> None:
+    """That the step's scores are whole, derived from its current rollouts and, under `fail`, without failures."""
+    _score_failures(session, step, session.policy.check)
+
+
+def scores_not_evaluated(session: Session, step: int) -> str | None:
+    """`require_scores` for the step's evolution: under `carry`, failures are why it evolves as skipped."""
+    return _score_failures(session, step, session.policy.not_evaluated)
+
+
+def _score_failures(session: Session, step: int, check: Callable[..., str | None]) -> str | None:
     run = session.run
     fresh = artifacts.freshness(run, step, artifacts.SCORES)
     if fresh.sha is None:
@@ -52,7 +61,6 @@ def require_scores(session: Session, step: int, evolving: bool = False) -> str |
                          f"--run {run.path} --step {step}`")
     scores = artifacts.load_scores(run, step)
     failed = [s for s in scores if s.status == "failed"]
-    check = session.policy.not_evaluated if evolving else session.policy.check
     return check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
                  retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)")
 
@@ -93,7 +101,7 @@ async def evolve_step(
     artifacts.clear_evolved(run, step)
     try:
         # Under `carry`, why the step evolves as skipped: failed scores (then it is not analyzed) or analyses.
-        not_evaluated = require_scores(session, step, evolving=True)
+        not_evaluated = scores_not_evaluated(session, step)
         analyzed = StageOutcome(stage="analyze", step=step)
         if not_evaluated is None:
             stage("analyze", step)
@@ -149,17 +157,28 @@ def _skipped(run: RunDir, step: int, update: bool) -> str | None:
     """Why the step (or an instance of it) was skipped, with the counts, or None when it was evaluated: amaris
     wrote its summary (no rollout analyzed, no summarizer answer), or its due update was carried forward because
     the query generator, the updater or the gate's judge gave no answer."""
-    reasons = []
+    skipped: dict[str, list[SummaryRecord]] = {}  # by reason: per-instance steps share one
+    carried = []
     for s in artifacts.load_summaries(run, step):
-        where = f" (instance {s.instance_id})" if s.instance_id is not None else ""
         if s.skipped is not None:
-            reasons.append(f"{s.skipped.judged} of {s.skipped.rollouts} rollouts judged, {s.skipped.analyzed} "
-                           f"analyzed: {s.skipped.reason}{where}")
+            skipped.setdefault(s.skipped.reason, []).append(s)
             continue
         record = artifacts.load_update(run, step, s.instance_id) if update else None
         if record is not None and record.carried_forward is not None and record.carried_forward.cause == "skipped":
-            reasons.append(f"summarized, not updated: {record.carried_forward.reason}{where}")
-    return "; ".join(reasons) if reasons else None
+            carried.append(f"summarized, not updated: {record.carried_forward.reason}{_where([s])}")
+    reasons = [f"{sum(s.skipped.judged for s in group if s.skipped)} of {sum(s.skipped.rollouts for s in group if s.skipped)} rollouts "
+               f"judged, {sum(s.skipped.analyzed for s in group if s.skipped)} analyzed: {reason}{_where(group)}"
+               for reason, group in skipped.items()]
+    return "; ".join([*reasons, *carried]) or None
+
+
+def _where(summaries: list[SummaryRecord], shown: int = 3) -> str:
+    """Which instances, when the step has them: a few names and how many more."""
+    names = [str(s.instance_id) for s in summaries if s.instance_id is not None]
+    if not names:
+        return ""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f" (instance{'s' if len(names) > 1 else ''} {', '.join(names[:shown])}{more})"
 
 
 def _how(session: Session) -> dict[str, object]:

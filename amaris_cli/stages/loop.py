@@ -120,8 +120,10 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
                                     stored_as=plan.stored_as)
         report = StepReport(step=step, rubric_version=writer.version or 0, rollouts=len(plan.rollouts),
                             mean_reward=scored.mean_reward, failed=scored.failed)
-        # Under `fail`, the loop stops here; under `carry`, the evolution below takes the step as skipped.
-        scorer.policy.not_evaluated("score", step, scored.failed, scored.total, scored.errors)
+        # Under `fail` the loop stops at failed scores, unless the evolution's policy (`session`'s, as `evolve`
+        # would read it) carries the step, which it then takes as skipped.
+        (session if plan.evolve else scorer).policy.not_evaluated("score", step, scored.failed, scored.total,
+                                                                  scored.errors)
         if plan.evolve:
             update = update_decided(run, step, session.settings.pipeline, plan.update)
 

@@ -110,21 +110,22 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
     for stale in run.step_dir(step).glob(artifacts.rel(run, "summary.chunk-*.json", instance_id)):
         stale.unlink()
     scope = f"step {step}" + (f", instance {instance_id}" if instance_id is not None else "")
-    try:
-        if not_evaluated is not None:
-            raise AgentFailed(not_evaluated)
-        if not analyzed:
-            failed = [analyses[i] for i in ids if i in analyses and analyses[i].status != "analyzed"]
-            first = f"; first: {failed[0].error}" if failed and failed[0].error else ""
-            raise AgentFailed(f"no rollout of {scope} could be analyzed{first}")
-        summary, chunks = await _summary_of(session, step, instance_id, rubric, stats, analyzed, inputs)
-        record = SummaryRecord(step=step, instance_id=instance_id, n_rollouts=len(rollouts),
-                               n_analyzed=len(analyzed), chunks=chunks, stats=stats, hacking=count_hacking(analyzed),
-                               summary=summary)
-    except AgentFailed as exc:
-        if session.policy.name == "fail" and not_evaluated is None:
-            raise
-        record = skipped_summary(step, instance_id, len(rollouts), stats, analyzed, str(exc))
+    if not_evaluated is not None:
+        record = skipped_summary(step, instance_id, len(rollouts), stats, analyzed, not_evaluated)
+    else:
+        try:
+            if not analyzed:
+                failed = [analyses[i] for i in ids if i in analyses and analyses[i].status != "analyzed"]
+                first = f"; first: {failed[0].error}" if failed and failed[0].error else ""
+                raise AgentFailed(f"no rollout of {scope} could be analyzed{first}")
+            summary, chunks = await _summary_of(session, step, instance_id, rubric, stats, analyzed, inputs)
+            record = SummaryRecord(step=step, instance_id=instance_id, n_rollouts=len(rollouts),
+                                   n_analyzed=len(analyzed), chunks=chunks, stats=stats,
+                                   hacking=count_hacking(analyzed), summary=summary)
+        except AgentFailed as exc:
+            if session.policy.name == "fail":
+                raise
+            record = skipped_summary(step, instance_id, len(rollouts), stats, analyzed, str(exc))
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)
     return True
 
