@@ -99,11 +99,14 @@ def test_amaris_serve_answers_openrlhf_as_its_remote_reward_model(agent, tok, tm
     assert right_out["extra_logs"] == {"judge_failed": [0.0], "amaris_step": [0.0]}
 
 
-def test_openrlhfs_retry_of_a_failed_request_is_the_same_rollout_not_a_new_one(agent, tok, tmp_path, sim) -> None:
+@pytest.mark.parametrize("late", [False, True], ids=["retried before the batch is in", "retried after"])
+def test_openrlhfs_retry_of_a_failed_request_is_the_same_rollout_not_a_new_one(agent, tok, tmp_path, sim,
+                                                                              late) -> None:
     """OpenRLHF's executor retries a request that failed (5 tries, a second apart). The judge fails the first
     response's first request (502, no reward made up); each retry was a new id-less rollout of the open step,
     so under --rollouts-per-step 2 the failed copy and its retry filled step 0 and the second response went to
-    step 1. The retry is now the failed rollout judged again in its place."""
+    step 1. The retry is now the failed rollout judged again in its place, also when the batch's last response
+    came before it (the step then waits for the retry before it is written)."""
     from amaris_cli.rundir import RunDir
     from amaris_cli.serve.journal import journal_path
     from tests.conftest import wait_until
@@ -121,11 +124,35 @@ def test_openrlhfs_retry_of_a_failed_request_is_the_same_rollout_not_a_new_one(a
         wait_until(lambda: journal.exists() and '"status":"failed"' in journal.read_text().replace(" ", ""),
                    what="the first request's failure")
         sim.config.agent_faults.clear()
-        first.join(60)
+        if not late:
+            first.join(60)
         outputs.append(execute(agent, server.url, tok, tok(wrong)["input_ids"] + [tok.eos_token_id], label="42"))
+        first.join(60)
         assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    if late:
+        outputs.reverse()
     rollouts = [json.loads(x) for x in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
     assert [r["output"] for r in rollouts] == [RESPONSE + tok.eos_token, wrong + tok.eos_token]
     scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
     assert [s["status"] for s in scores] == ["scored", "scored"]
     assert [o["reward"] for o in outputs] == [[scores[0]["reward"]], [scores[1]["reward"]]]
+
+
+def test_under_neutral_a_failed_response_is_answered_so_an_equal_one_is_a_new_rollout(tmp_path, sim) -> None:
+    """Under --on-error neutral a failed judgement is answered (the neutral reward): OpenRLHF does not send it
+    again, so a later equal response (two samples of a prompt often are) is a rollout of its own."""
+    import httpx
+
+    run = new_scenario_run(tmp_path, "neutral")
+    body = {"query": [PROMPT + RESPONSE], "prompts": [PROMPT], "labels": ["42"]}
+    with served(run, sim, "--rollouts-per-step", 2, "--on-error", "neutral") as server, \
+            httpx.Client(base_url=server.url, timeout=60) as http:
+        sim.config.agent_faults["scorer"] = "wrong_shape"
+        failed = http.post(OPENRLHF_PATH, json=body).json()
+        sim.config.agent_faults.clear()
+        again = http.post(OPENRLHF_PATH, json=body).json()
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    assert failed["rewards"] == [0.5] and failed["extra_logs"]["judge_failed"] == [1.0]
+    assert again["extra_logs"]["judge_failed"] == [0.0]
+    scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
+    assert [(s["status"], s["reward"]) for s in scores] == [("failed", 0.5), ("scored", again["rewards"][0])]

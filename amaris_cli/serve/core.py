@@ -19,13 +19,14 @@ here), journals every judged rollout (journal.py) and, in async mode, analyzes i
 the journaled records (no request is sent again); once the step's analyses have settled the lock is
 released and the step's evolution starts (evolutions.py). So the run directory is what `score` +
 `evolve` write for the same rollouts in the same order, and every reader works on it unchanged.
+A validation rollout (/validate, validation.py) is judged as a rollout of its step would be, in no step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -81,6 +82,7 @@ Mode = Literal["async", "sync"]
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
 OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolution another process runs
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
+RETRY_GRACE_S = 3.0  # OpenRLHF tries a failed request again a second later (utils/agent.py, 5 tries)
 WAIT_SLICE_S = 3.0  # over schedule.GRACE_S, so an evolution nobody runs is still found within one slice
 
 
@@ -125,6 +127,11 @@ class OpenStep:
     shards: int | None = None  # processes whose /complete the step waits for, once one has sent it
     shards_in: set[int] = field(default_factory=set)
     opened_at: float | None = None
+    # Failed judgements whose client retries the same request (OpenRLHF), and when the latest failed: the step
+    # is written only once they are judged again or RETRY_GRACE_S passed. `sealed`: its files are being written.
+    retried: set[str] = field(default_factory=set)
+    last_failure: float = 0.0
+    sealed: bool = False
 
     def begin_completion(self) -> None:
         self.state = "completing"
@@ -419,34 +426,48 @@ class ServeCore:
 
     # --- scoring ---------------------------------------------------------------------------------
     async def score(self, step: int | None, rollout: Rollout, explicit_id: bool,
-                    training: TrainingMetadata | None = None) -> ScoreResponse:
+                    training: TrainingMetadata | None = None, *, retried_if_failed: bool = False) -> ScoreResponse:
         """Judge one rollout of `step` (None: the open step) and answer its score. `training`: what the
-        request said about training; the first request of a step fixes the step's."""
+        request said about training; the first request of a step fixes the step's. `retried_if_failed`: the
+        client sends a failed request again (OpenRLHF), so a failed judgement is held for its retry."""
+        return await self._served(self._score(step, rollout, explicit_id, training, retried_if_failed), step)
+
+    async def _served(self, work: Coroutine[Any, Any, ScoreResponse], step: int | None) -> ScoreResponse:
+        """A judgement run as the server's own task: a client that goes away ends only its wait, also while the
+        step is being opened (its rollout is judged and journaled all the same)."""
         if self.stopping.is_set():
+            work.close()
             raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
         if self.analyses is not None:
-            self.analyses.scoring()
-        # The server's own task: a client that goes away ends only its wait, also while the step is being
-        # opened (its rollout is judged and journaled all the same).
-        work = self._spawn(self._score(step, rollout, explicit_id, training))
-        work.add_done_callback(_settled)  # its error goes to the client that waits, if one still does
-        return await asyncio.shield(work)
+            self.analyses.scoring()  # a trainer waits: early analyses give way
+        task = self._spawn(work)
+        task.add_done_callback(_settled)  # its error goes to the client that waits, if one still does
+        return await asyncio.shield(task)
 
     async def _score(self, step: int | None, rollout: Rollout, explicit_id: bool,
-                     training: TrainingMetadata | None) -> ScoreResponse:
+                     training: TrainingMetadata | None, retried_if_failed: bool) -> ScoreResponse:
+        if retried_if_failed and step is None and not explicit_id:
+            for held in [st for _, st in sorted(self.steps.items()) if not st.sealed]:
+                twin = _failed_twin(held, rollout.model_copy(update={"step": held.step}))
+                if twin is not None:  # the client's retry of a rollout the judge failed: judged again in its place
+                    return await self._judged(held, held.rollouts[twin], retried_if_failed)
         # A rollout without a step joins the open step; when that one took its last rollout meanwhile, the next
         # (each turn some rollout takes a place, so many at once under --rollouts-per-step all get one in time).
         deadline = time.monotonic() + self.options.wait
         while True:
+            if self.stopping.is_set():
+                raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step,
+                               rollout_id=rollout.id)
             chosen = self._unnamed_step() if step is None else step
             st = await self._open(chosen, training)
             if st is not None and st.state == "open":
-                return await self._score_in(st, rollout.model_copy(update={"step": chosen}), explicit_id, training)
+                return await self._score_in(st, rollout.model_copy(update={"step": chosen}), explicit_id, training,
+                                            retried_if_failed)
             if step is not None:
                 return await self._answer_closed(step, rollout, explicit_id, st)
             if time.monotonic() > deadline:
-                raise WaitTimeout(f"gave up after {self.options.wait:g}s: every open step closed before it took the "
-                                  "rollout; send it again")
+                raise ApiError(503, f"gave up after {self.options.wait:g}s: every open step closed before it took "
+                               "the rollout; send it again", rollout_id=rollout.id)
             await asyncio.sleep(0)
 
     async def score_openrlhf(self, intakes: list[ScoreIntake]) -> OpenRLHFResponse:
@@ -457,7 +478,10 @@ class ServeCore:
             raise ApiError(409, "OpenRLHF's requests name no step and nothing completes one: start amaris serve with "
                            "--rollouts-per-step N (N: the responses of one training batch, rollout_batch_size x "
                            "n_samples_per_prompt)")
-        answers = await asyncio.gather(*(self.score(None, i.rollout, i.explicit_id) for i in intakes))
+        assert self.session is not None
+        retried = self.session.policy.name != "neutral"  # a failure is a failed request, which OpenRLHF sends again
+        answers = await asyncio.gather(*(self.score(None, i.rollout, i.explicit_id, retried_if_failed=retried)
+                                         for i in intakes))
         failed = [a for a in answers if a.score is None]
         if failed:
             raise ApiError(502, f"the judge could not score {len(failed)} of the {len(answers)} response(s): "
@@ -470,11 +494,7 @@ class ServeCore:
         """Judge a validation rollout (validation.py) with the rubric version a training rollout of `step` gets
         (None: of the step a rollout naming none would join). It joins no step: no step's evolution learns from
         it, --rollouts-per-step does not count it, and it is kept in RUN/validation/."""
-        if self.stopping.is_set():
-            raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
-        work = self._spawn(self._validate(step, rollout))
-        work.add_done_callback(_settled)
-        return await asyncio.shield(work)
+        return await self._served(self._validate(step, rollout), step)
 
     async def _validate(self, step: int | None, rollout: Rollout) -> ScoreResponse:
         assert self.session is not None
@@ -492,7 +512,7 @@ class ServeCore:
         return _response(chosen, record)
 
     async def _score_in(self, st: OpenStep, rollout: Rollout, explicit_id: bool,
-                        training: TrainingMetadata | None) -> ScoreResponse:
+                        training: TrainingMetadata | None, retried_if_failed: bool = False) -> ScoreResponse:
         step = st.step
         if training != st.training and not st.told_differing:
             st.told_differing = True
@@ -500,36 +520,34 @@ class ServeCore:
             self.say(f"step {step}: a request's training metadata differs from the step's ({', '.join(fields)}); "
                      "the step keeps what its first request said (training.json)")
         rid = rollout.id
-        again = explicit_id and rid in st.rollouts
-        twin = None if explicit_id else _failed_twin(st, rollout)
-        if twin is not None:
-            # An unnamed rollout equal to one of the step the judge failed: that rollout sent again (OpenRLHF
-            # retries a failed request 5 times), judged again in its place, not a new rollout of the step.
-            rid, rollout, again = twin, st.rollouts[twin], True
-        if again:
+        if explicit_id and rid in st.rollouts:
             if st.rollouts[rid] != rollout:
                 raise ApiError(409, f"id {rid!r} already names another rollout of step {step}", step=step,
                                rollout_id=rid)
-            task = st.inflight.get(rid)
-            if task is None and st.records[rid].status == "scored":
-                return await self._respond(step, st.records[rid])
-        else:
-            if not explicit_id:
-                rid = _free_id(rid, st.rollouts)
-                rollout = rollout.model_copy(update={"id": rid})
-            st.rollouts[rid] = rollout
-            task = None
-            if self.options.rollouts_per_step and len(st.rollouts) >= self.options.rollouts_per_step:
-                st.begin_completion()  # no further arrivals; the completion waits for those in flight
-                self._spawn(self._auto_complete(step))
-        if task is None:  # new, or judged again after a failure
-            task = asyncio.create_task(self._judge(st, rollout))
+            return await self._judged(st, rollout, retried_if_failed)  # a retry: its answer, or judged again
+        if not explicit_id:
+            rollout = rollout.model_copy(update={"id": _free_id(rid, st.rollouts)})
+        st.rollouts[rollout.id] = rollout
+        if self.options.rollouts_per_step and len(st.rollouts) >= self.options.rollouts_per_step:
+            st.begin_completion()  # no further arrivals; the completion waits for those in flight
+            self._spawn(self._auto_complete(step))
+        return await self._judged(st, rollout, retried_if_failed)
+
+    async def _judged(self, st: OpenStep, rollout: Rollout, retried_if_failed: bool) -> ScoreResponse:
+        """The answer for a rollout the step holds: its record when scored, the judgement in flight, else (new,
+        or failed before) a judgement now."""
+        rid = rollout.id
+        task = st.inflight.get(rid)
+        if task is None and rid in st.records and st.records[rid].status == "scored":
+            return await self._respond(st.step, st.records[rid])
+        if task is None:
+            task = asyncio.create_task(self._judge(st, rollout, retried_if_failed))
             st.inflight[rid] = task
             task.add_done_callback(lambda t, st=st, rid=rid: _settled(t, st.inflight.pop(rid, None)))
         record = await asyncio.shield(task)
-        return await self._respond(step, record)
+        return await self._respond(st.step, record)
 
-    async def _judge(self, st: OpenStep, rollout: Rollout) -> ScoreRecord:
+    async def _judge(self, st: OpenStep, rollout: Rollout, retried_if_failed: bool = False) -> ScoreRecord:
         assert self.session is not None
         key = instance_key(rollout) if self.session.settings.pipeline.per_instance else None
         if key not in st.rubrics:
@@ -541,6 +559,11 @@ class ServeCore:
                 st.rollouts.pop(rollout.id, None)  # not judged: it takes no place in the step
             raise
         st.records[rollout.id] = record  # a rollout judged again keeps its place
+        if retried_if_failed and record.status == "failed":
+            st.retried.add(rollout.id)
+            st.last_failure = time.monotonic()
+        else:
+            st.retried.discard(rollout.id)
         st.journal.append(ScoreEntry(rollout=rollout, record=record))
         if self.analyses is not None:
             self.analyses.scoring()
@@ -670,19 +693,18 @@ class ServeCore:
         return st
 
     async def complete_open(self) -> ReferenceComplete | CompleteNoop:
-        """The reference's /complete (no body): the current batch, i.e. the oldest step this server holds open
-        (a trainer that sends step t+1's first rollouts before step t's /complete completes its steps in order).
+        """The reference's /complete (no body): the current batch, i.e. the oldest step this server holds (a
+        trainer that sends step t+1's first rollouts before step t's /complete completes its steps in order).
         Under --rollouts-per-step steps complete themselves, and this is a noop, as in the reference."""
         if self.options.rollouts_per_step:
             return CompleteNoop(rollouts_per_step=self.options.rollouts_per_step)
         held = sorted(self.steps)
         if not held:
             raise ApiError(409, "no step is open: score the step's rollouts first (POST /score)")
-        taking = sorted(s for s in held if self.steps[s].state == "open")
-        step = taking[0] if taking else held[0]  # none open: the one being completed (a repeated /complete)
-        if len(taking) > 1:
-            self.say(f"/complete without a step: steps {', '.join(map(str, taking))} are open; completing the oldest, {step}")
-        return ReferenceComplete(**(await self.complete(step)).model_dump())
+        if len(held) > 1:  # a step still being completed is the oldest: a repeated /complete joins its completion
+            self.say(f"/complete without a step: steps {', '.join(map(str, held))} are held; completing the oldest, "
+                     f"{held[0]}")
+        return ReferenceComplete(**(await self.complete(held[0])).model_dump())
 
     async def discard(self, step: int, *, opened_before: float | None = None) -> DiscardResponse:
         """Drop an open step with its judged rollouts (a crashed trainer's partial batch, to be generated
@@ -717,16 +739,28 @@ class ServeCore:
             if self.session.client.cache is not None:
                 self.session.client.cache.forget(step)
 
+    async def _settle(self, st: OpenStep) -> None:
+        """Until no judgement of the step is in flight and no failed one awaits its client's retry (at most
+        RETRY_GRACE_S after the latest failure): a retry judged meanwhile keeps its place in the step."""
+        while True:
+            if st.inflight:
+                await asyncio.gather(*list(st.inflight.values()), return_exceptions=True)
+                continue
+            left = st.last_failure + RETRY_GRACE_S - time.monotonic()
+            if not st.retried or left <= 0 or self.stopping.is_set():
+                return
+            await self._until([], min(left, 0.1))
+
     async def _complete(self, st: OpenStep) -> CompleteResponse:
         step = st.step
         st.begin_completion()
-        if st.inflight:
-            await asyncio.gather(*list(st.inflight.values()), return_exceptions=True)
+        await self._settle(st)
         if not st.records:
             st.state = "open"
             st.completing.clear()
             raise ApiError(409, f"step {step}: no rollout has been judged yet, so there is nothing to complete",
                            step=step)
+        st.sealed = True  # no retry is judged into it any more
         st.journal.append(CompleteEntry())
         outcome = await self._write_step(st.writer, st, st.training)
         st.journal.close()
@@ -895,11 +929,12 @@ def _differences(recorded: Any, current: Any, where: str = "") -> list[str]:
 
 def _failed_twin(st: OpenStep, rollout: Rollout) -> str | None:
     """The id of a rollout of the step with the same content (a content id, or one made unique from it) whose
-    judgement failed and is not being retried; None when there is none."""
+    judgement failed, held for its client's retry and not being judged again; None when there is none."""
     base, n, candidate = rollout.id, 1, rollout.id
     while candidate in st.rollouts:
         record = st.records.get(candidate)
-        if (record is not None and record.status == "failed" and candidate not in st.inflight
+        if (record is not None and record.status == "failed" and candidate in st.retried
+                and candidate not in st.inflight
                 and st.rollouts[candidate] == rollout.model_copy(update={"id": candidate})):
             return candidate
         n += 1
