@@ -246,3 +246,8 @@ def append_whole(fd: int, data: bytes, end: int, path: Path) -> None:
         if done:
             os.ftruncate(fd, end)
         raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+
+def append_line(fd: int, obj: Any, path: Path) -> None:
+    """One JSON line at the end of the file `fd` (opened O_APPEND), whole or not at all (append_whole)."""
+    append_whole(fd, dumps_line(obj), os.lseek(fd, 0, os.SEEK_END), path)

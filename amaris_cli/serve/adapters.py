@@ -238,10 +238,19 @@ class _ServedReward:
 
     client: AmarisClient
     stepper: _Stepper
+    max_workers: int
 
     def finish(self) -> None:
         """Complete the last step (with complete="on_next_step")."""
         self.stepper.finish()
+
+    def _each(self, call: Callable[[Any], ScoreResponse], items: Sequence[Any], *, all_at_once: bool = False
+              ) -> list[ScoreResponse]:
+        """`call` of each item, in threads: at most max_workers at once, or all (in sync mode no answer comes
+        before the step's last rollout is in)."""
+        workers = len(items) if all_at_once else min(self.max_workers, len(items))
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            return list(pool.map(call, items))
 
 
 class TRLReward(_ServedReward):
@@ -328,13 +337,7 @@ class TRLReward(_ServedReward):
         self.stepper.leftovers(discard_from=step)
         bodies = self._bodies(prompts, completions, kwargs)
 
-        def one(body: dict[str, Any]) -> ScoreResponse:
-            return self.client.score(step=step, **body)
-
-        # In sync mode no answer comes before the step's last rollout is in: send them all at once.
-        workers = len(bodies) if self.stepper.sync else min(self.max_workers, len(bodies))
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            answers = list(pool.map(one, bodies))
+        answers = self._each(lambda body: self.client.score(step=step, **body), bodies, all_at_once=self.stepper.sync)
         shard = (schedule.process_index, schedule.num_processes) if schedule else (0, 1)
         self.stepper.after(step, shard=shard[0], shards=shard[1])
         return [a.score for a in answers]
@@ -343,8 +346,7 @@ class TRLReward(_ServedReward):
         """TRL's evaluation (GRPOTrainer scores it with the same reward_funcs): judged by POST /validate, in no
         training step, with the rubric version the server's next training step gets."""
         bodies = self._bodies(prompts, completions, kwargs)
-        with ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(bodies)))) as pool:
-            return [a.score for a in pool.map(lambda body: self.client.validate(step=None, **body), bodies)]
+        return [a.score for a in self._each(lambda body: self.client.validate(step=None, **body), bodies)]
 
     def _bodies(self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         columns = {k: v for k, v in kwargs.items()
@@ -398,8 +400,7 @@ class VerlReward(_ServedReward):
                  **kwargs: Any) -> float:
         info = {k: _jsonable(v) for k, v in (extra_info or {}).items()}
         if self._validation(info):
-            return self._reward(self.client.validate(step=_verl_step(info),
-                                                     **_verl_body(data_source, solution_str, ground_truth, info)))
+            return self._reward(self._validate(data_source, solution_str, ground_truth, info))
         step = _verl_step(info)
         if step is None:
             step = self.stepper.given()
@@ -429,8 +430,8 @@ class VerlReward(_ServedReward):
                  for e in (extra_infos if extra_infos is not None else [None] * len(solution_strs))]
         validation = {self._validation(info) for info in infos}
         if validation == {True}:  # a validation batch: judged in no step, and nothing to complete
-            return [self(d, s, g, i) for d, s, g, i in zip(data_sources, solution_strs, ground_truths, infos,
-                                                             strict=True)]
+            rows = list(zip(data_sources, solution_strs, ground_truths, infos, strict=True))
+            return [self._reward(a) for a in self._each(lambda row: self._validate(*row), rows)]
         if len(validation) > 1:
             raise ValueError("one verl batch mixes validation responses (extra_info['split'] in "
                              f"{sorted(self.validation_splits)}) with training ones")
@@ -447,9 +448,8 @@ class VerlReward(_ServedReward):
             self.batch_stepper.leftovers()
         bodies = [_verl_body(d, s, g, i) for d, s, g, i in zip(data_sources, solution_strs, ground_truths, infos,
                                                                strict=True)]
-        workers = len(bodies) if self.batch_stepper.sync else min(self.max_workers, len(bodies))
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            answers = list(pool.map(lambda body: self.client.score(step=step, **body), bodies))
+        answers = self._each(lambda body: self.client.score(step=step, **body), bodies,
+                             all_at_once=self.batch_stepper.sync)
         steps = sorted({a.step for a in answers})
         if not steps:
             return []
@@ -466,6 +466,12 @@ class VerlReward(_ServedReward):
     def _validation(self, info: dict[str, Any]) -> bool:
         split = info.get("split")
         return isinstance(split, str) and split.lower() in self.validation_splits
+
+    def _validate(self, data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> ScoreResponse:
+        body = _verl_body(data_source, solution_str, ground_truth, info)
+        if "instance_id" in body:  # verl numbers each split's rows from 0: test row 5 is not training prompt 5
+            body["instance_id"] = f"{info['split']}-{body['instance_id']}"
+        return self.client.validate(step=_verl_step(info), **body)
 
     def _reward(self, answer: ScoreResponse) -> float:
         if answer.score is not None and math.isfinite(answer.score):

@@ -26,7 +26,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from amaris_cli.errors import AmarisError
-from amaris_cli.jsonio import append_whole, dumps_line
+from amaris_cli.jsonio import append_line
 from amaris_cli.models import Rollout, ScoreRecord
 from amaris_cli.rundir import RunDir
 from amaris_cli.training import TrainingMetadata
@@ -125,7 +125,7 @@ class Journal:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         # One line at a time, whole or not at all (a full disk is cut back and named); a process killed
         # mid-line leaves a torn last line, cut on reading.
-        append_whole(self._fd, dumps_line(entry.model_dump(mode="json")), os.lseek(self._fd, 0, os.SEEK_END), self.path)
+        append_line(self._fd, entry.model_dump(mode="json"), self.path)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from amaris_cli.jsonio import append_whole, dumps_line
+from amaris_cli.jsonio import append_line
 from amaris_cli.models import Rollout, ScoreRecord
 from amaris_cli.rundir import RunDir
 
@@ -40,8 +40,6 @@ def record_validation(run: RunDir, step: int, rollout: Rollout, record: ScoreRec
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        entry = ValidationEntry(rollout=rollout, record=record)
-        append_whole(fd, dumps_line(entry.model_dump(mode="json")), os.lseek(fd, 0, os.SEEK_END), path)
+        append_line(fd, ValidationEntry(rollout=rollout, record=record).model_dump(mode="json"), path)
     finally:
         os.close(fd)
-
