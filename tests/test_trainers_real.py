@@ -344,6 +344,8 @@ def test_verl_validation_is_judged_beside_training_in_no_step(trainers, tmp_path
         assert rewards == pytest.approx([by_input[row["question"]] for row in VALIDATION]), step
         assert {e["record"]["rubric_version"] for e in kept} == {max(0, step - 1)}
         assert {e["record"]["status"] for e in kept} == {"scored"}
+        # verl numbers each split's rows from 0: a validation row's instance is not the training prompt's
+        assert {e["rollout"]["instance_id"] for e in kept} == {f"test-{row['index']}" for row in VALIDATION}
 
 
 def torchrun(urls: list[str], out: Path, *, steps: int, per_generation: int) -> list[list[dict[str, Any]]]:
