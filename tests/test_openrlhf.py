@@ -156,3 +156,26 @@ def test_under_neutral_a_failed_response_is_answered_so_an_equal_one_is_a_new_ro
     assert again["extra_logs"]["judge_failed"] == [0.0]
     scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
     assert [(s["status"], s["reward"]) for s in scores] == [("failed", 0.5), ("scored", again["rewards"][0])]
+
+
+def test_a_retried_request_of_several_responses_adds_none_of_them_again(tmp_path, sim_factory) -> None:
+    """OpenRLHF's HTTP path can send several responses in one request, and retries the whole request when it
+    fails. Its responses the judge scored were added again as new rollouts (taking later responses' places
+    under --rollouts-per-step); now the retry is answered from the places the first try took."""
+    import httpx
+
+    run = new_scenario_run(tmp_path, "batched")
+    prompts = [f"[user] What is {i} + {i}?\n[assistant] " for i in range(6)]
+    body = {"query": [p + f"Final answer: {2 * i}" for i, p in enumerate(prompts)], "prompts": prompts,
+            "labels": [str(2 * i) for i in range(6)]}
+    last = {"query": [PROMPT + RESPONSE], "prompts": [PROMPT], "labels": ["42"]}
+    judge = sim_factory(agent_fault_rate={"scorer": 0.5})  # the same questions fail on every try
+    with served(run, judge, "--rollouts-per-step", 7) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        tries = [http.post(OPENRLHF_PATH, json=body) for _ in range(2)]
+        judge.config.agent_fault_rate.clear()
+        closing = http.post(OPENRLHF_PATH, json=last)
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    assert [t.status_code for t in tries] == [502, 502] and closing.status_code == 200
+    assert closing.json()["extra_logs"]["amaris_step"] == [0.0]
+    scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
+    assert len(scores) == 7 and {s["status"] for s in scores[:6]} == {"scored", "failed"}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -155,7 +156,7 @@ class ServeApp:
 
     async def _validate(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None
-        intake = read_score_request(body, self.core.session.settings.pipeline.instance_field)
+        intake = read_score_request(body, self.core.session.settings.pipeline.instance_field, "POST /validate")
         return await self.core.validate(intake.step, intake.rollout)
 
     async def _complete(self, scope: Scope, body: bytes) -> BaseModel:
@@ -170,8 +171,8 @@ class ServeApp:
 
     async def _openrlhf(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None
-        return await self.core.score_openrlhf(read_openrlhf_request(body,
-                                                                    self.core.session.settings.pipeline.instance_field))
+        intakes = read_openrlhf_request(body, self.core.session.settings.pipeline.instance_field)
+        return await self.core.score_openrlhf(intakes, hashlib.sha256(body).hexdigest())
 
     async def _wait(self, scope: Scope, body: bytes) -> BaseModel:
         query = _query(scope)

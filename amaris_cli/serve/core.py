@@ -83,6 +83,7 @@ SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' inp
 OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolution another process runs
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
 RETRY_GRACE_S = 3.0  # OpenRLHF tries a failed request again a second later (utils/agent.py, 5 tries)
+RETRY_MEMORY_S = 60.0  # how long a failed OpenRLHF request is known as such: its 5 tries fall well within
 WAIT_SLICE_S = 3.0  # over schedule.GRACE_S, so an evolution nobody runs is still found within one slice
 
 
@@ -161,6 +162,8 @@ class ServeCore:
         self._opening_now: set[int] = set()  # steps whose first rollout is opening them
         self._tasks: set[asyncio.Task[Any]] = set()
         self._disk_cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, Any] | None]] = {}
+        # OpenRLHF requests that failed, by a digest of their body: when (monotonic) and where each response went
+        self._failed_requests: dict[str, tuple[float, list[tuple[int, str]]]] = {}
         self.session: Session | None = None
         self.analyses: EarlyAnalyses | None = None
         self.evolutions = Evolutions(self.run, options.evolve_options, say)
@@ -446,11 +449,6 @@ class ServeCore:
 
     async def _score(self, step: int | None, rollout: Rollout, explicit_id: bool,
                      training: TrainingMetadata | None, retried_if_failed: bool) -> ScoreResponse:
-        if retried_if_failed and step is None and not explicit_id:
-            for held in [st for _, st in sorted(self.steps.items()) if not st.sealed]:
-                twin = _failed_twin(held, rollout.model_copy(update={"step": held.step}))
-                if twin is not None:  # the client's retry of a rollout the judge failed: judged again in its place
-                    return await self._judged(held, held.rollouts[twin], retried_if_failed)
         # A rollout without a step joins the open step; when that one took its last rollout meanwhile, the next
         # (each turn some rollout takes a place, so many at once under --rollouts-per-step all get one in time).
         deadline = time.monotonic() + self.options.wait
@@ -470,20 +468,32 @@ class ServeCore:
                                "the rollout; send it again", rollout_id=rollout.id)
             await asyncio.sleep(0)
 
-    async def score_openrlhf(self, intakes: list[ScoreIntake]) -> OpenRLHFResponse:
+    async def score_openrlhf(self, intakes: list[ScoreIntake], request_key: str) -> OpenRLHFResponse:
         """OpenRLHF's remote reward request: each query a rollout of the open step, judged together. A rollout
         the judge could not score makes the request fail (OpenRLHF retries it, then leaves the sample without
-        a reward): OpenRLHF reads every reward as a number, and none is made up."""
+        a reward): OpenRLHF reads every reward as a number, and none is made up. The retry of a failed request
+        (the same body, `request_key` its digest) is answered from the rollouts the first try placed: those
+        scored as they were, the failed ones judged again in their places, never new rollouts."""
         if not self.options.rollouts_per_step:
             raise ApiError(409, "OpenRLHF's requests name no step and nothing completes one: start amaris serve with "
                            "--rollouts-per-step N (N: the responses of one training batch, rollout_batch_size x "
                            "n_samples_per_prompt)")
         assert self.session is not None
-        retried = self.session.policy.name != "neutral"  # a failure is a failed request, which OpenRLHF sends again
-        answers = await asyncio.gather(*(self.score(None, i.rollout, i.explicit_id, retried_if_failed=retried)
-                                         for i in intakes))
+        # Held for a retry: a failure OpenRLHF is answered with is a failed request, which it sends again; not under
+        # neutral (answered with a number) nor in sync mode (answered after the step is written).
+        retried = self.session.policy.name != "neutral" and self.options.lag == 1
+        now = time.monotonic()
+        self._failed_requests = {k: v for k, v in self._failed_requests.items() if now - v[0] < RETRY_MEMORY_S}
+        placed = self._failed_requests.pop(request_key, (0.0, []))[1] if retried else []
+        if len(placed) == len(intakes):
+            answers = await asyncio.gather(*(self._served(self._again(step, rid), step) for step, rid in placed))
+        else:
+            answers = await asyncio.gather(*(self.score(None, i.rollout, i.explicit_id, retried_if_failed=retried)
+                                             for i in intakes))
         failed = [a for a in answers if a.score is None]
         if failed:
+            if retried:
+                self._failed_requests[request_key] = (time.monotonic(), [(a.step, a.id) for a in answers])
             raise ApiError(502, f"the judge could not score {len(failed)} of the {len(answers)} response(s): "
                            f"{failed[0].error}", step=failed[0].step, rollout_id=failed[0].id)
         return OpenRLHFResponse.of([float(a.score) for a in answers if a.score is not None],
@@ -532,6 +542,21 @@ class ServeCore:
             st.begin_completion()  # no further arrivals; the completion waits for those in flight
             self._spawn(self._auto_complete(step))
         return await self._judged(st, rollout, retried_if_failed)
+
+    async def _again(self, step: int, rid: str) -> ScoreResponse:
+        """A rollout sent again by a client that retries a failed request: its answer, the judgement again when it
+        failed and its step is not being written yet; once written, its record as written."""
+        st = self.steps.get(step)
+        if st is not None and not st.sealed and rid in st.rollouts:
+            return await self._judged(st, st.rollouts[rid], retried_if_failed=True)
+        if st is not None:
+            await self._until([st.closed], self.options.wait)  # being written: its record as written, in a moment
+        records = self._on_disk(step, artifacts.SCORES) or {}
+        record = records.get(rid)
+        if not isinstance(record, ScoreRecord):
+            raise ApiError(409, f"rollout {rid!r} of step {step}, sent again, is no longer in the step", step=step,
+                           rollout_id=rid)
+        return await self._respond(step, record)
 
     async def _judged(self, st: OpenStep, rollout: Rollout, retried_if_failed: bool) -> ScoreResponse:
         """The answer for a rollout the step holds: its record when scored, the judgement in flight, else (new,
@@ -925,21 +950,6 @@ def _differences(recorded: Any, current: Any, where: str = "") -> list[str]:
         return [path for key in sorted({*recorded, *current}, key=str)
                 for path in _differences(recorded.get(key), current.get(key), f"{where}.{key}" if where else str(key))]
     return [] if recorded == current else [where or "settings"]
-
-
-def _failed_twin(st: OpenStep, rollout: Rollout) -> str | None:
-    """The id of a rollout of the step with the same content (a content id, or one made unique from it) whose
-    judgement failed, held for its client's retry and not being judged again; None when there is none."""
-    base, n, candidate = rollout.id, 1, rollout.id
-    while candidate in st.rollouts:
-        record = st.records.get(candidate)
-        if (record is not None and record.status == "failed" and candidate in st.retried
-                and candidate not in st.inflight
-                and st.rollouts[candidate] == rollout.model_copy(update={"id": candidate})):
-            return candidate
-        n += 1
-        candidate = f"{base}-{n}"
-    return None
 
 
 def _free_id(base: str, taken: dict[str, Rollout]) -> str:
