@@ -78,8 +78,8 @@ def updates_table(data: dict[str, Any]) -> Table:
     table = _table("update and reward hacking per step",
                    "state: new (no complete scores), stale (a file of the step was edited since written, or made "
                    "from one that changed: `--step N` names them), scored, evolved (analyzed and summarized), updated (and its "
-                   "rubric updated), skipped (it could not be evaluated: the judge was unreachable; the rubric was "
-                   "carried forward), failed (its evolution ended in an error), running (a process writes it now); "
+                   "rubric updated), skipped (it could not be evaluated: the judge was unreachable, or it has failed "
+                   "records under --failed-step carry; the rubric was carried forward), failed (its evolution ended in an error), running (a process writes it now); "
                    "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
                    "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
                    "rollouts showing each")

@@ -56,10 +56,13 @@ class StageFailure:
 
 
 def recorded_layer(run: RunDir, step: int) -> dict[str, Any]:
-    """The policy the step's scores were written under, as a settings layer ({} when none is recorded)."""
+    """The policy the step's scores were written under, and the `failed_step` its last evolution ran with (a
+    served step's: `carry`, which its scores do not record), as a settings layer ({} when none is recorded)."""
     scored = artifacts.derivation(run, step, artifacts.SCORES)
     recorded = (scored.inputs.get("policy") or {}) if scored else {}
-    pipeline = {"on_error": recorded.get("on_error"), "neutral_reward": recorded.get("neutral_reward")}
+    evolved = artifacts.evolution(run, step)
+    pipeline = {"on_error": recorded.get("on_error"), "neutral_reward": recorded.get("neutral_reward"),
+                "failed_step": (evolved.flags.get("pipeline") or {}).get("failed_step") if evolved else None}
     pipeline = {k: v for k, v in pipeline.items() if v is not None}
     return {"pipeline": pipeline} if pipeline else {}
 
@@ -74,6 +77,11 @@ class FailurePolicy:
     def of(cls, settings: Settings) -> FailurePolicy:
         pipeline = settings.pipeline
         return cls(name=pipeline.on_error, neutral_reward=pipeline.neutral_reward, carry=pipeline.failed_step == "carry")
+
+    @property
+    def skips_failed_steps(self) -> bool:
+        """Whether a step whose summarizer or updater gave no answer evolves as skipped (else it fails)."""
+        return self.name != "fail" or self.carry
 
     def as_inputs(self) -> dict[str, object]:
         """What a file written under this policy depends on."""
@@ -109,4 +117,5 @@ class FailurePolicy:
         if not self.carry:
             raise StageFailed(found.message, found.retry)
         verb = "analyzed" if stage == "analyze" else "judged"
-        return f"{failed} of {total} rollouts could not be {verb}, and under on_error = fail a step with failed records is not evaluated"
+        return (f"{failed} of the step's {total} rollouts could not be {verb}, and under on_error = fail a step with "
+                "failed records is not evaluated")

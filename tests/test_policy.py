@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import EXAMPLES, evolution, invoke, judge_env, new_run
 
 
@@ -78,3 +80,19 @@ def test_failed_step_carry_evolves_a_step_with_failed_records_as_skipped(tmp_pat
     replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
     assert replayed.exit_code == 0, replayed.stderr
     assert json.loads((tmp_path / "replayed/steps/000000/summary.json").read_text()) == first
+
+
+@pytest.mark.parametrize("agent", ["summarizer", "updater"])
+def test_failed_step_carry_also_carries_a_step_whose_summarizer_or_updater_gave_no_answer(tmp_path, sim_factory,
+                                                                                          agent) -> None:
+    """`carry` is for training that must go on (serve's): an unusable summarizer or updater answer failed the
+    step's evolution all the same, and every later step of a served run was a 409."""
+    env = judge_env(sim_factory(agent_faults={agent: "wrong_shape"}))
+    run = new_run(tmp_path)
+    assert invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, env=env).exit_code == 0
+    assert invoke("evolve", "--run", run, "--step", 0, env=env).exit_code != 0
+    carried = invoke("evolve", "--run", run, "--step", 0, "--failed-step", "carry", env=env)
+    assert carried.exit_code == 0, carried.stderr
+    assert f"the {agent} failed" in evolution(run)["skipped"]
+    assert json.loads((run / "rubrics/step-000001.json").read_text())["adaptive"] == \
+        json.loads((run / "rubrics/step-000000.json").read_text())["adaptive"]

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from amaris_cli.serve.client import RewardClient, ScoreFailed
-from tests.conftest import EXAMPLES, invoke, new_run
+from tests.conftest import EXAMPLES, invoke, judge_env, new_run
 from tests.served import served
 
 MATH = [[json.loads(line) for line in (EXAMPLES / "math" / f"step-{s:03d}.jsonl").read_text().splitlines()]
@@ -180,7 +180,7 @@ def test_one_rollout_the_judge_cannot_score_does_not_end_the_reference_programs_
         first, updated = asyncio.run(train(server.url))
     assert isinstance(first[0], ScoreFailed)
     assert [u["status"] for u in updated] == ["updated"] * 3
-    assert "1 of 16 rollouts could not be judged" in updated[0]["skipped"]
+    assert "1 of the step's 16 rollouts could not be judged" in updated[0]["skipped"]
     assert updated[1]["skipped"] is None and updated[2]["skipped"] is None
     versions = [{json.loads(line)["rubric_version"] for line in
                  (run / "steps" / f"{s:06d}" / "scores.jsonl").read_text().splitlines()} for s in range(3)]
@@ -194,3 +194,7 @@ def test_one_rollout_the_judge_cannot_score_does_not_end_the_reference_programs_
     assert replayed.exit_code == 0, replayed.stderr
     for name in ("summary.json", "update.json"):
         assert (tmp_path / "replayed/steps/000000" / name).read_bytes() == (run / "steps/000000" / name).read_bytes()
+    # `amaris evolve` of the step, as the README advises for an idle step, keeps what its evolution ran with.
+    again = invoke("evolve", "--run", run, "--step", 0, env=judge_env(sim))
+    assert again.exit_code == 0, again.stderr
+    assert "it evolved as skipped" in again.stderr

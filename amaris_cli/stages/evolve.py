@@ -46,10 +46,11 @@ def require_scores(session: Session, step: int) -> None:
 
 def scores_not_evaluated(session: Session, step: int) -> str | None:
     """`require_scores` for the step's evolution: under `carry`, failures are why it evolves as skipped."""
-    return _score_failures(session, step, session.policy.not_evaluated)
+    return _score_failures(session, step, session.policy.not_evaluated,
+                           or_else=", or evolve it as skipped, learning nothing from it (`--failed-step carry`)")
 
 
-def _score_failures(session: Session, step: int, check: Callable[..., str | None]) -> str | None:
+def _score_failures(session: Session, step: int, check: Callable[..., str | None], or_else: str = "") -> str | None:
     run = session.run
     fresh = artifacts.freshness(run, step, artifacts.SCORES)
     if fresh.sha is None:
@@ -62,7 +63,8 @@ def _score_failures(session: Session, step: int, check: Callable[..., str | None
     scores = artifacts.load_scores(run, step)
     failed = [s for s in scores if s.status == "failed"]
     return check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
-                 retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)")
+                 retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)"
+                 + or_else)
 
 
 def require_analyses(session: Session, step: int) -> None:

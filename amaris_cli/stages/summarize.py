@@ -123,7 +123,7 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
                                    n_analyzed=len(analyzed), chunks=chunks, stats=stats,
                                    hacking=count_hacking(analyzed), summary=summary)
         except AgentFailed as exc:
-            if session.policy.name == "fail":
+            if not session.policy.skips_failed_steps:
                 raise
             record = skipped_summary(step, instance_id, len(rollouts), stats, analyzed, str(exc))
     artifacts.write_json_recorded(run, step, name, record.model_dump(mode="json"), inputs, session.how)

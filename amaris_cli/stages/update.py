@@ -164,7 +164,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
             raise AgentFailed(f"step {step}: the updater failed: {answer.error}; earlier steps are intact, re-run "
                               "to retry")
     except AgentFailed as exc:
-        if session.policy.name == "fail":
+        if not session.policy.skips_failed_steps:
             raise
         return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), None, True
     proposal = answer.value
@@ -177,7 +177,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
             gate = await check(session, step, base, new_rubric, budget=budget, own_calls=own_calls,
                                refused_edits=applied)
         except AgentFailed as exc:  # the judge could not check the version: as when the updater fails
-            if session.policy.name == "fail":
+            if not session.policy.skips_failed_steps:
                 raise
             return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), \
                 None, True
