@@ -834,7 +834,7 @@ def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
         assert http.get("/rubric_status/wait", params={"step": 0, "timeout": 60}).json()["state"] == "done"
         bad = http.post("/validate", json={"prompt": "p", "metadata": {"current_step": 0}})
         again = http.post("/score", json={**stepless, "metadata": {"current_step": 1}}).json()
-    assert bad.status_code == 422 and "response" in bad.json()["error"]
+    assert bad.status_code == 422 and bad.json()["error"].startswith("POST /validate: ") and "response" in bad.json()["error"]
     assert stored_ids(run, 0) == [line["id"] for line in training]
     assert [a["status"] for a in answers] == ["scored"] * 4
     assert unnamed["step"] == 0 and unnamed["score"] == early[0]["score"]

@@ -32,7 +32,6 @@ from amaris_cli.serve.openrlhf import OpenRLHFRequest
 from amaris_cli.training import FIELDS as TRAINING_FIELDS
 from amaris_cli.training import TrainingMetadata
 
-WHERE = Path("POST /score")
 METADATA_FIELDS = {"current_step", *TRAINING_FIELDS}  # what `metadata` says about the step and training
 
 
@@ -61,10 +60,9 @@ def _validated(model: type[BaseModel], value: dict[str, Any], what: str) -> Any:
                        details=details) from None
 
 
-def read_score_request(body: bytes, instance_field: str | None) -> ScoreIntake:
-    """A /score body, in amaris's shape (a rollout line with `metadata`) or the reference's
-    (`{"rollout": {...}, "metadata": {...}}`)."""
-    what = "POST /score"
+def read_score_request(body: bytes, instance_field: str | None, what: str = "POST /score") -> ScoreIntake:
+    """A /score body (or /validate's, `what` naming the route in errors), in amaris's shape (a rollout line with
+    `metadata`) or the reference's (`{"rollout": {...}, "metadata": {...}}`)."""
     raw = _json_object(body, what)
     if "rollout" in raw:
         reference: ReferenceScoreRequest = _validated(ReferenceScoreRequest, raw, what)
@@ -100,7 +98,7 @@ def read_score_request(body: bytes, instance_field: str | None) -> ScoreIntake:
     else:
         line.pop("metadata", None)
     try:
-        rollouts = parse_rollouts(orjson.dumps(line), WHERE, None, instance_field)
+        rollouts = parse_rollouts(orjson.dumps(line), Path(what), None, instance_field)
     except InputErrors as exc:
         reasons = [e.reason for e in exc.errors]
         raise ApiError(422, f"{what}: {'; '.join(reasons)}", details=reasons) from None
