@@ -168,9 +168,11 @@ def _skipped(run: RunDir, step: int, update: bool) -> str | None:
         record = artifacts.load_update(run, step, s.instance_id) if update else None
         if record is not None and record.carried_forward is not None and record.carried_forward.cause == "skipped":
             carried.append(f"summarized, not updated: {record.carried_forward.reason}{_where([s])}")
-    reasons = [f"{sum(s.skipped.judged for s in group if s.skipped)} of {sum(s.skipped.rollouts for s in group if s.skipped)} rollouts "
-               f"judged, {sum(s.skipped.analyzed for s in group if s.skipped)} analyzed: {reason}{_where(group)}"
-               for reason, group in skipped.items()]
+    reasons = []
+    for reason, group in skipped.items():
+        counts = [s.skipped for s in group if s.skipped is not None]
+        reasons.append(f"{sum(c.judged for c in counts)} of {sum(c.rollouts for c in counts)} rollouts judged, "
+                       f"{sum(c.analyzed for c in counts)} analyzed: {reason}{_where(group)}")
     return "; ".join([*reasons, *carried]) or None
 
 
