@@ -120,6 +120,9 @@ def apply_modifications(
         return (f"would leave the anchors {share:.0%} of the reward criteria's weight, below "
                 f"rubric.min_anchor_share={floor:g}")
 
+    def replaced(index: int, edited: Criterion) -> list[Criterion]:
+        return [*adaptive[:index], edited, *adaptive[index + 1:]]
+
     def leaves_no_reward(without: str) -> bool:
         """Whether the rubric would keep no reward criterion (the reward's denominator) without `without`."""
         return not any(c.kind == "reward" for c in [*rubric.anchors, *adaptive] if c.id != without)
@@ -195,7 +198,7 @@ def apply_modifications(
                 reject(mod, problem)
                 continue
             edited = current.model_copy(update={"weight": mod.weight})
-            if problem := outweighs_anchors([*adaptive[:index], edited, *adaptive[index + 1:]]):
+            if problem := outweighs_anchors(replaced(index, edited)):
                 reject(mod, problem)
                 continue
             adaptive[index] = edited
@@ -219,7 +222,7 @@ def apply_modifications(
             text = None if mod.text is None else clean_criterion_text(mod.text)
             update = {k: v for k, v in (("text", text), ("weight", mod.weight), ("kind", mod.kind)) if v is not None}
             edited = current.model_copy(update=update)
-            if problem := outweighs_anchors([*adaptive[:index], edited, *adaptive[index + 1:]]):
+            if problem := outweighs_anchors(replaced(index, edited)):
                 reject(mod, problem)
                 continue
             adaptive[index] = edited

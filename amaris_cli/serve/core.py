@@ -84,6 +84,7 @@ OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolutio
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
 RETRY_GRACE_S = 3.0  # OpenRLHF tries a failed request again a second later (utils/agent.py, 5 tries)
 RETRY_MEMORY_S = 60.0  # how long a failed OpenRLHF request is known as such: its 5 tries fall well within
+STOPPING = "the server is stopping; send the rollout again once it is back"
 WAIT_SLICE_S = 3.0  # over schedule.GRACE_S, so an evolution nobody runs is still found within one slice
 
 
@@ -132,6 +133,7 @@ class OpenStep:
     # is written only once they are judged again or RETRY_GRACE_S passed. `sealed`: its files are being written.
     retried: set[str] = field(default_factory=set)
     last_failure: float = 0.0
+    retry_came: asyncio.Event = field(default_factory=asyncio.Event)  # set when a held failure is sent again
     sealed: bool = False
 
     def begin_completion(self) -> None:
@@ -440,7 +442,7 @@ class ServeCore:
         step is being opened (its rollout is judged and journaled all the same)."""
         if self.stopping.is_set():
             work.close()
-            raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step)
+            raise ApiError(503, STOPPING, step=step)
         if self.analyses is not None:
             self.analyses.scoring()  # a trainer waits: early analyses give way
         task = self._spawn(work)
@@ -454,8 +456,7 @@ class ServeCore:
         deadline = time.monotonic() + self.options.wait
         while True:
             if self.stopping.is_set():
-                raise ApiError(503, "the server is stopping; send the rollout again once it is back", step=step,
-                               rollout_id=rollout.id)
+                raise ApiError(503, STOPPING, step=step, rollout_id=rollout.id)
             chosen = self._unnamed_step() if step is None else step
             st = await self._open(chosen, training)
             if st is not None and st.state == "open":
@@ -548,6 +549,7 @@ class ServeCore:
         failed and its step is not being written yet; once written, its record as written."""
         st = self.steps.get(step)
         if st is not None and not st.sealed and rid in st.rollouts:
+            st.retry_came.set()  # a completion waiting for it wakes at the next yield: its judgement is in flight then
             return await self._judged(st, st.rollouts[rid], retried_if_failed=True)
         if st is not None:
             await self._until([st.closed], self.options.wait)  # being written: its record as written, in a moment
@@ -774,7 +776,8 @@ class ServeCore:
             left = st.last_failure + RETRY_GRACE_S - time.monotonic()
             if not st.retried or left <= 0 or self.stopping.is_set():
                 return
-            await self._until([], min(left, 0.1))
+            st.retry_came.clear()
+            await self._until([st.retry_came], left)
 
     async def _complete(self, st: OpenStep) -> CompleteResponse:
         step = st.step
