@@ -27,8 +27,11 @@ if TYPE_CHECKING:  # the model alone is imported by serve's API models, which tr
     from amaris_cli.rundir import RunDir
 
 TRAINING = "training.json"
-MAX_TEXT_CHARS = 4000  # per field: a goal or a context, not a document
 FIELDS = ("high_level_goal", "model_size", "total_steps", "other_context")
+# What the agents are shown of each text field: a goal or a context, not a document. The reference takes any
+# length, so a request is never refused for it (its trainer would get a 422 on every call): training.json keeps
+# the whole text, and the agents get its first characters with a note of how many are not shown.
+SHOWN_CHARS = {"high_level_goal": 4000, "model_size": 200, "other_context": 4000}
 
 
 class TrainingMetadata(BaseModel):
@@ -36,10 +39,10 @@ class TrainingMetadata(BaseModel):
     step itself). Every field is optional: a request may give some, and the run's settings fill the rest."""
 
     model_config = ConfigDict(extra="forbid")
-    high_level_goal: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
-    model_size: str | None = Field(default=None, max_length=200)
+    high_level_goal: str | None = None
+    model_size: str | None = None
     total_steps: int | None = Field(default=None, ge=1, le=10**9)
-    other_context: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    other_context: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -50,13 +53,22 @@ class TrainingMetadata(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
     def applied_to(self, settings: TrainingSettings) -> TrainingSettings:
-        """The run's training settings with the fields given here in their place."""
-        values = {"goal": self.high_level_goal, "model_size": self.model_size, "total_steps": self.total_steps,
-                  "context": self.other_context}
+        """The run's training settings with the fields given here in their place, each text as the agents are
+        shown it (SHOWN_CHARS)."""
+        values = {"goal": _shown(self.high_level_goal, "high_level_goal"),
+                  "model_size": _shown(self.model_size, "model_size"), "total_steps": self.total_steps,
+                  "context": _shown(self.other_context, "other_context")}
         return settings.model_copy(update={k: v for k, v in values.items() if v is not None})
 
     def differences(self, other: TrainingMetadata) -> list[str]:
         return [name for name in FIELDS if getattr(self, name) != getattr(other, name)]
+
+
+def _shown(text: str | None, field: str) -> str | None:
+    limit = SHOWN_CHARS[field]
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} more characters of {field} not shown]"
 
 
 @dataclass(frozen=True)

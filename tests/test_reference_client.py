@@ -198,3 +198,45 @@ def test_one_rollout_the_judge_cannot_score_does_not_end_the_reference_programs_
     again = invoke("evolve", "--run", run, "--step", 0, env=judge_env(sim))
     assert again.exit_code == 0, again.stderr
     assert "it evolved as skipped" in again.stderr
+
+
+def test_the_reference_bodies_amaris_would_not_name_or_show_whole_are_scored(tmp_path, sim) -> None:
+    """The reference takes any string as an id and any length of TrainingMetadata text. amaris refused an empty
+    id, an id over 512 characters, other_context or high_level_goal over 4,000 and model_size over 200 with a
+    422: a trainer written for the reference failed on every call. Now an empty id is no id (the content id), a
+    long one is named by its head and digest (a retry of it is the same rollout) and kept whole as given_id,
+    and the texts are recorded whole and shown to the agents up to those lengths, saying how much is not."""
+    run = new_run(tmp_path, "edges")
+    rows = MATH[0][:3]
+    long_id = "trajectory:" + "q" * 600
+    context, size, goal = "C" * 5000, "S" * 300, "G" * 4500
+    metadata = {**reference_metadata(0), "other_context": context, "model_size": size, "high_level_goal": goal}
+    bodies = [{**reference_rollout(rows[0]), "id": ""}, {**reference_rollout(rows[1]), "id": "  "},
+              {**reference_rollout(rows[2]), "id": long_id}]
+
+    async def train(url: str) -> list[float]:
+        async with RewardClient(url, timeout=600) as client:
+            scores = await asyncio.gather(*(client.score_async(rollout=b, metadata=metadata) for b in bodies))
+            again = await client.score_async(rollout=bodies[2], metadata=metadata)  # a retry of the long id
+            await client.rollouts_complete_async()
+            await client.rubric_updated_async()
+            return [*scores, again]
+
+    with served(run, sim) as server:
+        scores = asyncio.run(train(server.url))
+    assert all(isinstance(s, float) for s in scores) and scores[3] == scores[2]
+    step_dir = run / "steps" / "000000"
+    stored = [json.loads(line) for line in (step_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert len(stored) == 3, "the retry of the long id is the same rollout"
+    by_output = {r["output"]: r for r in stored}
+    named = by_output[rows[2]["output"]]
+    assert named["id"].startswith("trajectory:qqq") and len(named["id"]) < 120
+    assert named["metadata"]["given_id"] == long_id
+    assert all(by_output[r["output"]]["id"] not in ("", "  ") for r in rows[:2])
+    assert json.loads((step_dir / "training.json").read_text())["other_context"] == context
+    calls = [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
+    analyzer = next(c["messages"][0]["content"] for c in calls if c["agent"] == "analyzer" and c["messages"])
+    assert "C" * 4000 + " [... 1000 more characters of other_context not shown]" in analyzer
+    assert "S" * 200 + " [... 100 more characters of model_size not shown]" in analyzer
+    assert "G" * 4000 + " [... 500 more characters of high_level_goal not shown]" in analyzer
+    assert "C" * 4001 not in analyzer

@@ -11,6 +11,7 @@ would store for that line, and every problem is a 4xx whose reason names the fie
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason
+from amaris_cli.models import MAX_ROLLOUT_ID_CHARS
 from amaris_cli.rollouts import ALIASES, lookup, parse_rollouts
 from amaris_cli.serve.api import (
     CompleteRequest,
@@ -71,6 +73,7 @@ def read_score_request(body: bytes, instance_field: str | None, what: str = "POS
         own = line.get("metadata")
         if own is not None and not isinstance(own, dict):
             raise ApiError(422, f"{what}: rollout.metadata: must be a JSON object")
+        own = _named_by_amaris(line, own, what)
         extra = {k: v for k, v in top.items() if k not in METADATA_FIELDS}
         clash = sorted(k for k in extra if k in (own or {}) and own[k] != extra[k])  # type: ignore[index]
         if clash:
@@ -107,6 +110,29 @@ def read_score_request(body: bytes, instance_field: str | None, what: str = "POS
     rollout = rollouts[0].model_copy(update={"step": step})
     training = TrainingMetadata.model_validate(metadata.model_dump(include=set(TRAINING_FIELDS)))
     return ScoreIntake(step, rollout, is_explicit(rollout) or _has_id(line), None if training.empty else training)
+
+
+def _named_by_amaris(line: dict[str, Any], own: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
+    """The reference's rollout with an id amaris can name it by (its rollout metadata returned).
+
+    The reference takes any string as an id; amaris's reader refuses an empty one and one longer than
+    MAX_ROLLOUT_ID_CHARS (ids are quoted in messages, memory and the report), which would be a 422 on every call
+    of a trainer written for the reference. So here an empty id is no id (the rollout gets its content id, as a
+    line without one does), and a longer one is named by its first characters and a digest of all of it (a retry
+    sends the same id, so it is named the same) and kept whole in the rollout's metadata as `given_id`."""
+    given = line.get("id")
+    if not isinstance(given, str):
+        return own
+    if not given.strip():
+        del line["id"]
+        return own
+    if len(given) <= MAX_ROLLOUT_ID_CHARS:
+        return own
+    if own is not None and own.get("given_id", given) != given:
+        raise ApiError(422, f"{what}: rollout.metadata.given_id would hold the rollout's id of {len(given)} "
+                            "characters, but it holds something else")
+    line["id"] = f"{given[:64]}...sha256-{hashlib.sha256(given.encode()).hexdigest()[:16]}"
+    return {**(own or {}), "given_id": given}
 
 
 def _has_id(line: dict[str, Any]) -> bool:
