@@ -74,6 +74,20 @@ def rewards_table(data: dict[str, Any]) -> Table:
     return table
 
 
+def validation_table(data: dict[str, Any]) -> Table:
+    table = _table("validation rollouts per step",
+                   "a trainer's evaluation sent to `amaris serve`'s POST /validate: judged with the rubric version a "
+                   "training rollout of the step gets, but in no step (RUN/validation/), so no evolution learns "
+                   "from it and the step's figures above leave it out; failed: rollouts the judge could not score")
+    for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True), ("mean", True),
+                            ("sd", True)):
+        _col(table, header, numeric)
+    for v in data["validation"]:
+        table.add_row(str(v["step"]), ", ".join(f"v{n}" for n in v["rubric_versions"]), str(v["rollouts"]),
+                      str(v["failed"]), shown_number(v["mean_reward"]), shown_number(v["std_reward"], 2))
+    return table
+
+
 def updates_table(data: dict[str, Any]) -> Table:
     table = _table("update and reward hacking per step",
                    "state: new (no complete scores), stale (a file of the step was edited since written, or made "
@@ -117,6 +131,7 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
         Text(f"run {data['run']} (amaris {data['version']}{origin}): {count(len(data['steps']), 'step')}, "
              f"rubric versions {versions}", style="bold"),
         rewards_table(data),
+        *([validation_table(data)] if data.get("validation") else []),
         updates_table(data),
         usage_table("tokens and cost by agent", by_agent(data["usage"]), bool(data["totals"]["priced_models"])),
     ]
@@ -267,6 +282,11 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
     if detail.get("training"):
         given = ", ".join(f"{k} {v!r}" for k, v in detail["training"].items())
         parts.append(Text(f"training, as the trainer's requests gave it: {given}"))
+    validation = detail.get("validation")
+    if validation:
+        parts.append(Text(f"validation: {count(validation['rollouts'], 'rollout')} judged in no step, "
+                          f"{validation['failed']} failed; mean reward {shown_number(validation['mean_reward'])} "
+                          f"(sd {shown_number(validation['std_reward'], 2)})"))
     parts += reliability_part(detail)
     if detail["summary"]:
         parts.append(Text(f"summary: {detail['summary']}"))

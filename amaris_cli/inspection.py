@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from amaris_cli.artifacts import stale_files
-from amaris_cli.reader import RunReader, StepOverview
+from amaris_cli.reader import RunReader, StepOverview, ValidationOverview
 from amaris_cli.rundir import RunDir
 from amaris_cli.stepstats import current_stats
 from amaris_cli.training import load_training
@@ -37,6 +37,13 @@ def step_view(view: StepOverview) -> dict[str, Any]:
     }
 
 
+def validation_view(view: ValidationOverview) -> dict[str, Any]:
+    """One step's validation rollouts in `inspect --json` (serve's /validate: judged in no step)."""
+    rewards = view.rewards
+    return {"step": view.step, "rollouts": rewards.n, "failed": rewards.failed, "rubric_versions": view.rubric_versions,
+            "mean_reward": rewards.mean, "std_reward": rewards.std}
+
+
 def alarms_view(reader: RunReader) -> dict[str, Any]:
     """`alarms`: each onset alarm with its step, kind, pattern, reason and evidence (alarms.py); `alarm_signals`:
     which signals the run gives (a verifiable reward, analyses), so no alarm is told apart from no check."""
@@ -58,6 +65,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
         "version": manifest.version,
         "replay_of": manifest.replay_of,
         "steps": [step_view(reader.overview(s)) for s in reader.steps],
+        "validation": [validation_view(v) for v in map(reader.validation, reader.validation_steps) if v is not None],
         "rubric_versions": run.rubric_versions(),
         "memory_entries": reader.memory_entries(),
         "usage": reader.usage,
@@ -90,5 +98,7 @@ def inspect_run(run: RunDir, step: int | None = None) -> dict[str, Any]:
         detail["stale"] = stale_files(run, step)
         sent = load_training(run, step)  # a served step's TrainingMetadata, as its requests gave it
         detail["training"] = sent.given() if sent is not None else None
+        validation = reader.validation(step)
+        detail["validation"] = validation_view(validation) if validation is not None else None
         result["detail"] = detail
     return result

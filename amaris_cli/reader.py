@@ -40,6 +40,7 @@ from amaris_cli.models import (
 from amaris_cli.reliability import StepFlips, load_reliability, step_figures
 from amaris_cli.rundir import Manifest, RunDir
 from amaris_cli.serve.journal import journal_path
+from amaris_cli.serve.validation import load_validation, validation_steps
 
 USAGE_KEYS = ("calls", "model_calls", "replayed", "prompt_tokens", "completion_tokens", "recorded_prompt_tokens",
               "recorded_completion_tokens", "cost")
@@ -64,6 +65,15 @@ class StepOverview(BaseModel):
     rejected: list[RejectedModification]
     deactivated: list[Deactivated]
     gate: GateRecord | None = None  # the adoption gate's check of the update (gate.py)
+
+
+class ValidationOverview(BaseModel):
+    """A step's validation rollouts (serve's /validate): judged with the rubric versions its training rollouts
+    get, in no step, so their figures are shown apart from the step's."""
+
+    step: int
+    rubric_versions: list[int]
+    rewards: RewardFigures
 
 
 class StepReliability(BaseModel):
@@ -154,6 +164,18 @@ class RunReader:
             strategy=update.strategy if update else None, rationale=update.rationale if update else None,
             applied=update.applied if update else [], rejected=update.rejected if update else [],
             deactivated=update.deactivated if update else [], gate=update.gate if update else None)
+
+    @cached_property
+    def validation_steps(self) -> list[int]:
+        return validation_steps(self.run)
+
+    def validation(self, step: int) -> ValidationOverview | None:
+        """The step's validation figures (None when no validation rollout names the step)."""
+        records = [entry.record for entry in load_validation(self.run, step)]
+        if not records:
+            return None
+        return ValidationOverview(step=step, rubric_versions=sorted({r.rubric_version for r in records}),
+                                  rewards=reward_figures(records))
 
     def flip_rates(self) -> list[VersionFlips]:
         """Each criterion's flip rate per rubric version, over every step of the run (reliability.py)."""

@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from amaris_cli.models import Rollout, ScoreRecord
 from amaris_cli.report import write_report
-from amaris_cli.report.collect import rubric_diff
+from amaris_cli.report.collect import collect, rubric_diff
 from amaris_cli.report.page import DATA_TYPE
 from amaris_cli.rundir import RunDir
+from amaris_cli.serve.validation import record_validation
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, CountingProxy, Page, find_chromium
 from tests.conftest import (
@@ -476,3 +479,35 @@ def test_long_texts_keep_head_and_tail_and_say_where_the_rest_is() -> None:
     assert clipped.startswith("A" * 4500) and clipped.endswith("Z" * 1500) and "MIDDLE" not in clipped
     assert "4006 characters not shown here; the whole text is in steps/000003/rollouts.jsonl" in clipped
     assert clip_text("short", 6000, "x") == "short"
+
+
+def test_report_draws_the_trainers_validation_apart_from_the_steps(report_run: Path, tmp_path: Path, chromium: str,
+                                                                  screenshots: Path) -> None:
+    """Validation rollouts (serve's /validate, tests/test_serve.py sends them) are drawn as their own dashed line
+    of squares beside the steps' mean reward, also at a step training has not reached, and leave the steps'
+    figures alone."""
+    run = tmp_path / "run"
+    shutil.copytree(report_run, run)
+    rollout = Rollout(id="val-0", input="What is 2+2?", output="4")
+    rewards = {0: [0.25, 0.75], 3: [0.5]}
+    for step, values in rewards.items():
+        for i, reward in enumerate(values):
+            record_validation(RunDir(run), step, rollout.model_copy(update={"id": f"val-{i}", "step": step}),
+                              ScoreRecord(rollout_id=f"val-{i}", step=step, rubric_version=0, status="scored",
+                                          reward=reward))
+    record_validation(RunDir(run), 3, rollout, ScoreRecord(rollout_id="val-9", step=3, rubric_version=0,
+                                                           status="failed", error="no answer"))
+    out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+    with opened(chromium, out, tmp_path) as page:
+        page.wait("document.body.dataset.ready === '1' && !!document.querySelector('rect.validation-pt')")
+        titles = page.eval("[...document.querySelectorAll('rect.validation-pt title')].map(t => t.textContent)")
+        assert titles == ["step 0, validation: mean 0.500, sd 0.250, 2 scored, 0 failed, with rubric v0",
+                          "step 3, validation: mean 0.500, sd 0.000, 1 scored, 1 failed, with rubric v0"], titles
+        assert page.eval("document.querySelectorAll('polyline.validation').length") == 1
+        legend = page.eval("document.querySelector('.legend').textContent")
+        assert "validation rollouts (POST /validate)" in legend
+        ticks = page.eval("[...document.querySelector('svg').querySelectorAll('text')].map(t => t.textContent)")
+        assert "3" in ticks, "a validated step training has not reached is on the axis"
+        page.screenshot(screenshots / "report-validation.png")
+        assert page.events("Runtime.exceptionThrown") == []
+    assert collect(RunDir(run))[0].steps == collect(RunDir(report_run))[0].steps

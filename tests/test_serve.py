@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ import orjson
 import pytest
 
 from amaris_cli import locks
+from amaris_cli.report.collect import collect
 from amaris_cli.rollouts import parse_rollouts, read_rollouts
 from amaris_cli.rundir import RunDir, safe_instance_dir
 from amaris_cli.serve.client import AmarisClient, ServeError
@@ -844,3 +846,18 @@ def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
     assert {e["record"]["rubric_version"] for e in kept} == {0}
     # The same rollout as training, at step 1 (also version 0 under lag 1): the same score.
     assert again.get("rubric_version") == 0 and again["score"] == early[0]["score"], again
+    # inspect and the report show the validation apart from the step, with its judge calls in a row of their own.
+    shown = invoke("inspect", run, "--json")
+    assert shown.exit_code == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    rewards = [e["record"]["reward"] for e in kept]
+    assert data["validation"] == [{"step": 0, "rollouts": 4, "failed": 0, "rubric_versions": [0],
+                                   "mean_reward": round(statistics.fmean(rewards), 6),
+                                   "std_reward": round(statistics.pstdev(rewards), 6)}]
+    assert data["steps"][0]["rollouts"] == 4
+    assert data["usage"]["0"]["validation"]["calls"] == 4
+    assert data["usage"]["0"]["scorer"]["calls"] == 4, "the step's scorer calls are its training rollouts'"
+    text = " ".join(invoke("inspect", run, "--step", 0).stderr.split())
+    assert "validation rollouts per step" in text and "validation: 4 rollouts judged in no step, 0 failed" in text
+    overview, _ = collect(RunDir(run))
+    assert [(v.step, v.n, v.mean) for v in overview.validation] == [(0, 4, data["validation"][0]["mean_reward"])]

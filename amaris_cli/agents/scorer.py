@@ -178,10 +178,13 @@ def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: in
     )
 
 
-async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> ScoreRecord:
+async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int,
+                        context_prefix: str = "") -> ScoreRecord:
+    """`context_prefix` marks the call in calls.jsonl (serve's validation: VALIDATION_CONTEXT); the request is the
+    same either way."""
     messages = scorer_messages(kit, rubric, rollout, step)
     answer = await kit.client.ask(
-        "scorer", messages, ScorerAnswer, step=step, context=rollout.id,
+        "scorer", messages, ScorerAnswer, step=step, context=context_prefix + rollout.id,
         check=check_against(rubric, asks_presence(messages[0]["content"])),
         max_tokens=answer_budget(len(rubric.criteria)), contract=scorer_contract(rubric),
     )

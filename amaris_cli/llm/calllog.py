@@ -66,14 +66,20 @@ class CallRecord(BaseModel):
 
 GATE_KEY = "gate:"  # the group key of the adoption gate's calls (gate.py); score_group makes it "group:gate:ITEM"
 GATE_CONTEXT = "group:" + GATE_KEY
+VALIDATION_CONTEXT = "validation:"  # serve's /validate: "validation:ROLLOUT_ID" (serve/validation.py)
 
 
 def usage_row(agent: str, context: str) -> str:
-    """The usage table's row of a call: the adoption gate's calls are made with the scorer's settings, but
-    counted apart from scoring, so that a step's scorer calls are its rollouts' and the gate's cost shows.
-    Known from the context alone (calls.jsonl has nothing else): a scorer call of a user's rollout whose id,
-    or group whose instance id, begins "group:gate:" or "gate:" would be counted as the gate's."""
-    return "gate" if agent == "scorer" and context.startswith(GATE_CONTEXT) else agent
+    """The usage table's row of a call: the adoption gate's calls and the judgements of a trainer's validation
+    rollouts are made with the scorer's settings, but counted apart from scoring, so that a step's scorer calls
+    are its rollouts' and the gate's and the validation's cost show. Known from the context alone (calls.jsonl
+    has nothing else): a scorer call of a user's rollout whose id, or group whose instance id, begins
+    "group:gate:", "gate:" or "validation:" would be counted as theirs."""
+    if agent != "scorer":
+        return agent
+    if context.startswith(GATE_CONTEXT):
+        return "gate"
+    return "validation" if context.startswith(VALIDATION_CONTEXT) else agent
 
 
 def call_line(*, ts: str, agent: str, step: int | None, context: str, request_hash: str, model: str,

@@ -104,6 +104,18 @@ class StepView(BaseModel):
     reliability: StepReliability  # the judge reliability check of the step, as `inspect --step` shows it
 
 
+class ValidationView(BaseModel):
+    """A step's validation rollouts (serve's /validate), judged in no step: the reader's figures."""
+
+    step: int
+    versions: list[int]
+    n: int
+    scored: int
+    failed: int
+    mean: float | None
+    std: float | None
+
+
 class AgentUsage(BaseModel):
     agent: str
     model_calls: int
@@ -123,6 +135,7 @@ class Overview(BaseModel):
     text_limit: int
     priced: bool
     steps: list[StepView]
+    validation: list[ValidationView]  # a trainer's evaluation per step (serve's /validate), in no step
     rubrics: list[RubricView]
     updates: list[dict[str, Any]]  # {"update": update.json, "retrieval": retrieval.json or None}
     usage: list[AgentUsage]
@@ -341,12 +354,15 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
                         recorded_prompt_tokens=int(u["recorded_prompt_tokens"]),
                         recorded_completion_tokens=int(u["recorded_completion_tokens"]), cost=_r(u["cost"], 6))
              for agent, u in agents.items()]
+    validation = [ValidationView(step=v.step, versions=v.rubric_versions, n=v.rewards.n, scored=v.rewards.scored,
+                                 failed=v.rewards.failed, mean=v.rewards.mean, std=v.rewards.std)
+                  for v in map(reader.validation, reader.validation_steps) if v is not None]
     alarm_report = run_alarms(reader)
     checks = [name for name, on in (("judge reward against the verifiable reward", alarm_report.gold),
                                     ("hacking patterns' prevalence", any(s.n_analyzed for s in alarm_report.steps))) if on]
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
-                        steps=steps_out, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
+                        steps=steps_out, validation=validation, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
                         alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run),
                         reliability=reader.flip_rates())
     return overview, blocks

@@ -38,6 +38,7 @@ from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.alarms import alarms_at, run_alarms
 from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
 from amaris_cli.figures import reward_figures
+from amaris_cli.llm.calllog import VALIDATION_CONTEXT
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
 from amaris_cli.options import ScoreOptions, ServeOptions
 from amaris_cli.reader import RunReader
@@ -518,7 +519,8 @@ class ServeCore:
         rollout = rollout.model_copy(update={"step": chosen})
         key = instance_key(rollout) if self.session.settings.pipeline.per_instance else None
         rubric = rubric_for(self.run, rule.limit(chosen), key)
-        record = self.session.policy.score(await score_rollout(self.session.kit, rubric, rollout, chosen))
+        record = self.session.policy.score(await score_rollout(self.session.kit, rubric, rollout, chosen,
+                                                               VALIDATION_CONTEXT))
         record_validation(self.run, chosen, rollout, record)
         return _response(chosen, record)
 

@@ -14,15 +14,17 @@ The file is this server's alone (one server per run); a line is written whole or
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from amaris_cli.jsonio import append_line
+from amaris_cli.jsonio import append_line, iter_models_numbered
 from amaris_cli.models import Rollout, ScoreRecord
 from amaris_cli.rundir import RunDir
 
 VALIDATION_DIR = "validation"
+_FILE = re.compile(r"step-(\d{6,})\.jsonl")
 
 
 class ValidationEntry(BaseModel):
@@ -43,3 +45,18 @@ def record_validation(run: RunDir, step: int, rollout: Rollout, record: ScoreRec
         append_line(fd, ValidationEntry(rollout=rollout, record=record).model_dump(mode="json"), path)
     finally:
         os.close(fd)
+
+
+def validation_steps(run: RunDir) -> list[int]:
+    """The steps with validation answers, in order."""
+    try:
+        names = os.listdir(run.path / VALIDATION_DIR)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_FILE.fullmatch, names) if m)
+
+
+def load_validation(run: RunDir, step: int) -> list[ValidationEntry]:
+    """The step's validation answers in the order they were given (a torn last line, one being written, is not
+    one yet; a bad line elsewhere is an error naming the file and line)."""
+    return [entry for _, entry in iter_models_numbered(validation_path(run, step), ValidationEntry)]

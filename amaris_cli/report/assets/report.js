@@ -121,7 +121,8 @@
   }
   function rewardChart() {
     const pts = D.steps.filter((st) => st.mean !== null);
-    const steps = D.steps.map((st) => st.step);
+    const checks = (D.validation || []).filter((v) => v.mean !== null);
+    const steps = [...new Set(D.steps.map((st) => st.step).concat(checks.map((v) => v.step)))].sort((a, b) => a - b);
     const { svg, x, y } = frame(760, 250, { l: 44, r: 12, t: 10, b: 34 }, steps, "reward");
     if (pts.length) {
       const upper = pts.map((p) => [x(p.step), y(Math.min(1, p.mean + p.std))]);
@@ -137,7 +138,15 @@
         svg.appendChild(dot);
       }
     }
-    return h("div", {}, svg, h("div", { class: "legend" }, "Line: mean reward of the step's scored rollouts. Band: ± one standard deviation, clipped to [0, 1]. Click a point to open the step."));
+    if (checks.length) {  // a trainer's evaluation (serve's /validate), judged in no step
+      svg.appendChild(s("polyline", { class: "validation", points: checks.map((v) => x(v.step) + "," + y(v.mean)).join(" "), fill: "none", stroke: "#8250df", "stroke-width": 2, "stroke-dasharray": "6 4" }));
+      for (const v of checks) {
+        svg.appendChild(s("rect", { class: "validation-pt", x: x(v.step) - 4, y: y(v.mean) - 4, width: 8, height: 8, fill: "#8250df" },
+          s("title", {}, `step ${v.step}, validation: mean ${fmt(v.mean)}, sd ${fmt(v.std)}, ${v.scored} scored, ${v.failed} failed, with rubric v${v.versions.join(", v")}`)));
+      }
+    }
+    const validationNote = checks.length ? " Dashed line, squares: mean reward of the trainer's validation rollouts (POST /validate), judged with the step's rubric version but in no step." : "";
+    return h("div", {}, svg, h("div", { class: "legend" }, "Line: mean reward of the step's scored rollouts. Band: ± one standard deviation, clipped to [0, 1]. Click a point to open the step." + validationNote));
   }
   function criteriaPanels() {
     const steps = D.steps.map((st) => st.step);
