@@ -373,6 +373,7 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         assert http.post("/score", json={**ok, "id": "x"}).status_code == 200
         clash = http.post("/score", json={**ok, "id": "x", "response": "5"})
         assert clash.status_code == 409 and "id 'x' already names another rollout of step 0" in clash.json()["error"]
+        assert 'POST /discard {"step": 0}' in clash.json()["error"]
         # A step another process writes is a conflict naming it, and the server's open step is one for others.
         with locks.exclusive(RunDir(run).step_lock_path(1), "step 1", role="score"):
             held = http.post("/score", json={**ok, "metadata": {"current_step": 1}})
@@ -390,6 +391,11 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         gap = http.post("/score", json={**ok, "metadata": {"current_step": 3}})
         assert gap.status_code == 409 and "send step 1 first (POST /score" in gap.json()["error"], gap.json()
         assert "amaris loop" not in gap.json()["error"] and "--rubric-version" not in gap.json()["error"]
+        # A complete step takes no more: a trainer resumed from a checkpoint is told where its steps go on.
+        assert http.get("/rubric_status/wait", params={"step": 0, "timeout": 60}).json()["state"] == "done"
+        resumed = http.post("/score", json={**ok, "id": "y", "response": "6"})
+        assert resumed.status_code == 409 and "step 0 is complete" in resumed.json()["error"]
+        assert "resumed from a checkpoint" in resumed.json()["error"] and "number its steps from 1 on" in resumed.json()["error"]
 
 
 def test_a_request_from_a_web_page_changes_nothing(tmp_path, sim) -> None:

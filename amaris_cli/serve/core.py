@@ -535,7 +535,9 @@ class ServeCore:
         rid = rollout.id
         if explicit_id and rid in st.rollouts:
             if st.rollouts[rid] != rollout:
-                raise ApiError(409, f"id {rid!r} already names another rollout of step {step}", step=step,
+                raise ApiError(409, f"id {rid!r} already names another rollout of step {step} (a trainer resumed from a "
+                               f"checkpoint generates the step again: POST /discard {{\"step\": {step}}} drops what the "
+                               "crashed run sent of it)", step=step,
                                rollout_id=rid)
             return await self._judged(st, rollout, retried_if_failed)  # a retry: its answer, or judged again
         if not explicit_id:
@@ -612,8 +614,14 @@ class ServeCore:
             records = self._on_disk(step, artifacts.SCORES) or {}
             if stored.get(rid) == rollout and rid in records:
                 return await self._respond(step, records[rid])  # type: ignore[arg-type]
-        where = "is being completed" if st is not None else f"is complete ({artifacts.rollouts_path(self.run, step)})"
-        raise ApiError(409, f"step {step} {where}: it takes no more rollouts", step=step, rollout_id=rid)
+        if st is not None:
+            raise ApiError(409, f"step {step} is being completed: it takes no more rollouts", step=step, rollout_id=rid)
+        # Most often a trainer resumed from a checkpoint, which generates steps the crashed run completed again.
+        after = max([*artifacts.step_numbers(self.run), *self.steps], default=step) + 1
+        raise ApiError(409, f"step {step} is complete ({artifacts.rollouts_path(self.run, step)}): it takes no more "
+                       "rollouts. A trainer resumed from a checkpoint sends again steps the run holds: number its "
+                       f"steps from {after} on (after the run's last step), or give it a run directory of its own",
+                       step=step, rollout_id=rid)
 
     async def _respond(self, step: int, record: ScoreRecord) -> ScoreResponse:
         answer = _response(step, record)
