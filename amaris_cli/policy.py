@@ -19,11 +19,14 @@ fails with it; a later step that needs the step names that root cause and the co
 With `pipeline.failed_step = "carry"` (what `serve` gives its evolutions: its trainer was answered for each
 rollout, failed ones as failed, and nothing over HTTP can score a complete step again) such a step still
 learns nothing, but evolves as skipped, so the steps after it are scored with the rubric carried forward.
+In a per-instance run it is the instances with failed records that learn nothing (`NotEvaluated`): the
+step's other instances are summarized and updated as usual.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from amaris_cli import artifacts
@@ -116,6 +119,30 @@ class FailurePolicy:
             return None
         if not self.carry:
             raise StageFailed(found.message, found.retry)
-        verb = "analyzed" if stage == "analyze" else "judged"
-        return (f"{failed} of the step's {total} rollouts could not be {verb}, and under on_error = fail a step with "
-                "failed records is not evaluated")
+        return (f"{failed} of the step's {total} rollouts could not be {_verb(stage)}, and under on_error = fail a step "
+                "with failed records is not evaluated")
+
+    def instance_not_evaluated(self, stage: str) -> str:
+        """Why an instance with failed records of a per-instance step evolves as skipped under `carry` (its counts
+        are its summary's), while the step's other instances are evaluated."""
+        return (f"rollouts of the instance could not be {_verb(stage)}, and under on_error = fail an instance with "
+                "failed records is not evaluated (the step's other instances are)")
+
+
+def _verb(stage: str) -> str:
+    return "analyzed" if stage == "analyze" else "judged"
+
+
+@dataclass(frozen=True)
+class NotEvaluated:
+    """Why a step's evolution learns nothing from the step (`step`) or, in a per-instance run, from some of its
+    instances (`instances`: the others are evaluated). Empty: everything is evaluated."""
+
+    step: str | None = None
+    instances: Mapping[str, str] = field(default_factory=dict)
+
+    def of(self, instance_id: str | None) -> str | None:
+        """Why the group (an instance, or None: the step as a whole) is not evaluated, or None."""
+        if self.step is not None or instance_id is None:
+            return self.step
+        return self.instances.get(instance_id)

@@ -106,19 +106,30 @@ def test_score_with_an_explicit_version_that_the_instances_have(tmp_path, sim) -
 
 
 def test_a_carried_step_names_its_instances_once_not_a_reason_each(tmp_path, sim_factory) -> None:
-    """Per instance, a step with failed scores under --failed-step carry is skipped in every instance; the
-    evolution's `skipped` said the whole reason once per instance (a line per prompt of the step)."""
-    env = judge_env(sim_factory(agent_fault_rate={"scorer": 0.3}))
+    """Per instance under --failed-step carry, the instances with failed scores are skipped and the others are
+    evaluated (tests/test_serve.py serves it); when every instance has them, the step is skipped as a whole, and
+    the evolution's `skipped` says the reason once with the instances (it said it once per instance: a line per
+    prompt of the step)."""
     config = tmp_path / "c.toml"
     config.write_text(TEST_CONFIG + FAST_MEMORY)
-    run = tmp_path / "run"
-    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
     rollouts = population(0)
-    assert invoke("score", write_jsonl(tmp_path / "s0.jsonl", rollouts), "--run", run, "--step", 0,
-                  env=env).exit_code == 4
-    result = invoke("evolve", "--run", run, "--step", 0, "--failed-step", "carry", env=env)
-    assert result.exit_code == 0, result.stderr
-    skipped = json.loads((run / "steps/000000/provenance.json").read_text())["evolution"]["skipped"]
-    assert skipped.count("could not be judged") == 1, skipped
     instances = sorted({r["instance_id"] for r in rollouts})
-    assert f"of {len(rollouts)} rollouts judged" in skipped and f"(instances {', '.join(instances)})" in skipped
+    for rate, name in ((0.3, "some"), (1.0, "every")):
+        env = judge_env(sim_factory(agent_fault_rate={"scorer": rate}))
+        run = tmp_path / name
+        assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+        assert invoke("score", write_jsonl(tmp_path / "s0.jsonl", rollouts), "--run", run, "--step", 0,
+                      env=env).exit_code == 4
+        result = invoke("evolve", "--run", run, "--step", 0, "--failed-step", "carry", env=env)
+        assert result.exit_code == 0, result.stderr
+        skipped = json.loads((run / "steps/000000/provenance.json").read_text())["evolution"]["skipped"]
+        assert skipped.count("could not be judged") == 1, skipped
+        summaries = {i: json.loads((run / "steps/000000/instances" / safe_instance_dir(i) / "summary.json").read_text())
+                     for i in instances}
+        if name == "some":  # the sim-judge's faults fall on five-plus-five's rollouts (one text) at this rate
+            assert "(instance five-plus-five)" in skipped and "rollouts of the instance could not be judged" in skipped
+            assert summaries["five-plus-five"]["skipped"] is not None and summaries["six-times-seven"]["skipped"] is None
+        else:
+            assert f"of {len(rollouts)} rollouts judged" in skipped and f"(instances {', '.join(instances)})" in skipped
+            assert all(s["skipped"] is not None for s in summaries.values())
+            assert not (run / "steps/000000/analyses.jsonl").exists()

@@ -240,6 +240,55 @@ def test_per_instance_rubrics_score_and_evolve_each_instance(tmp_path, sim) -> N
     assert json.loads(replayed.stdout)["calls_made"] == 0 and outputs(tmp_path / "replayed") == outputs(run)
 
 
+def test_per_instance_carry_skips_only_the_instance_with_a_failed_rollout(tmp_path, sim) -> None:
+    """Under serve's default (fail, carry), one rollout the judge could not score skipped the evolution of every
+    instance of the step: none learned anything. Only its own instance is skipped now; the others are analyzed,
+    summarized and updated, and a replay repeats it."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "per-instance"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    rows = population(0)
+    # Its own text: a replay answers a request from the record of the same request, and another rollout of the
+    # instance has the same text (judged then).
+    rows[0] = {**rows[0], "output": rows[0]["output"] + " Trust me."}
+    with served(run, sim) as server:
+        client = AmarisClient(server.url)
+
+        def post(r: dict) -> Any:
+            return client.score_async(r["input"], r["output"], step=0, reference=r["answer"], id=r["id"],
+                                      metadata={"instance_id": r["instance_id"]})
+
+        async def train() -> list:
+            sim.config.agent_faults["scorer"] = "wrong_shape"
+            first = await asyncio.gather(post(rows[0]), return_exceptions=True)
+            sim.config.agent_faults.clear()
+            return [*first, *await asyncio.gather(*(post(r) for r in rows[1:]))]
+
+        answers = asyncio.run(train())
+        client.rollouts_complete(0)
+        status = client.rubric_updated(0, timeout=120)
+    assert rows[0]["instance_id"] == "six-times-seven" and answers[0].status == "failed"
+    assert [a.status for a in answers[1:]] == ["scored"] * 7
+    assert status.state == "done" and status.skipped is not None
+    assert "instance six-times-seven" in status.skipped and "five-plus-five" not in status.skipped
+    step0 = run / "steps/000000"
+    six, five = (step0 / "instances" / safe_instance_dir(i) for i in ("six-times-seven", "five-plus-five"))
+    skipped = json.loads((six / "summary.json").read_text())["skipped"]
+    assert "rollouts of the instance could not be judged" in skipped["reason"] and skipped["judged"] == 3
+    evaluated = json.loads((five / "summary.json").read_text())
+    assert evaluated["skipped"] is None and evaluated["n_analyzed"] == 4
+    assert json.loads((six / "update.json").read_text())["carried_forward"]["cause"] == "skipped"
+    updated = json.loads((five / "update.json").read_text())  # the updater was asked (the gate may refuse it)
+    assert updated["strategy"] and (updated["carried_forward"] or {}).get("cause") != "skipped", updated
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    for name in ("summary.json", "update.json"):
+        for instance in ("six-times-seven", "five-plus-five"):
+            where = f"steps/000000/instances/{safe_instance_dir(instance)}/{name}"
+            assert (tmp_path / "replayed" / where).read_bytes() == (run / where).read_bytes()
+
+
 def test_early_analyses_run_in_a_pause_of_scoring_without_complete(tmp_path, sim) -> None:
     """Rollouts posted back to back, then a pause: the step's analyses go in the pause, not at /complete."""
     run = new_run(tmp_path, "served")

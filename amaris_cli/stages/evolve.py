@@ -19,6 +19,8 @@ from amaris_cli.errors import AmarisError, InputError, StageFailed
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import SummaryRecord
+from amaris_cli.policy import NotEvaluated
+from amaris_cli.rollouts import group_by_instance
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import earlier_steps, wait_for_evolutions
 from amaris_cli.session import Session
@@ -102,15 +104,23 @@ async def evolve_step(
     # rubric version this run is about to rewrite.
     artifacts.clear_evolved(run, step)
     try:
-        # Under `carry`, why the step evolves as skipped: failed scores (then it is not analyzed) or analyses.
-        not_evaluated = scores_not_evaluated(session, step)
+        # Under `carry`, why the step evolves as skipped: failed scores (then it is not analyzed) or analyses; in a
+        # per-instance run, why the instances with failed records do (the step is analyzed for the others).
+        not_evaluated = NotEvaluated(step=scores_not_evaluated(session, step))
+        if not_evaluated.step is not None:
+            failed = {s.rollout_id for s in artifacts.load_scores(run, step) if s.status == "failed"}
+            not_evaluated = _instances_not_evaluated(session, step, "score", failed) or not_evaluated
         analyzed = StageOutcome(stage="analyze", step=step)
-        if not_evaluated is None:
+        if not_evaluated.step is None:
             stage("analyze", step)
             async with reliability_beside(session, step, force=force):  # the judge reliability check, when on
                 analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record)
-            not_evaluated = session.policy.not_evaluated("analyze", step, analyzed.failed, analyzed.total,
-                                                         analyzed.errors)
+            reason = session.policy.not_evaluated("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
+            if reason is not None:
+                failed = {a.rollout_id for a in artifacts.load_analyses(run, step) if a.status != "analyzed"}
+                by_instance = _instances_not_evaluated(session, step, "analyze", failed, every=True)
+                not_evaluated = (NotEvaluated(instances={**by_instance.instances, **not_evaluated.instances})
+                                 if by_instance is not None else NotEvaluated(step=reason))
         wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
                             needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)
         store = await memory()
@@ -153,6 +163,21 @@ async def evolve_step(
         # fail, the memory is only behind the files, and the next update's sync indexes the step.
         index_step(store, RunCatalog(run), step)
     return outcome
+
+
+def _instances_not_evaluated(session: Session, step: int, stage: str, failed: set[str],
+                             every: bool = False) -> NotEvaluated | None:
+    """Under `carry` in a per-instance run, the instances with failed records (of `stage`) are not evaluated and
+    the step's others are; None when the run is not per-instance or, unless `every`, when every instance has
+    failed records (the step as a whole is not evaluated then, and not analyzed)."""
+    if not session.settings.pipeline.per_instance:
+        return None
+    groups = group_by_instance(artifacts.load_rollouts(session.run, step))
+    reasons = {key: session.policy.instance_not_evaluated(stage)
+               for key, members in groups.items() if any(r.id in failed for r in members)}
+    if len(reasons) == len(groups) and not every:
+        return None
+    return NotEvaluated(instances=reasons)
 
 
 def _skipped(run: RunDir, step: int, update: bool) -> str | None:

@@ -24,6 +24,7 @@ from amaris_cli.models import (
     SummaryAnswer,
     SummaryRecord,
 )
+from amaris_cli.policy import NotEvaluated
 from amaris_cli.rollouts import group_by_instance
 from amaris_cli.rubrics import step_stats
 from amaris_cli.rundir import RunDir
@@ -200,18 +201,20 @@ def skipped_summary(step: int, instance_id: str | None, n_rollouts: int, stats: 
 
 
 async def summarize_step(session: Session, step: int, memory: MemoryStore | None, force: bool = False,
-                         not_evaluated: str | None = None) -> StageOutcome:
-    """`not_evaluated`: why the step is summarized as skipped whatever its analyses (policy.py, `carry`)."""
+                         not_evaluated: NotEvaluated | None = None) -> StageOutcome:
+    """`not_evaluated`: why the step, or some of its instances, is summarized as skipped whatever its analyses
+    (policy.py, `carry`)."""
     run = session.run
+    skip = not_evaluated or NotEvaluated()
     rollouts = artifacts.load_rollouts(run, step)
-    have_analyses = _analyses_sha(run, step, not_evaluated) is not None
+    have_analyses = _analyses_sha(run, step, skip.step) is not None
     scores = {s.rollout_id: s for s in artifacts.load_scores(run, step)}
     analyses = {a.rollout_id: a for a in artifacts.load_analyses(run, step)} if have_analyses else {}
     groups = _groups(session, rollouts)
     outcome = StageOutcome(stage="summarize", step=step, total=len(groups))
 
     async def one(item: tuple[str | None, list[Rollout]]) -> bool:
-        return await _summarize_group(session, step, item[0], item[1], scores, analyses, force, not_evaluated)
+        return await _summarize_group(session, step, item[0], item[1], scores, analyses, force, skip.of(item[0]))
 
     computed = await bounded_map(list(groups.items()), one, session.settings.agent("summarizer").concurrency)
     outcome.done = sum(computed)
