@@ -178,10 +178,9 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
             if who is None:
                 idle_since.setdefault(s, now)
                 if fail_if_idle and now - idle_since[s] >= GRACE_S:
-                    command = f"`amaris evolve --run {run.path} --step {s}`"
-                    todo = f"the run's operator starts it with {command}" if served else f"run {command} first"
-                    raise NotEvolved(f"{needed_for} needs the evolution of step {s}, which has not run and is not "
-                                     f"running: {todo}" + (f"; {instead}" if instead else ""))
+                    raise NotEvolved(_not_evolved(run, [p for p, m in pending if holder(run.step_lock_path(p)) is None
+                                                        and (m is None or m.status != "failed")],
+                                                  needed_for, served) + (f"; {instead}" if instead else ""))
                 message = (f"waiting for the evolution of step {s}, which is not running: start it with "
                            f"`amaris evolve --run {run.path} --step {s}`")
             else:
@@ -197,6 +196,26 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         if now >= deadline:
             raise WaitTimeout(f"{needed_for}: gave up after {wait:g}s {message.removeprefix('waiting ')}")
         time.sleep(POLL_S)
+
+
+def _not_evolved(run: RunDir, idle: Sequence[int], needed_for: str, served: bool) -> str:
+    """Every evolution `needed_for` waits for that has not run and is not running, and the command that runs it:
+    naming only the first, a user ran it and was told of the next."""
+    if len(idle) == 1:
+        command = f"`amaris evolve --run {run.path} --step {idle[0]}`"
+        todo = f"the run's operator starts it with {command}" if served else f"run {command} first"
+        return f"{needed_for} needs the evolution of step {idle[0]}, which has not run and is not running: {todo}"
+    spans: list[list[int]] = []
+    for s in idle:
+        if spans and s == spans[-1][1] + 1:
+            spans[-1][1] = s
+        else:
+            spans.append([s, s])
+    command = f"`amaris evolve --run {run.path} --step N` for each"
+    note = " (each waits for the ones before it, so they may be started together)"
+    todo = f"the run's operator starts them with {command}{note}" if served else f"run {command} first{note}"
+    return (f"{needed_for} needs the evolutions of steps {describe([(a, b) for a, b in spans])}, which have not run "
+            f"and are not running: {todo}")
 
 
 def later_conflicts(run: RunDir, step: int) -> list[str]:

@@ -822,6 +822,7 @@ def bench_evolve(tmp: Path, sizes: tuple[int, ...]) -> None:
     from amaris_cli.memory.store import MemoryStore
     from amaris_cli.rundir import RunDir
 
+    cpu_of: dict[int, float] = {}  # this checkout's CPU seconds per size
     with sim_judge(0.0) as url:
         env = client_env(url)
         for n in sizes:
@@ -836,6 +837,15 @@ def bench_evolve(tmp: Path, sizes: tuple[int, ...]) -> None:
             if BASELINE is not None:
                 record("evolve", f"`amaris evolve`, {n:,} rollouts: CPU per rollout, this / baseline",
                        f"{per_rollout['this'] / per_rollout['baseline']:.3f}")
+            cpu_of[n] = per_rollout["this"] * n
+        if len(cpu_of) >= 2:
+            # What grows with the step and what a process pays once (its imports, the embedding model, the step's
+            # few embeddings): serve's warm evolution worker pays the imports once, not per step.
+            (small, c_small), (big, c_big) = min(cpu_of.items()), max(cpu_of.items())
+            marginal = (c_big - c_small) / (big - small)
+            record("evolve", f"`amaris evolve`: CPU per added rollout ({small:,} -> {big:,}); CPU of the process "
+                   "besides (imports, model, per-step work)",
+                   f"{marginal * 1000:.2f} ms; {c_small - marginal * small:.1f} s")
         # What the bounded index saves when no two analyses are alike (a model's analyses; the sim-judge's repeat):
         # indexing the largest step again with distinct analyses, against embedding every one of them.
         n = max(sizes)

@@ -245,3 +245,20 @@ def test_a_served_step_out_of_order_is_told_what_an_http_client_can_do(tmp_path,
     assert str(idle.value).endswith(f"not running: the run's operator starts it with `amaris evolve --run "
                                     f"{unevolved} --step 0`"), str(idle.value)
     assert "--rubric-version" not in str(idle.value)
+
+
+def test_scoring_after_several_unevolved_steps_names_every_evolution_it_needs(tmp_path, sim) -> None:
+    """`score --lag` after steps scored but never evolved named only the first: a user ran its `evolve` and was
+    told of the next, one step at a time. The error names them all, with the command for each."""
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    for step in range(3):
+        score(run, tmp_path, step, env, "--lag", 3)
+    result = score(run, tmp_path, 3, env, "--lag", 1, code=2)
+    # (version 2 at most, which the evolution of step 1 writes after step 0's)
+    assert "needs the evolutions of steps 0-1, which have not run and are not running" in result.stderr, result.stderr
+    assert f"run `amaris evolve --run {run} --step N` for each first" in result.stderr
+    evolve(run, 0, env)
+    result = score(run, tmp_path, 3, env, "--lag", 1, code=2)
+    assert f"needs the evolution of step 1, which has not run and is not running: run `amaris evolve --run {run} " \
+           "--step 1` first" in result.stderr, result.stderr
