@@ -39,6 +39,7 @@ from amaris_cli.models import (
 )
 from amaris_cli.reliability import StepFlips, load_reliability, step_figures
 from amaris_cli.rundir import Manifest, RunDir
+from amaris_cli.schedule import spans
 from amaris_cli.serve.journal import journal_path
 from amaris_cli.serve.validation import load_validation, validation_steps
 
@@ -281,11 +282,5 @@ def by_agent(usage: UsageTable) -> dict[str, dict[str, float]]:
 
 def describe_steps(steps: list[int]) -> str:
     """0-5, 8, 10-12: runs of consecutive steps as ranges."""
-    runs: list[list[int]] = []
-    for s in sorted(steps):
-        if runs and s == runs[-1][1] + 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans(steps))
 

@@ -108,6 +108,17 @@ def gaps(present: Sequence[int], steps: range) -> list[tuple[int, int]]:
     return out
 
 
+def spans(steps: Sequence[int]) -> list[tuple[int, int]]:
+    """Runs of consecutive steps, as (first, last) pairs: [0, 1, 2, 5] -> [(0, 2), (5, 5)]."""
+    runs: list[list[int]] = []
+    for s in sorted(steps):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return [(a, b) for a, b in runs]
+
+
 def describe(spans: Sequence[tuple[int, int]]) -> str:
     """`3`, `3-4`, `3-4 and 7` for spans of steps."""
     parts = [str(a) if a == b else f"{a}-{b}" for a, b in spans]
@@ -205,16 +216,10 @@ def _not_evolved(run: RunDir, idle: Sequence[int], needed_for: str, served: bool
         command = f"`amaris evolve --run {run.path} --step {idle[0]}`"
         todo = f"the run's operator starts it with {command}" if served else f"run {command} first"
         return f"{needed_for} needs the evolution of step {idle[0]}, which has not run and is not running: {todo}"
-    spans: list[list[int]] = []
-    for s in idle:
-        if spans and s == spans[-1][1] + 1:
-            spans[-1][1] = s
-        else:
-            spans.append([s, s])
     command = f"`amaris evolve --run {run.path} --step N` for each"
     note = " (each waits for the ones before it, so they may be started together)"
     todo = f"the run's operator starts them with {command}{note}" if served else f"run {command} first{note}"
-    return (f"{needed_for} needs the evolutions of steps {describe([(a, b) for a, b in spans])}, which have not run "
+    return (f"{needed_for} needs the evolutions of steps {describe(spans(idle))}, which have not run "
             f"and are not running: {todo}")
 
 

@@ -362,7 +362,8 @@ def collect(run: RunDir, text_limit: int = TEXT_LIMIT) -> tuple[Overview, dict[i
                                     ("hacking patterns' prevalence", any(s.n_analyzed for s in alarm_report.steps))) if on]
     overview = Overview(run=str(run.path), version=manifest.version, report_version=__version__,
                         replay_of=manifest.replay_of, text_limit=text_limit, priced=bool(settings.prices),
-                        steps=steps_out, validation=validation, rubrics=rubric_views(run, rubric_instances), updates=updates, usage=usage,
+                        steps=steps_out, validation=validation, rubrics=rubric_views(run, rubric_instances),
+                        updates=updates, usage=usage,
                         alarms=alarm_report.alarms, alarm_checks=checks, hackbench=_hackbench(run),
                         reliability=reader.flip_rates())
     return overview, blocks
