@@ -40,6 +40,8 @@ PERSISTENT = [  # the judge answers every request of the scorer this way
     ("scale10", "off the scale"),
     ("two_objects", "2 different JSON objects"),
     ("retracted", "takes it back"),
+    ("retracted_zh", "takes it back"),  # a judge answering rollouts in another language takes it back in that one
+    ("retracted_de", "takes it back"),
     ("length", "cut at the token limit"),
     ("unclosed_think", "never closed"),
     ("truncated", "cut off before its closing brace"),
@@ -59,7 +61,8 @@ def test_a_judge_that_never_answers_on_the_contract_gives_failed_never_a_number(
     assert judge.stats["requests"] == 2 * 3, "each rollout is asked once and re-asked max_reasks (2) times"
 
 
-@pytest.mark.parametrize("mode", ["scale10", "two_objects", "retracted", "length", "unclosed_think", "truncated"])
+@pytest.mark.parametrize("mode", ["scale10", "two_objects", "retracted", "retracted_zh", "length", "unclosed_think",
+                                  "truncated"])
 def test_a_judge_that_corrects_itself_on_the_reask_gives_the_reward_it_meant(tmp_path: Path, sim_factory, mode: str) -> None:
     judge = sim_factory(fault_plan=[mode])  # the first request only
     run = new_scenario_run(tmp_path)

@@ -45,6 +45,14 @@ def test_extracts_the_one_object(reply: str) -> None:
     # the response, quoted: what the judge read, not what it says
     'The response writes "Wait, I made a mistake" and then fixes it, the self-correction the criterion rewards.',
     "It ends with `actually, scratch that` and a new answer.",
+    # the same in the languages a judge answers rollouts in: words a retraction opens with, inside a sentence
+    "回答实际上给出了每一步的推导。", "该回答其实完整地解释了步骤。", "回答纠正了之前的错误，符合标准。",
+    "回答向用户表示抱歉后给出了答案。", "応答は実はすべての手順を示しています。", "Die Antwort ist eigentlich vollständig.",
+    "La réponse donne en fait toutes les étapes.", "La respuesta en realidad muestra cada paso.",
+    "Ответ на самом деле показывает все шаги.",
+    # and quoted from the response, in that language's quotation marks
+    "回答中写道「我错了」然后改正了答案。", "La réponse écrit « je me suis trompé » puis corrige.",
+    "Die Antwort sagt „ich habe mich geirrt“ und korrigiert sich.",
 ])
 def test_an_explanation_after_the_object_does_not_take_it_back(after: str) -> None:
     assert extract_json_object('{"verdicts": []}\n' + after) == {"verdicts": []}
@@ -141,6 +149,20 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\nUpdate: after re-reading, correct-answer is not met.', r'takes it back \("after re-reading"\)'),
     ('{"score": 1}\nCorrecting myself: correct-answer gets 0.', r'takes it back \("correcting myself"\)'),
     ('{"score": 1}\nUpon re-examination the score is 0.', r'takes it back \("upon re-examination"\)'),
+    # ... and in the languages a judge answers rollouts in (an English-only check read the first object)
+    ('{"score": 1}\n实际上，我犯了一个错误：最终答案是错的，分数应为 0。', r'takes it back \("实际上"\)'),
+    ('{"score": 1}\n其实不对，应该是0分。', r'takes it back \("其实"\)'),
+    ('{"score": 1}\n我刚才的评分有误，应为 0。', r'takes it back \("我刚才的评分有误"\)'),
+    ('{"score": 1}\n抱歉，分数应为0。', r'takes it back \("抱歉"\)'),
+    ('{"score": 1}\n実は、間違えました。スコアは0です。', r'takes it back \("実は"\)'),
+    ('{"score": 1}\n잠깐, 제가 실수했습니다. 점수는 0입니다.', r'takes it back \("잠깐"\)'),
+    ('{"score": 1}\nEigentlich ist die Antwort falsch; der Score sollte 0 sein.', r'takes it back \("eigentlich"\)'),
+    ('{"score": 1}\nDas Kriterium ist nicht erfüllt, ich habe mich geirrt.', r'takes it back \("ich habe mich geirrt"\)'),
+    ('{"score": 1}\nEn fait, je me suis trompé : le score est 0.', r'takes it back \("en fait"\)'),
+    ('{"score": 1}\nEn realidad, la puntuación es 0.', r'takes it back \("en realidad"\)'),
+    ('{"score": 1}\nNa verdade, a pontuação é 0.', r'takes it back \("na verdade"\)'),
+    ('{"score": 1}\nIn realtà il punteggio è 0.', r'takes it back \("in realtà"\)'),
+    ('{"score": 1}\nНа самом деле оценка 0.', r'takes it back \("на самом деле"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

@@ -75,8 +75,28 @@ _REVISION = re.compile(
     rf"\b(?:{_REVISION_ANYWHERE})\b"
     rf"|(?:\A|(?<=[.!?;:(\n]))[\s*_>#\-\u2022]*(?:(?:hmm+|oh|ah|uh|um+|no|but|ok(?:ay)?|well|so)\b[\s,.!\-\u2013\u2014]*)*"
     rf"\b(?:{_REVISION_OPENING})\b", re.I)
-# Quoted text after the object: what the judge quotes from the response (straight, curly or code quotes, one line).
-_QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d|`[^`\n]*`')
+# The same in the languages a judge most often answers in besides English, when the rollouts are in them: a
+# judge's own admission of an error counts anywhere; words an explanation also uses ("the response in fact ...",
+# "其实", "実は") only where they open a sentence. Chinese, Japanese and Korean have no word boundaries.
+_OTHER_ANYWHERE = (
+    r"\b(?:ich habe mich (?:geirrt|vertan)|mein fehler|ich nehme (?:das|es|meine \w+) zurück"
+    r"|bei (?:genauerer|näherer) betrachtung|je me suis tromp[ée]e?|je retire (?:ce|cela|mon|ma)|à la réflexion"
+    r"|après réflexion|mon erreur|me (?:he )?equivoqu[ée]|retiro (?:lo|mi)|pensándolo (?:bien|mejor)|mi error"
+    r"|(?:eu )?me enganei|eu errei|pensando bem|meu erro|mi sono sbagliat[oa]|ripensandoci|errore mio"
+    r"|я ошиб(?:ся|лась)|моя ошибка|беру свои слова назад)\b"
+    r"|我(?:搞|弄)?错了|我犯了(?:一个)?错误|我刚才(?:的)?(?:评分|判断|回答)(?:有误|错了)|間違えました|間違っていました"
+    r"|제가 (?:실수|잘못)")
+_OTHER_OPENING = (
+    r"(?:\b(?:eigentlich|moment mal|warte|korrektur|entschuldigung|en fait|attendez|désolée?|pardon|oups"
+    r"|en realidad|espera|corrección|perdón|lo siento|disculpa|na verdade|espere|correção|desculpe|in realtà"
+    r"|aspetta|correzione|scusa(?:te)?|на самом деле|подождите|погодите|поправка|извините|простите)\b"
+    r"|实际上|其实|等等|等一下|更正|纠正|抱歉|对不起|不对|実は|待って|訂正|すみません|申し訳|사실은|잠깐|정정|죄송)")
+_REVISION_OTHER = re.compile(
+    rf"{_OTHER_ANYWHERE}|(?:\A|(?<=[.!?;:(\n。！？；：]))[\s*_>#\-\u2022]*{_OTHER_OPENING}", re.I)
+# Quoted text after the object: what the judge quotes from the response (straight, curly, code, guillemet or corner
+# quotes, one line).
+_QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d|\u201e[^\u201c\u201d\n]*[\u201c\u201d]|`[^`\n]*`'
+                     r"|\u00ab[^\u00bb\n]*\u00bb|\u300c[^\u300d\n]*\u300d|\u300e[^\u300f\n]*\u300f")
 _LITERAL = re.compile(r"true|false|null", re.I)
 
 
@@ -288,8 +308,10 @@ def _lone_surrogate(value: Any) -> bool:
 
 def _revision(after: str) -> str | None:
     """The words with which the text after a reply's object takes it back, or None (quotes are not the judge's)."""
-    found = _REVISION.search(_QUOTED.sub('""', after))
-    return " ".join(found.group().split()).strip("*_>#-\u2022 ").lower() if found else None
+    plain = _QUOTED.sub('""', after)
+    found = [m for m in (_REVISION.search(plain), _REVISION_OTHER.search(plain)) if m is not None]
+    first = min(found, key=lambda m: m.start(), default=None)
+    return " ".join(first.group().split()).strip("*_>#-\u2022 ").lower() if first else None
 
 
 def extract_json_object(text: str) -> dict[str, Any]:

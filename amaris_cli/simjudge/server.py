@@ -13,7 +13,8 @@ truncated (cut-off JSON content), wrong_shape (valid JSON of the wrong shape), e
 
 Answers a real judge gives that do not mean what a naive reader takes (REPLY_KINDS): scale10 (every
 score on a 0-10 scale: 9 met, 1 not met, 5 half), two_objects (the verdict, then "if the rubric were lenient: {...}"),
-retracted (the verdict, then "Actually, I made a mistake: ..." in prose), length
+retracted (the verdict, then "Actually, I made a mistake: ..." in prose; retracted_zh and retracted_de the same
+in Chinese and German, as a judge answers rollouts in those languages), length
 (cut at `"score": 0.` with finish_reason "length"), unclosed_think (`<think>` and a draft, never
 closed), echo_auth (the request's Authorization header copied into every reason).
 
@@ -50,6 +51,13 @@ from amaris_cli.simjudge.faults import (  # noqa: F401 (defined there, once; imp
     REQUEST_KINDS,
     WIRE_KINDS,
 )
+
+# What a `retracted*` reply adds after its verdict: the judge taking it back in prose.
+RETRACTIONS = {
+    "retracted": "Actually, I made a mistake above: the first criterion is not met after all.",
+    "retracted_zh": "等等，我犯了一个错误：第一个标准其实没有满足。",
+    "retracted_de": "Eigentlich habe ich mich geirrt: das erste Kriterium ist doch nicht erfüllt.",
+}
 
 
 @dataclass
@@ -403,8 +411,8 @@ class SimJudge:
             if lenient == content:  # an agent whose answer holds no score: the second object differs in prose
                 lenient = orjson.dumps(_reword_first_prose(answer)).decode()
             return f"{content}\n\nIf the rubric were lenient, the verdict would be:\n{lenient}"
-        if fault == "retracted":
-            return f"{content}\n\nActually, I made a mistake above: the first criterion is not met after all."
+        if fault in RETRACTIONS:
+            return f"{content}\n\n{RETRACTIONS[fault]}"
         if fault == "unclosed_think":
             return f"<think>Let me draft the verdict first.\n{content}\nNow let me check each criterion again"
         return content
