@@ -422,7 +422,7 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         assert http.post("/score", json={**ok, "id": "x"}).status_code == 200
         clash = http.post("/score", json={**ok, "id": "x", "response": "5"})
         assert clash.status_code == 409 and "id 'x' already names another rollout of step 0" in clash.json()["error"]
-        assert 'POST /discard {"step": 0}' in clash.json()["error"]
+        assert 'POST /discard {"step": 0}' in clash.json()["error"] and "samples of one prompt" in clash.json()["error"]
         # A step another process writes is a conflict naming it, and the server's open step is one for others.
         with locks.exclusive(RunDir(run).step_lock_path(1), "step 1", role="score"):
             held = http.post("/score", json={**ok, "metadata": {"current_step": 1}})
@@ -445,6 +445,10 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         resumed = http.post("/score", json={**ok, "id": "y", "response": "6"})
         assert resumed.status_code == 409 and "step 0 is complete" in resumed.json()["error"]
         assert "resumed from a checkpoint" in resumed.json()["error"] and "number its steps from 1 on" in resumed.json()["error"]
+        # A step the crashed run left open is named too: the next step waits for its completion.
+        assert http.post("/score", json={**ok, "id": "z", "metadata": {"current_step": 1}}).status_code == 200
+        resumed = http.post("/score", json={**ok, "id": "y", "response": "6"}).json()["error"]
+        assert "number its steps from 2 on (after the run's last step), once step 1 that it left open" in resumed, resumed
 
 
 def test_a_request_from_a_web_page_changes_nothing(tmp_path, sim) -> None:
@@ -890,6 +894,9 @@ def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
         answers.append(http.post("/score", json=training[3]).json())
         assert http.get("/rubric_status/wait", params={"step": 0, "timeout": 60}).json()["state"] == "done"
         bad = http.post("/validate", json={"prompt": "p", "metadata": {"current_step": 0}})
+        # A fifth rollout of step 0: the trainer's batch is larger than --rollouts-per-step, and it is told so.
+        over = http.post("/score", json={**stepless, "id": "fifth", "metadata": {"current_step": 0}})
+        assert over.status_code == 409 and "(--rollouts-per-step)" in over.json()["error"], over.text
         again = http.post("/score", json={**stepless, "metadata": {"current_step": 1}}).json()
     assert bad.status_code == 422 and bad.json()["error"].startswith("POST /validate: ") and "response" in bad.json()["error"]
     assert stored_ids(run, 0) == [line["id"] for line in training]

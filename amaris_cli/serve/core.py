@@ -535,10 +535,11 @@ class ServeCore:
         rid = rollout.id
         if explicit_id and rid in st.rollouts:
             if st.rollouts[rid] != rollout:
-                raise ApiError(409, f"id {rid!r} already names another rollout of step {step} (a trainer resumed from a "
-                               f"checkpoint generates the step again: POST /discard {{\"step\": {step}}} drops what the "
-                               "crashed run sent of it)", step=step,
-                               rollout_id=rid)
+                raise ApiError(409, f"id {rid!r} already names another rollout of step {step}: an id names one "
+                               "rollout (the samples of one prompt need one each); a trainer resumed from a checkpoint "
+                               f"that generates the step again can drop the whole step first, POST /discard "
+                               f"{{\"step\": {step}}}: every rollout it holds, those sent since the restart too",
+                               step=step, rollout_id=rid)
             return await self._judged(st, rollout, retried_if_failed)  # a retry: its answer, or judged again
         if not explicit_id:
             rollout = rollout.model_copy(update={"id": _free_id(rid, st.rollouts)})
@@ -614,14 +615,21 @@ class ServeCore:
             records = self._on_disk(step, artifacts.SCORES) or {}
             if stored.get(rid) == rollout and rid in records:
                 return await self._respond(step, records[rid])  # type: ignore[arg-type]
+        overflow = (f"; the server completes a step at its {self.options.rollouts_per_step}th rollout "
+                    f"(--rollouts-per-step): a trainer whose steps have more rollouts needs it set to its batch size"
+                    if self.options.rollouts_per_step else "")
         if st is not None:
-            raise ApiError(409, f"step {step} is being completed: it takes no more rollouts", step=step, rollout_id=rid)
-        # Most often a trainer resumed from a checkpoint, which generates steps the crashed run completed again.
+            raise ApiError(409, f"step {step} is being completed: it takes no more rollouts{overflow}", step=step,
+                           rollout_id=rid)
+        # Else, often a trainer resumed from a checkpoint, which generates steps the crashed run completed again.
         after = max([*artifacts.step_numbers(self.run), *self.steps], default=step) + 1
+        left_open = sorted(s for s, held in self.steps.items() if held.state == "open")
+        first = (f", once {'steps' if len(left_open) > 1 else 'step'} {', '.join(map(str, left_open))} that it left "
+                 "open are completed or dropped (POST /complete, POST /discard)" if left_open else "")
         raise ApiError(409, f"step {step} is complete ({artifacts.rollouts_path(self.run, step)}): it takes no more "
-                       "rollouts. A trainer resumed from a checkpoint sends again steps the run holds: number its "
-                       f"steps from {after} on (after the run's last step), or give it a run directory of its own",
-                       step=step, rollout_id=rid)
+                       f"rollouts{overflow}; a trainer resumed from a checkpoint sends again steps the run holds: "
+                       f"number its steps from {after} on (after the run's last step){first}, or give it a run "
+                       "directory of its own", step=step, rollout_id=rid)
 
     async def _respond(self, step: int, record: ScoreRecord) -> ScoreResponse:
         answer = _response(step, record)
