@@ -129,6 +129,8 @@ def test_a_carried_step_names_its_instances_once_not_a_reason_each(tmp_path, sim
         if name == "some":  # the sim-judge's faults fall on five-plus-five's rollouts (one text) at this rate
             assert "(instance five-plus-five)" in skipped and "rollouts of the instance could not be judged" in skipped
             assert summaries["five-plus-five"]["skipped"] is not None and summaries["six-times-seven"]["skipped"] is None
+            analyzed = [json.loads(line)["rollout_id"] for line in (run / "steps/000000/analyses.jsonl").read_text().splitlines()]
+            assert analyzed == [r["id"] for r in rollouts if r["instance_id"] == "six-times-seven"]
         else:
             assert f"of {len(rollouts)} rollouts judged" in skipped and f"(instances {', '.join(instances)})" in skipped
             assert all(s["skipped"] is not None for s in summaries.values())

@@ -276,6 +276,10 @@ def test_per_instance_carry_skips_only_the_instance_with_a_failed_rollout(tmp_pa
     six, five = (step0 / "instances" / safe_instance_dir(i) for i in ("six-times-seven", "five-plus-five"))
     skipped = json.loads((six / "summary.json").read_text())["skipped"]
     assert "rollouts of the instance could not be judged" in skipped["reason"] and skipped["judged"] == 3
+    # Not analyzed either, as a whole step with failed scores is not: nothing of it reaches the memory.
+    assert skipped["analyzed"] == 0
+    analyzed = {a["rollout_id"] for a in read_jsonl(step0 / "analyses.jsonl")}
+    assert analyzed == {r["id"] for r in rows if r["instance_id"] == "five-plus-five"}
     evaluated = json.loads((five / "summary.json").read_text())
     assert evaluated["skipped"] is None and evaluated["n_analyzed"] == 4
     assert json.loads((six / "update.json").read_text())["carried_forward"]["cause"] == "skipped"

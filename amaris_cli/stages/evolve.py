@@ -114,7 +114,8 @@ async def evolve_step(
         if not_evaluated.step is None:
             stage("analyze", step)
             async with reliability_beside(session, step, force=force):  # the judge reliability check, when on
-                analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record)
+                analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record,
+                                              not_evaluated=not_evaluated.instances.keys())
             reason = session.policy.not_evaluated("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
             if reason is not None:
                 failed = {a.rollout_id for a in artifacts.load_analyses(run, step) if a.status != "analyzed"}
