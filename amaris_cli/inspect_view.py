@@ -15,6 +15,7 @@ from rich.text import Text
 from amaris_cli.display import count
 from amaris_cli.figures import shown_number, shown_percent
 from amaris_cli.reader import by_agent, describe_steps
+from amaris_cli.training import TrainingMetadata
 
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -280,7 +281,9 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
         parts.append(Text(f"scored with the instances' own rubrics: {len(own)} instance(s), version {versions} "
                           "(rubrics/instances/ID/step-N.json; `amaris report` shows each)"))
     if detail.get("training"):
-        given = ", ".join(f"{k} {v!r}" for k, v in detail["training"].items())
+        # Each text as the agents were shown it: the whole of a long one is in training.json (and in --json).
+        shown = TrainingMetadata.model_validate(detail["training"]).shown()
+        given = ", ".join(f"{k} {v!r}" for k, v in shown.items())
         parts.append(Text(f"training, as the trainer's requests gave it: {given}"))
     validation = detail.get("validation")
     if validation:

@@ -15,6 +15,7 @@ gives the agents what the requests gave.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,16 @@ class TrainingMetadata(BaseModel):
         """The fields the request gave, as training.json holds them."""
         return self.model_dump(mode="json", exclude_none=True)
 
+    def as_inputs(self) -> dict[str, Any]:
+        """What a file made from it depends on: the fields given, a text longer than the agents are shown as its
+        length and digest (it was copied whole into the provenance of every stage of the step, per instance)."""
+        return {name: _digest(value) if name in SHOWN_CHARS and len(value) > SHOWN_CHARS[name] else value
+                for name, value in self.given().items()}
+
+    def shown(self) -> dict[str, Any]:
+        """The fields given, each text as the agents are shown it."""
+        return {name: _shown(value, name) if name in SHOWN_CHARS else value for name, value in self.given().items()}
+
     def applied_to(self, settings: TrainingSettings) -> TrainingSettings:
         """The run's training settings with the fields given here in their place, each text as the agents are
         shown it (SHOWN_CHARS)."""
@@ -62,6 +73,10 @@ class TrainingMetadata(BaseModel):
 
     def differences(self, other: TrainingMetadata) -> list[str]:
         return [name for name in FIELDS if getattr(self, name) != getattr(other, name)]
+
+
+def _digest(text: str) -> str:
+    return f"{len(text)} characters, sha256 {hashlib.sha256(text.encode()).hexdigest()}"
 
 
 def _shown(text: str | None, field: str) -> str | None:

@@ -240,3 +240,11 @@ def test_the_reference_bodies_amaris_would_not_name_or_show_whole_are_scored(tmp
     assert "S" * 200 + " [... 100 more characters of model_size not shown]" in analyzer
     assert "G" * 4000 + " [... 500 more characters of high_level_goal not shown]" in analyzer
     assert "C" * 4001 not in analyzer
+    # The whole text is in training.json once: the provenance of the step's files records its length and digest
+    # (a megabyte of context was copied into each stage's record, per instance), and `inspect` shows what the
+    # agents were shown.
+    provenance = (step_dir / "provenance.json").read_text()
+    assert "C" * 4001 not in provenance and "5000 characters, sha256 " in provenance
+    shown = invoke("inspect", run, "--step", 0)
+    assert shown.exit_code == 0 and "C" * 4001 not in shown.stderr and "1000 more characters of other_context" in \
+        " ".join(shown.stderr.split())

@@ -114,7 +114,7 @@ def training_inputs(session: Session, stage: bool = True, step: int | None = Non
     settings = session.settings.training if sent is None else sent.applied_to(session.settings.training)
     training = settings.model_dump(mode="json", exclude=None if stage else {"total_steps"})
     inputs = {"training": training, "max_text_chars": session.settings.pipeline.max_text_chars}
-    return inputs if sent is None else {**inputs, "training_sent": sent.given()}
+    return inputs if sent is None else {**inputs, "training_sent": sent.as_inputs()}
 
 
 def current_sha(run: RunDir, step: int, name: str) -> str | None:
