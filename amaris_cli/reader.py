@@ -144,6 +144,9 @@ class RunReader:
             raise InputError(journal, f"step {step} is open in `amaris serve`: its rollouts are in this journal "
                              "and its files are written once the step completes (POST /complete)")
         have = f"the run has steps {describe_steps(self.steps)}" if self.steps else "the run has no steps yet"
+        if step in self.validation_steps:  # a trainer's evaluation named it, in no step
+            have += (f"; step {step} has validation rollouts only (POST /validate), which `amaris inspect "
+                     f"{self.run.path}` lists")
         raise InputError(self.run.path / "steps", f"step {step} does not exist; {have}")
 
     # --- figures -----------------------------------------------------------------------------------

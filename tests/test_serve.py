@@ -902,6 +902,9 @@ def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
         over = http.post("/score", json={**stepless, "id": "fifth", "metadata": {"current_step": 0}})
         assert over.status_code == 409 and "(--rollouts-per-step)" in over.json()["error"], over.text
         again = http.post("/score", json={**stepless, "metadata": {"current_step": 1}}).json()
+        # A final evaluation after the last training step: a step with validation rollouts only.
+        final = http.post("/validate", json={**stepless, "id": "final", "metadata": {"current_step": 2}})
+        assert final.status_code == 200, final.text
     assert bad.status_code == 422 and bad.json()["error"].startswith("POST /validate: ") and "response" in bad.json()["error"]
     assert stored_ids(run, 0) == [line["id"] for line in training]
     assert [a["status"] for a in answers] == ["scored"] * 4
@@ -917,13 +920,19 @@ def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
     assert shown.exit_code == 0, shown.stderr
     data = json.loads(shown.stdout)
     rewards = [e["record"]["reward"] for e in kept]
-    assert data["validation"] == [{"step": 0, "rollouts": 4, "failed": 0, "rubric_versions": [0],
-                                   "mean_reward": round(statistics.fmean(rewards), 6),
-                                   "std_reward": round(statistics.pstdev(rewards), 6)}]
+    assert data["validation"][0] == {"step": 0, "rollouts": 4, "failed": 0, "rubric_versions": [0],
+                                     "mean_reward": round(statistics.fmean(rewards), 6),
+                                     "std_reward": round(statistics.pstdev(rewards), 6)}
     assert data["steps"][0]["rollouts"] == 4
     assert data["usage"]["0"]["validation"]["calls"] == 4
     assert data["usage"]["0"]["scorer"]["calls"] == 4, "the step's scorer calls are its training rollouts'"
     text = " ".join(invoke("inspect", run, "--step", 0).stderr.split())
     assert "validation rollouts per step" in text and "validation: 4 rollouts judged in no step, 0 failed" in text
     overview, _ = collect(RunDir(run))
-    assert [(v.step, v.n, v.mean) for v in overview.validation] == [(0, 4, data["validation"][0]["mean_reward"])]
+    assert [(v.step, v.n, v.mean) for v in overview.validation][0] == (0, 4, data["validation"][0]["mean_reward"])
+    assert [v["step"] for v in data["validation"]] == [0, 2]
+    only = invoke("inspect", run, "--step", 2)
+    assert only.exit_code == 2 and "step 2 has validation rollouts only (POST /validate)" in only.stderr, only.stderr
+    # A file of another name is not a step's: step 0 is read once, from the file validation_path names.
+    shutil.copy(run / "validation" / "step-000000.jsonl", run / "validation" / "step-0000000.jsonl")
+    assert [v["step"] for v in json.loads(invoke("inspect", run, "--json").stdout)["validation"]] == [0, 2]

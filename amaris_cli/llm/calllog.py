@@ -66,7 +66,8 @@ class CallRecord(BaseModel):
 
 GATE_KEY = "gate:"  # the group key of the adoption gate's calls (gate.py); score_group makes it "group:gate:ITEM"
 GATE_CONTEXT = "group:" + GATE_KEY
-VALIDATION_CONTEXT = "validation:"  # serve's /validate: "validation:ROLLOUT_ID" (serve/validation.py)
+# serve's /validate: "POST /validate: ROLLOUT_ID" (serve/validation.py), which no trainer's id is likely to begin with
+VALIDATION_CONTEXT = "POST /validate: "
 
 
 def usage_row(agent: str, context: str) -> str:
@@ -74,7 +75,7 @@ def usage_row(agent: str, context: str) -> str:
     rollouts are made with the scorer's settings, but counted apart from scoring, so that a step's scorer calls
     are its rollouts' and the gate's and the validation's cost show. Known from the context alone (calls.jsonl
     has nothing else): a scorer call of a user's rollout whose id, or group whose instance id, begins
-    "group:gate:", "gate:" or "validation:" would be counted as theirs."""
+    "group:gate:", "gate:" or "POST /validate: " would be counted as theirs."""
     if agent != "scorer":
         return agent
     if context.startswith(GATE_CONTEXT):

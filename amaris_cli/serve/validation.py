@@ -53,7 +53,9 @@ def validation_steps(run: RunDir) -> list[int]:
         names = os.listdir(run.path / VALIDATION_DIR)
     except FileNotFoundError:
         return []
-    return sorted(int(m.group(1)) for m in map(_FILE.fullmatch, names) if m)
+    # (only the names validation_path gives: "step-0000000.jsonl" would be step 0 read from another file)
+    return sorted(int(m.group(1)) for name in names
+                  if (m := _FILE.fullmatch(name)) and validation_path(run, int(m.group(1))).name == name)
 
 
 def load_validation(run: RunDir, step: int) -> list[ValidationEntry]:
