@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from amaris_cli.serve.client import RewardClient, ScoreFailed
+from amaris_cli.serve.intake import read_score_request
 from tests.conftest import EXAMPLES, invoke, judge_env, new_run
 from tests.served import served
 
@@ -248,3 +249,14 @@ def test_the_reference_bodies_amaris_would_not_name_or_show_whole_are_scored(tmp
     shown = invoke("inspect", run, "--step", 0)
     assert shown.exit_code == 0 and "C" * 4001 not in shown.stderr and "1000 more characters of other_context" in \
         " ".join(shown.stderr.split())
+
+
+def test_the_reference_bodys_metadata_instance_id_names_the_instance() -> None:
+    """README: in per-instance runs the instance is `instance_id` or the request's `metadata.instance_id`, else a
+    hash of the prompt. The reference's shape kept metadata.instance_id with the rollout and took the hash."""
+    rollout = reference_rollout(MATH[0][0])
+    named = read_score_request(json.dumps({"rollout": rollout, "metadata": {**reference_metadata(0),
+                                                                           "instance_id": "q-17"}}).encode(), None)
+    assert named.rollout.instance_id == "q-17"
+    unnamed = read_score_request(json.dumps({"rollout": rollout, "metadata": reference_metadata(0)}).encode(), None)
+    assert unnamed.rollout.instance_id is None  # the hash of the prompt, as the reference derives it

@@ -83,8 +83,9 @@ def read_score_request(body: bytes, instance_field: str | None, what: str = "POS
         request: ScoreRequest = _validated(ScoreRequest, raw, what)
         line, metadata, where = dict(raw), request.metadata, ""
         kept = {k: v for k, v in (raw.get("metadata") or {}).items() if k not in METADATA_FIELDS}
-        if line.get("instance_id") is None and metadata.instance_id is not None and not instance_field:
-            line["instance_id"] = kept["instance_id"]
+    # The request's metadata.instance_id names the instance, in either shape (README), unless the line names one.
+    if line.get("instance_id") is None and metadata.instance_id is not None and not instance_field:
+        line["instance_id"] = metadata.instance_id
     step = metadata.current_step
     for key in ("step", "global_step"):
         if key in line:
