@@ -32,6 +32,7 @@ from amaris_cli.models import Criterion
 
 AGENTS = ("scorer", "analyzer", "summarizer", "meta_summarizer", "query_generator", "updater")
 ResponseFormat = Literal["json_schema", "json_object", "text", "auto"]
+SystemRole = Literal["system", "user"]
 
 
 class _Section(BaseModel):
@@ -53,6 +54,7 @@ class AgentOverrides(_Section):
     max_attempts: int | None = Field(default=None, ge=1, le=20)
     max_reasks: int | None = Field(default=None, ge=0, le=5)
     response_format: ResponseFormat | None = None
+    system_role: SystemRole | None = None
     token_limit_param: Literal["max_tokens", "max_completion_tokens"] | None = None
     max_tokens_cap: int | None = Field(default=None, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)
@@ -79,6 +81,9 @@ class AgentSettings(_Section):
     max_attempts: int = 5
     max_reasks: int = 2
     response_format: ResponseFormat = "json_object"
+    # The role of the message that carries the agent's instructions: "user" for a judge whose chat template drops
+    # system messages (llama.cpp's Gemma format), which then opens the first user message with them.
+    system_role: SystemRole = "system"
     # OpenAI's reasoning models accept only max_completion_tokens; most other servers only max_tokens.
     token_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     # A reply cut at the token limit is re-asked with twice the budget, and a group call asks for
@@ -100,8 +105,10 @@ class AgentSettings(_Section):
     def answer_inputs(self) -> dict[str, Any]:
         """The keys that can change an answer (what a derived file depends on); not the endpoint,
         the key, limits or timeouts."""
-        return self.model_dump(include={"model", "temperature", "max_tokens", "token_limit_param", "response_format",
-                                        "extra_body", "service_tier", "max_reasks", "max_tokens_cap"})
+        answers = self.model_dump(include={"model", "temperature", "max_tokens", "token_limit_param", "response_format",
+                                           "extra_body", "service_tier", "max_reasks", "max_tokens_cap"})
+        # (only when set: the inputs of runs made before it existed stay what they were)
+        return answers if self.system_role == "system" else {**answers, "system_role": self.system_role}
 
 
 class TrainingSettings(_Section):
@@ -271,6 +278,7 @@ _AGENT_ENV_KEYS = {
     "MAX_ATTEMPTS": "max_attempts",
     "MAX_REASKS": "max_reasks",
     "RESPONSE_FORMAT": "response_format",
+    "SYSTEM_ROLE": "system_role",
     "TOKEN_LIMIT_PARAM": "token_limit_param",
     "MAX_TOKENS_CAP": "max_tokens_cap",
     "REQUESTS_PER_MINUTE": "requests_per_minute",

@@ -591,6 +591,35 @@ def test_a_rejected_response_format_is_named_once_or_falls_back_under_auto(tmp_p
     assert outputs(tmp_path / "replayed") == outputs(auto)
 
 
+def test_a_judge_whose_chat_template_drops_system_messages_gets_its_instructions_in_the_user_message(
+        tmp_path: Path, sim_factory) -> None:
+    """llama.cpp's Gemma chat format drops system messages: the judge never saw the rubric or the instructions, so
+    every answer broke the contract (a failed record each, after the re-asks), with no setting to do otherwise.
+    `system_role = "user"` opens the first user message with them; the step is then judged as a judge that reads
+    system messages judges it."""
+    judge = sim_factory(drop_system_messages=True)
+    blind = run_with(tmp_path, "blind")
+    result = invoke("score", step_file(0), "--run", blind, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 4, result.stderr
+    assert all(r["status"] == "failed" for r in read_jsonl(blind / "steps/000000/scores.jsonl"))
+
+    env = judge_env(judge, AMARIS_SYSTEM_ROLE="user")
+    run = run_with(tmp_path, "user")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=env)
+    assert result.exit_code == 0, result.stderr
+    calls = read_jsonl(run / "calls.jsonl")
+    assert {c["agent"] for c in calls} >= {"scorer", "analyzer", "summarizer", "updater"}
+    assert all(m["role"] != "system" for c in calls if c["messages"] for m in c["messages"])
+    reference = run_with(tmp_path, "reference")
+    assert invoke("loop", EXAMPLES / "math", "--run", reference, "--steps", "0:0",
+                  env=judge_env(sim_factory())).exit_code == 0
+    rewards = [(r["rollout_id"], r["reward"]) for r in read_jsonl(run / "steps/000000/scores.jsonl")]
+    assert rewards == [(r["rollout_id"], r["reward"]) for r in read_jsonl(reference / "steps/000000/scores.jsonl")]
+    replay = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", env=env)
+    assert replay.exit_code == 0, replay.stderr
+    assert outputs(tmp_path / "replayed") == outputs(run)
+
+
 def test_an_outage_during_the_update_alone_is_shown_as_a_skipped_step(tmp_path: Path, sim_factory) -> None:
     """The judge answers the step's score, analyses and summary, then not the updater: the rubric was carried
     forward (update.json), but evolve said nothing, provenance recorded no skip and inspect showed the step as

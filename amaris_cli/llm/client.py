@@ -792,7 +792,7 @@ class LLMClient:
         usage = self.usage.setdefault(usage_row(agent, context), AgentUsage())
         settings = self._agents[agent]
         answer: Answer[T] = Answer(value=None, error=None)
-        convo = list(messages)
+        convo = instructions_in_user(messages) if settings.system_role == "user" else list(messages)
         if reasks is None:
             reasks = settings.max_reasks
         cap = settings.token_cap
@@ -882,3 +882,13 @@ def _describe(exc: Exception) -> str:
             parts.append(f"{loc}: {err['msg']}")
         return "; ".join(parts)
     return str(exc)
+
+
+def instructions_in_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages for a judge whose chat template drops system messages (`system_role = "user"`): the system
+    text opens the first user message, which keeps its data blocks as they were."""
+    system = [str(m["content"]) for m in messages if m["role"] == "system"]
+    rest = [m for m in messages if m["role"] != "system"]
+    if not system or not rest or rest[0]["role"] != "user":
+        return list(messages)
+    return [{"role": "user", "content": "\n\n".join([*system, str(rest[0]["content"])])}, *rest[1:]]

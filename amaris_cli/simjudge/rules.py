@@ -38,7 +38,7 @@ ADVANCEMENT_CRITERION = "The response verifies its result, e.g. by substitution 
 
 
 def agent_of(messages: list[dict[str, Any]]) -> str | None:
-    system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
+    system = instructions(messages)
     first_user = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
     blocks = set(parse_blocks(first_user))
     if any(re.fullmatch(r"RESPONSE_\d+", name) for name in blocks):
@@ -54,6 +54,13 @@ def agent_of(messages: list[dict[str, Any]]) -> str | None:
     if "SUMMARY" in blocks:
         return "updater" if {"STATIC_MEMORY", "DYNAMIC_MEMORY"} & blocks else "query_generator"
     return next((agent for agent, key in ANSWER_SHAPES if key in system), None)
+
+
+def instructions(messages: list[dict[str, Any]]) -> str:
+    """The agent's instructions: its system message, or, sent to a judge without one (`system_role = "user"`),
+    the first user message they open."""
+    return _text(messages, "system") or next((str(m.get("content", "")) for m in messages if m.get("role") == "user"),
+                                             "")
 
 
 def _text(messages: list[dict[str, Any]], role: str) -> str:
@@ -143,7 +150,7 @@ def verdict(criterion: dict[str, Any], output: str, reference: str) -> dict[str,
 
 
 def score(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    system, user = _text(messages, "system"), _text(messages, "user")
+    system, user = instructions(messages), _text(messages, "user")
     rubric = _json_after(system, "The rubric (JSON)") or []
     blocks = parse_blocks(user)
     output, reference = blocks.get("RESPONSE", ""), blocks.get("REFERENCE", "")
@@ -151,7 +158,7 @@ def score(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def group_score(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    system, user = _text(messages, "system"), _text(messages, "user")
+    system, user = instructions(messages), _text(messages, "user")
     rubric = _json_after(system, "The rubric (JSON)") or []
     blocks = parse_blocks(user)
     reference = blocks.get("REFERENCE", "")
@@ -284,7 +291,7 @@ def meta_summarize(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def generate_queries(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    system, user = _text(messages, "system"), _text(messages, "user")
+    system, user = instructions(messages), _text(messages, "user")
     cap_match = re.search(r"at most (\d+) quer", system) or re.search(r"between 1 and (\d+) quer", system)
     cap = int(cap_match.group(1)) if cap_match else 3
     blocks = parse_blocks(user)
@@ -347,7 +354,7 @@ def update(messages: list[dict[str, Any]]) -> dict[str, Any]:
     retrieved history (static entries and dynamic hits) shows it in RECURRENCE_STEPS earlier steps, and the
     reason and memory_consultation cite those entries. Without history (retrieval off, or hits that do not
     name the pattern) a rare pattern stays below the threshold, as in a step seen alone."""
-    system, user = _text(messages, "system"), _text(messages, "user")
+    system, user = instructions(messages), _text(messages, "user")
     rubric = _json_after(system, "The current rubric (JSON)") or []
     bounds = re.search(r"within \[([0-9.]+), ([0-9.]+)\]", system)
     lo, hi = (float(bounds.group(1)), float(bounds.group(2))) if bounds else (0.1, 5.0)

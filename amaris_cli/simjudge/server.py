@@ -80,6 +80,8 @@ class SimJudgeConfig:
     error_detail: str = ""  # appended to injected error messages (a hostile endpoint's text)
     # response_format types answered as llama.cpp's server answers json_schema: HTTP 500, "Input should be ..."
     rejected_formats: tuple[str, ...] = ()
+    # The model never sees system messages, as under a chat template without a system turn (llama.cpp's Gemma format)
+    drop_system_messages: bool = False
     # An unreliable judge, for tests of amaris's reliability check. `inconsistent`: criterion id ("*": every
     # criterion) -> the probability that the scorer answers the other way on it (a score of 0.5 or more becomes 0,
     # a lower one 1; a pitfall present becomes absent and back), drawn from a hash of `seed`, the criterion, the response's number and the
@@ -255,7 +257,9 @@ class SimJudge:
         try:
             request = orjson.loads(body)
             messages = request["messages"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            if self.config.drop_system_messages:  # as a chat template without a system turn (llama.cpp's Gemma)
+                messages = [m for m in messages if m.get("role") != "system"]
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             self._write(writer, 400, self._error("invalid_request_error", "body must be JSON with messages"))
             await writer.drain()
             return True
@@ -371,7 +375,7 @@ class SimJudge:
         """The scorer's answer as the configured unreliable judge gives it (`inconsistent`, `first_listed_met`)."""
         if not self.config.inconsistent and not self.config.first_listed_met:
             return answer
-        rubric = rules._json_after(rules._text(messages, "system"), "The rubric (JSON)") or [{}]
+        rubric = rules._json_after(rules.instructions(messages), "The rubric (JSON)") or [{}]
         first_id = rubric[0].get("id")
         request = orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)
 
