@@ -134,6 +134,8 @@ def _message_text(message: Mapping[str, Any]) -> str:
     if message.get("function_call"):  # the legacy single call: {"name", "arguments"}
         calls = [*calls, {"function": message["function_call"]}]
     text = _content_text(message.get("content"))
+    if not text and isinstance(message.get("refusal"), str):  # the model refused: its refusal is what it said
+        text = message["refusal"]
     if not calls:
         return text
     return "\n".join([*([text] if text else []), *map(_tool_call_text, calls)])
@@ -173,6 +175,16 @@ def _content_text(content: Any) -> str:
                                   "text; amaris judges text only, and a rollout judged without it would be judged wrong")
         return "".join(p["text"] for p in content)
     raise _BadContent(f"message content must be a string or a list of text parts, got {type(content).__name__}")
+
+
+def _choices_as_messages(value: Any) -> Any:
+    """A chat list with the OpenAI SDK's Choice objects among its turns, as OpenPipe ART's messages_and_choices
+    holds the turns it trains on (`{"finish_reason", "index", "message": {...}}`): each Choice is its message, as
+    ART's own Trajectory.messages() reads it."""
+    if not isinstance(value, list):
+        return value
+    return [item["message"] if isinstance(item, Mapping) and "role" not in item and isinstance(item.get("message"), Mapping)
+            else item for item in value]
 
 
 def _is_message_list(value: Any) -> bool:
@@ -227,7 +239,7 @@ class _LineReader:
 
         in_src, input_value = self.first(record, "input")
         out_src, output_value = self.first(record, "output")
-        messages = next((record[k] for k in CHAT_KEYS if k in record), _MISSING)
+        messages = _choices_as_messages(next((record[k] for k in CHAT_KEYS if k in record), _MISSING))
         if _is_message_list(input_value) and output_value is _MISSING:
             messages, input_value = input_value, _MISSING  # a full chat stored under "prompt"
         if output_value is _MISSING and messages is not _MISSING:

@@ -51,3 +51,30 @@ def test_rewards_keyed_by_id_and_in_input_order_with_failures_as_null(tmp_path: 
     assert json.loads(out.read_text()) == [None, None, None]
     missing = invoke("rewards", "--run", run, "--step", "9")
     assert missing.exit_code == 2 and "step 9 does not exist; the run has steps 0" in missing.stderr
+
+
+def test_art_trajectories_with_the_sdks_choice_objects_are_read_as_art_reads_them(tmp_path: Path, sim) -> None:
+    """OpenPipe ART keeps the turns it trains on as the openai SDK's `Choice` objects inside messages_and_choices
+    (a Trajectory dumped as JSON holds `{"finish_reason", "index", "logprobs", "message": {...}}`), and its own
+    Trajectory.messages() reads each as its message. amaris refused such a list ("must be a list of {role,
+    content} objects"). A refusal (no content, `refusal` set) is what the model said."""
+    from openai.types.chat import ChatCompletionMessage
+    from openai.types.chat.chat_completion import Choice
+
+    def trajectory(answer: ChatCompletionMessage, reference: str) -> dict:
+        choice = Choice(finish_reason="stop", index=0, logprobs=None, message=answer)
+        return {"messages_and_choices": [{"role": "system", "content": "Solve it."},
+                                         {"role": "user", "content": "What is 6*7?"}, choice.model_dump(mode="json")],
+                "reward": 0.0, "metrics": {}, "metadata": {"reference": reference}, "logs": []}
+
+    rows = [trajectory(ChatCompletionMessage(role="assistant", content="6*7 = 42.\nFinal answer: 42"), "42"),
+            trajectory(ChatCompletionMessage(role="assistant", content=None, refusal="I can't help with that."), "42")]
+    source = tmp_path / "art.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = new_run(tmp_path)
+    result = invoke("score", source, "--run", run, "--step", "0", "--map", "supplemental_context=metadata.reference",
+                    env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    stored = [json.loads(line) for line in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
+    assert [r["output"] for r in stored] == ["6*7 = 42.\nFinal answer: 42", "I can't help with that."]
+    assert stored[0]["input"] == "[system]\nSolve it.\n\n[user]\nWhat is 6*7?"
