@@ -64,6 +64,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "gold_reward": ("gold_reward", "metadata.gold_reward"),  # kept as metadata.gold_reward (amaris_cli/alarms.py)
 }
 MAPPABLE = tuple(ALIASES)
+# The id fields that name a prompt as often as a rollout (verl's GRPO `uid`, verifiers' `example_id`, a dataset's
+# `extra_info.index`): shared by several rollouts of a file, such a value is their instance, not an id.
+PROMPT_ID_FIELDS = ("uid", "example_id", "extra_info.index")
 CHAT_KEYS = ("messages", "messages_and_choices", "conversation")  # OpenPipe ART writes messages_and_choices
 _MISSING = object()
 MAX_LINE_BYTES = 64 << 20
@@ -222,15 +225,15 @@ class _LineReader:
                 return source, value
         return "", _MISSING
 
-    def rollout(self, record: Any, line: int, file_step: int | None) -> tuple[Rollout, bool]:
-        """The line's rollout and whether its id is explicit (else it is the content hash, made
-        unique against the whole file later)."""
+    def rollout(self, record: Any, line: int, file_step: int | None) -> tuple[Rollout, str | None]:
+        """The line's rollout and the field its id came from (None: the content hash, made unique against the
+        whole file later)."""
         try:
             return self._rollout(record, line, file_step)
         except _BadContent as exc:
             raise InputError(self.path, str(exc), line) from None
 
-    def _rollout(self, record: Any, line: int, file_step: int | None) -> tuple[Rollout, bool]:
+    def _rollout(self, record: Any, line: int, file_step: int | None) -> tuple[Rollout, str | None]:
         def bad(reason: str) -> InputError:
             return InputError(self.path, reason, line)
 
@@ -323,7 +326,7 @@ class _LineReader:
             instance_id=instance_id,
             metadata=metadata,
         )
-        return rollout, rollout_id is not None
+        return rollout, (id_src if rollout_id is not None else None)
 
 
 def _step_number(source: str, value: Any) -> int:
@@ -423,6 +426,7 @@ def parse_rollouts(
     rollouts: list[Rollout] = []
     generated: list[tuple[int, int]] = []  # (index, line) of rollouts whose id is the content hash
     explicit_ids: dict[str, int] = {}
+    prompt_ids: dict[str, list[tuple[int, int]]] = {}  # ids from a field that may name a prompt: (index, line)
     last_step: tuple[int, int] | None = None  # (step, line)
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -438,7 +442,7 @@ def parse_rollouts(
         try:
             if isinstance(record, dict):
                 check_storable(raw, record)
-            rollout, explicit = reader.rollout(record, line_no, default_step)
+            rollout, id_source = reader.rollout(record, line_no, default_step)
         except Unstorable as exc:
             errors.append(InputError(path, str(exc), line_no))
             continue
@@ -454,7 +458,9 @@ def parse_rollouts(
                                          "lines must be in step order", line_no))
                 continue
             last_step = (rollout.step, line_no)
-        if explicit:
+        if id_source in PROMPT_ID_FIELDS and "id" not in (mapping or {}):  # (--map id=... says it is the id)
+            prompt_ids.setdefault(rollout.id, []).append((len(rollouts), line_no))
+        elif id_source is not None:
             if rollout.id in explicit_ids:
                 errors.append(InputError(path, f"duplicate id {_short(rollout.id)} (first on line {explicit_ids[rollout.id]})", line_no))
                 continue
@@ -462,7 +468,18 @@ def parse_rollouts(
         else:
             generated.append((len(rollouts), line_no))
         rollouts.append(rollout)
-    errors.extend(_assign_generated_ids(path, rollouts, generated, explicit_ids))
+    for shared, places in prompt_ids.items():
+        if len(places) == 1 and shared not in explicit_ids:
+            explicit_ids[shared] = places[0][1]
+            continue
+        # Several rollouts under one uid, example_id or dataset index: it names their prompt (a GRPO group, a
+        # verifiers example sampled n times), never one of them. It is their instance; each gets its content id.
+        for index, line_no in places:
+            rollout = rollouts[index]
+            rollouts[index] = rollout.model_copy(update={"id": content_id(rollout),
+                                                         "instance_id": rollout.instance_id or shared})
+            generated.append((index, line_no))
+    errors.extend(_assign_generated_ids(path, rollouts, sorted(generated), explicit_ids))
     if errors:
         raise InputErrors(errors)
     return rollouts
