@@ -604,6 +604,14 @@ def test_a_judge_whose_chat_template_drops_system_messages_gets_its_instructions
     assert all(r["status"] == "failed" for r in read_jsonl(blind / "steps/000000/scores.jsonl"))
 
     env = judge_env(judge, AMARIS_SYSTEM_ROLE="user")
+    reasked = run_with(tmp_path, "reasked")  # a re-ask is sent without a system message too
+    result = invoke("score", step_file(0), "--run", reasked, "--step", "0",
+                    env=judge_env(sim_factory(drop_system_messages=True, fault_plan=["two_objects"]),
+                                  AMARIS_SYSTEM_ROLE="user"))
+    assert result.exit_code == 0, result.stderr
+    calls = read_jsonl(reasked / "calls.jsonl")
+    assert any(len(c["messages"]) == 3 for c in calls if c["messages"]), "the first answer was re-asked"
+    assert all(m["role"] != "system" for c in calls if c["messages"] for m in c["messages"])
     run = run_with(tmp_path, "user")
     result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=env)
     assert result.exit_code == 0, result.stderr

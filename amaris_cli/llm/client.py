@@ -792,7 +792,9 @@ class LLMClient:
         usage = self.usage.setdefault(usage_row(agent, context), AgentUsage())
         settings = self._agents[agent]
         answer: Answer[T] = Answer(value=None, error=None)
-        convo = instructions_in_user(messages) if settings.system_role == "user" else list(messages)
+        # The question as the judge is sent it, re-asks included (a judge without system messages loses none).
+        asked = instructions_in_user(messages) if settings.system_role == "user" else list(messages)
+        convo = list(asked)
         if reasks is None:
             reasks = settings.max_reasks
         cap = settings.token_cap
@@ -817,10 +819,10 @@ class LLMClient:
                     usage.reasks += 1
                     if not at_cap:
                         budget = min(cap, budget * 2)
-                        convo = list(messages)
+                        convo = list(asked)
                     else:
                         convo = [
-                            *messages,
+                            *asked,
                             {"role": "assistant", "content": reply.text[:4000]},
                             {"role": "user", "content": f"Your answer could not be used: {problem}.\n"
                              "Reply again with only the JSON object, keeping every reason to one short line."},
@@ -842,7 +844,7 @@ class LLMClient:
                 if round_ < reasks:
                     usage.reasks += 1
                     convo = [
-                        *messages,
+                        *asked,
                         {"role": "assistant", "content": reply.text[:4000]},
                         {"role": "user", "content": reask_text(problem)},
                     ]
@@ -889,6 +891,8 @@ def instructions_in_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]
     text opens the first user message, which keeps its data blocks as they were."""
     system = [str(m["content"]) for m in messages if m["role"] == "system"]
     rest = [m for m in messages if m["role"] != "system"]
-    if not system or not rest or rest[0]["role"] != "user":
+    if not system:
         return list(messages)
+    if not rest or rest[0]["role"] != "user":  # no user turn to open: the instructions are one of their own
+        return [{"role": "user", "content": "\n\n".join(system)}, *rest]
     return [{"role": "user", "content": "\n\n".join([*system, str(rest[0]["content"])])}, *rest[1:]]
