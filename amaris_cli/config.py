@@ -164,6 +164,9 @@ class PipelineSettings(_Section):
     # Under on_error = "fail", what the evolution of a step with failed records does (policy.py): "stop" (it
     # fails; score the step again) or "carry" (it evolves as skipped: the rubric is carried forward unchanged).
     failed_step: Literal["stop", "carry"] = "stop"
+    # What `carry` skips in a per-instance run: the instances with failed records ("instance"), or the whole step,
+    # as amaris did before (a replay of a run recorded then repeats it: replay.py).
+    carry_scope: Literal["instance", "step"] = "instance"
     neutral_reward: float = Field(default=0.5, ge=0, le=1)
     max_text_chars: int = Field(default=12000, ge=200)
     per_instance: bool = False

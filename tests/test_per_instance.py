@@ -135,3 +135,24 @@ def test_a_carried_step_names_its_instances_once_not_a_reason_each(tmp_path, sim
             assert f"of {len(rollouts)} rollouts judged" in skipped and f"(instances {', '.join(instances)})" in skipped
             assert all(s["skipped"] is not None for s in summaries.values())
             assert not (run / "steps/000000/analyses.jsonl").exists()
+
+
+def test_a_run_recorded_when_carry_skipped_the_whole_step_replays_as_it_ran(tmp_path, sim_factory) -> None:
+    """Before `pipeline.carry_scope`, one failed rollout skipped every instance of its step; a replay of such a run
+    must skip them all again (analyzing the others would be requests the source never made)."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("[pipeline]\n", '[pipeline]\ncarry_scope = "step"\n') + FAST_MEMORY)
+    env = judge_env(sim_factory(agent_fault_rate={"scorer": 0.3}))
+    run = tmp_path / "old"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    source = write_jsonl(tmp_path / "s0.jsonl", population(0))
+    assert invoke("score", source, "--run", run, "--step", 0, env=env).exit_code == 4
+    evolved = invoke("evolve", "--run", run, "--step", 0, "--failed-step", "carry", env=env)
+    assert evolved.exit_code == 0, evolved.stderr
+    assert not (run / "steps/000000/analyses.jsonl").exists(), "the whole step was skipped"
+    manifest = json.loads((run / "run.json").read_text())
+    del manifest["config"]["pipeline"]["carry_scope"]  # as a run made before the key existed recorded it
+    (run / "run.json").write_text(json.dumps(manifest))
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert not (tmp_path / "replayed/steps/000000/analyses.jsonl").exists()

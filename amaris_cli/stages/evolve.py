@@ -169,9 +169,10 @@ async def evolve_step(
 def _instances_not_evaluated(session: Session, step: int, stage: str, failed: set[str],
                              every: bool = False) -> NotEvaluated | None:
     """Under `carry` in a per-instance run, the instances with failed records (of `stage`) are not evaluated and
-    the step's others are; None when the run is not per-instance or, unless `every`, when every instance has
-    failed records (the step as a whole is not evaluated then, and not analyzed)."""
-    if not session.settings.pipeline.per_instance:
+    the step's others are; None when the run is not per-instance, its `carry_scope` is the step or, unless
+    `every`, every instance has failed records (the step as a whole is not evaluated then, and not analyzed)."""
+    pipeline = session.settings.pipeline
+    if not pipeline.per_instance or pipeline.carry_scope == "step":
         return None
     groups = group_by_instance(artifacts.load_rollouts(session.run, step))
     reasons = {key: session.policy.instance_not_evaluated(stage)
