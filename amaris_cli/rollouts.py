@@ -65,7 +65,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 MAPPABLE = tuple(ALIASES)
 # The id fields that name a prompt as often as a rollout (verl's GRPO `uid`, verifiers' `example_id`, a dataset's
-# `extra_info.index`): shared by several rollouts of a file, such a value is their instance, not an id.
+# `extra_info.index`): shared by several rollouts of a file, such a value names their prompt, not a rollout.
 PROMPT_ID_FIELDS = ("uid", "example_id", "extra_info.index")
 CHAT_KEYS = ("messages", "messages_and_choices", "conversation")  # OpenPipe ART writes messages_and_choices
 _MISSING = object()
@@ -426,7 +426,7 @@ def parse_rollouts(
     rollouts: list[Rollout] = []
     generated: list[tuple[int, int]] = []  # (index, line) of rollouts whose id is the content hash
     explicit_ids: dict[str, int] = {}
-    prompt_ids: dict[str, list[tuple[int, int]]] = {}  # ids from a field that may name a prompt: (index, line)
+    prompt_ids: dict[str, tuple[str, list[tuple[int, int]]]] = {}  # ids from a field that may name a prompt
     last_step: tuple[int, int] | None = None  # (step, line)
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -459,7 +459,7 @@ def parse_rollouts(
                 continue
             last_step = (rollout.step, line_no)
         if id_source in PROMPT_ID_FIELDS and "id" not in (mapping or {}):  # (--map id=... says it is the id)
-            prompt_ids.setdefault(rollout.id, []).append((len(rollouts), line_no))
+            prompt_ids.setdefault(rollout.id, (id_source, []))[1].append((len(rollouts), line_no))
         elif id_source is not None:
             if rollout.id in explicit_ids:
                 errors.append(InputError(path, f"duplicate id {_short(rollout.id)} (first on line {explicit_ids[rollout.id]})", line_no))
@@ -468,16 +468,20 @@ def parse_rollouts(
         else:
             generated.append((len(rollouts), line_no))
         rollouts.append(rollout)
-    for shared, places in prompt_ids.items():
-        if len(places) == 1 and shared not in explicit_ids:
-            explicit_ids[shared] = places[0][1]
+    for shared, (field, places) in prompt_ids.items():
+        if len(places) == 1:
+            if shared in explicit_ids:
+                errors.append(InputError(path, f"duplicate id {_short(shared)} (first on line {explicit_ids[shared]})",
+                                         places[0][1]))
+            explicit_ids.setdefault(shared, places[0][1])
             continue
         # Several rollouts under one uid, example_id or dataset index: it names their prompt (a GRPO group, a
-        # verifiers example sampled n times), never one of them. It is their instance; each gets its content id.
+        # verifiers example sampled n times), never one of them. Each gets its content id and keeps the value in
+        # its metadata; their instance is their prompt's, as that of a prompt the file holds once.
         for index, line_no in places:
             rollout = rollouts[index]
             rollouts[index] = rollout.model_copy(update={"id": content_id(rollout),
-                                                         "instance_id": rollout.instance_id or shared})
+                                                         "metadata": {field: shared, **rollout.metadata}})
             generated.append((index, line_no))
     errors.extend(_assign_generated_ids(path, rollouts, sorted(generated), explicit_ids))
     if errors:

@@ -83,8 +83,10 @@ def test_art_trajectories_with_the_sdks_choice_objects_are_read_as_art_reads_the
 def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_path: Path, sim) -> None:
     """verifiers writes one row per rollout with its example's `example_id` (n rollouts per example share it), and
     verl's GRPO `uid` names a prompt's group: amaris took them as rollout ids and refused the file ("duplicate id
-    '0'"). Shared by several rollouts, such a value is their instance and each gets its content id; unique, it is
-    the id (OpenRLHF's file above); given as the id by the user (`--map id=...`), a repeat is still an error."""
+    '0'"). Shared by several rollouts, such a value names their prompt: each gets its content id and keeps the value
+    in its metadata, and their instance is their prompt's, as for a prompt the file holds once (a per-instance run
+    keeps one rubric per prompt whichever file holds it how often). Unique, it is the id (OpenRLHF's file above);
+    given as the id by the user (`--map id=...`), or equal to another line's `id`, a repeat is still an error."""
     prompt = [{"role": "user", "content": "What is 2+2?"}]
     rows = [{"example_id": 0, "prompt": prompt, "completion": [{"role": "assistant", "content": answer}], "answer": "4",
              "task": "math", "reward": reward} for answer, reward in (("4", 1.0), ("5", 0.0), ("4", 1.0))]
@@ -96,7 +98,8 @@ def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_p
     result = invoke("score", source, "--run", run, "--step", "0", env=judge_env(sim))
     assert result.exit_code == 0, result.stderr
     stored = [json.loads(line) for line in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
-    assert [r["instance_id"] for r in stored[:3]] == ["0", "0", "0"] and stored[3]["id"] == "1"
+    assert [r["metadata"]["example_id"] for r in stored[:3]] == ["0", "0", "0"] and stored[3]["id"] == "1"
+    assert all(r["instance_id"] is None for r in stored)
     ids = [r["id"] for r in stored[:3]]
     assert ids[0].startswith("r-") and ids[2] == ids[0] + "-2" and len(set(ids)) == 3  # the repeat is numbered
     listed = json.loads(invoke("rewards", "--run", run, "--step", "0", "--format", "list").stdout)
@@ -104,3 +107,8 @@ def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_p
     mapped = invoke("score", source, "--run", new_run(tmp_path, "mapped"), "--step", "0", "--map", "id=example_id",
                     env=judge_env(sim))
     assert mapped.exit_code == 2 and "duplicate id '0' (first on line 1)" in mapped.stderr, mapped.stderr
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text(json.dumps({"id": "u1", "input": "q", "output": "a"}) + "\n"
+                     + json.dumps({"uid": "u1", "input": "q", "output": "b"}) + "\n")
+    clashed = invoke("score", clash, "--run", new_run(tmp_path, "clash"), "--step", "0", env=judge_env(sim))
+    assert clashed.exit_code == 2 and "clash.jsonl:2: duplicate id 'u1' (first on line 1)" in clashed.stderr
