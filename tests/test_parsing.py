@@ -53,6 +53,11 @@ def test_extracts_the_one_object(reply: str) -> None:
     # and quoted from the response, in that language's quotation marks
     "回答中写道「我错了」然后改正了答案。", "La réponse écrit « je me suis trompé » puis corrige.",
     "Die Antwort sagt „ich habe mich geirrt“ und korrigiert sich.",
+    "Die Antwort sagt »ich habe mich geirrt« und korrigiert sich.",
+    # the response's mistakes in the third person, an apology that signs off, a word that only begins alike
+    "回答は途中で計算を間違えました。", "応答の最終的な答えは間違っていました。", "제가 잘못된 부분을 찾지 못했습니다.",
+    "Désolé pour la longue explication.", "Entschuldigung für die ausführliche Begründung.",
+    "Lo siento por la explicación larga.", "抱歉解释较长。", "不对称的结构也被正确处理。",
 ])
 def test_an_explanation_after_the_object_does_not_take_it_back(after: str) -> None:
     assert extract_json_object('{"verdicts": []}\n' + after) == {"verdicts": []}
@@ -163,6 +168,14 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\nNa verdade, a pontuação é 0.', r'takes it back \("na verdade"\)'),
     ('{"score": 1}\nIn realtà il punteggio è 0.', r'takes it back \("in realtà"\)'),
     ('{"score": 1}\nНа самом деле оценка 0.', r'takes it back \("на самом деле"\)'),
+    ('{"score": 1}\nHmm, eigentlich ist das erste Kriterium nicht erfüllt.', r'takes it back \("hmm, eigentlich"\)'),
+    ('{"score": 1}\nOh, attendez : le score est 0.', r'takes it back \("oh, attendez"\)'),
+    ('{"score": 1}\n嗯，其实分数应为0。', r'takes it back \("嗯，其实"\)'),
+    ('{"score": 1}\nMe he equivocado: la puntuación es 0.', r'takes it back \("me he equivocado"\)'),
+    ('{"score": 1}\nHo sbagliato, il punteggio è 0.', r'takes it back \("ho sbagliato"\)'),
+    ('{"score": 1}\n前の採点は誤りでした。スコアは0です。', r'takes it back \("前の採点は誤り"\)'),
+    ('{"score": 1}\n제가 착각했습니다. 점수는 0입니다.', r'takes it back \("제가 착각"\)'),
+    ('{"score": 1}\nDésolé, le score devrait être 0.', r'takes it back \("désolé"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

@@ -81,22 +81,30 @@ _REVISION = re.compile(
 _OTHER_ANYWHERE = (
     r"\b(?:ich habe mich (?:geirrt|vertan)|mein fehler|ich nehme (?:das|es|meine \w+) zurück"
     r"|bei (?:genauerer|näherer) betrachtung|je me suis tromp[ée]e?|je retire (?:ce|cela|mon|ma)|à la réflexion"
-    r"|après réflexion|mon erreur|me (?:he )?equivoqu[ée]|retiro (?:lo|mi)|pensándolo (?:bien|mejor)|mi error"
-    r"|(?:eu )?me enganei|eu errei|pensando bem|meu erro|mi sono sbagliat[oa]|ripensandoci|errore mio"
-    r"|я ошиб(?:ся|лась)|моя ошибка|беру свои слова назад)\b"
-    r"|我(?:搞|弄)?错了|我犯了(?:一个)?错误|我刚才(?:的)?(?:评分|判断|回答)(?:有误|错了)|間違えました|間違っていました"
-    r"|제가 (?:실수|잘못)")
+    r"|après réflexion|mon erreur|me equivoqu[ée]|me he equivocado|retiro (?:lo|mi)|pensándolo (?:bien|mejor)"
+    r"|mi error|(?:eu )?me enganei|eu errei|pensando bem|meu erro|mi sono sbagliat[oa]|ho sbagliato|ripensandoci"
+    r"|errore mio|я ошиб(?:ся|лась)|моя ошибка|беру свои слова назад)\b"
+    # (first person only: "the response made a mistake" is an explanation)
+    r"|我(?:搞|弄)?错了|我犯了(?:一个)?错误|我刚才(?:的)?(?:评分|判断|回答)(?:有误|错了)"
+    r"|(?:私|わたし)(?:が|は)(?:間違え|誤)|(?:先ほど|先程|前)の(?:採点|評価|判定|回答)は(?:誤り|間違い)"
+    r"|제가 (?:실수했|잘못(?:했|봤|읽|판단)|착각)")
+# An apology opens a take-back unless it apologizes "for" something (a sign-off: "Désolé pour la longue
+# explication"), as in English.
+_OTHER_APOLOGY = (
+    r"\b(?:entschuldigung|désolée?|pardon|lo siento|perdón|disculpa|desculpe|scusa(?:te)?|извините|простите)\b"
+    r"(?!\s*(?:für|pour|por|per|за|para)\b)|(?:抱歉|对不起|すみません|申し訳|죄송)(?!(?:解释|说明|篇幅|説明|설명))")
 _OTHER_OPENING = (
-    r"(?:\b(?:eigentlich|moment mal|warte|korrektur|entschuldigung|en fait|attendez|désolée?|pardon|oups"
-    r"|en realidad|espera|corrección|perdón|lo siento|disculpa|na verdade|espere|correção|desculpe|in realtà"
-    r"|aspetta|correzione|scusa(?:te)?|на самом деле|подождите|погодите|поправка|извините|простите)\b"
-    r"|实际上|其实|等等|等一下|更正|纠正|抱歉|对不起|不对|実は|待って|訂正|すみません|申し訳|사실은|잠깐|정정|죄송)")
+    r"(?:\b(?:eigentlich|moment mal|warte|korrektur|en fait|attendez|oups|en realidad|espera|corrección"
+    r"|na verdade|espere|correção|in realtà|aspetta|correzione|на самом деле|подождите|погодите|поправка)\b"
+    rf"|{_OTHER_APOLOGY}|实际上|其实|等等|等一下|更正|纠正|修正|不对(?![称劲])|実は|待って|訂正|사실은|잠깐|정정)")
+# Interjections a take-back may open with ("Hmm, eigentlich ...", "Oh, attendez", "嗯，其实").
+_OTHER_INTERJECTION = r"(?:(?:hmm+|oh|ah|äh|ach|nein|non|no|ok(?:ay)?|bon|bueno|pues|嗯|啊|哦|あ|ああ|아)[\s,，、.!！\-\u2013\u2014]*)*"
 _REVISION_OTHER = re.compile(
-    rf"{_OTHER_ANYWHERE}|(?:\A|(?<=[.!?;:(\n。！？；：]))[\s*_>#\-\u2022]*{_OTHER_OPENING}", re.I)
+    rf"{_OTHER_ANYWHERE}|(?:\A|(?<=[.!?;:(\n。！？；：]))[\s*_>#\-\u2022]*{_OTHER_INTERJECTION}{_OTHER_OPENING}", re.I)
 # Quoted text after the object: what the judge quotes from the response (straight, curly, code, guillemet or corner
 # quotes, one line).
 _QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d|\u201e[^\u201c\u201d\n]*[\u201c\u201d]|`[^`\n]*`'
-                     r"|\u00ab[^\u00bb\n]*\u00bb|\u300c[^\u300d\n]*\u300d|\u300e[^\u300f\n]*\u300f")
+                     r"|\u00ab[^\u00bb\n]*\u00bb|\u00bb[^\u00ab\n]*\u00ab|\u300c[^\u300d\n]*\u300d|\u300e[^\u300f\n]*\u300f")
 _LITERAL = re.compile(r"true|false|null", re.I)
 
 
