@@ -119,9 +119,9 @@ def spans(steps: Sequence[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in runs]
 
 
-def describe(spans: Sequence[tuple[int, int]]) -> str:
+def describe(runs: Sequence[tuple[int, int]]) -> str:
     """`3`, `3-4`, `3-4 and 7` for spans of steps."""
-    parts = [str(a) if a == b else f"{a}-{b}" for a, b in spans]
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 

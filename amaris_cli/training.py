@@ -56,8 +56,7 @@ class TrainingMetadata(BaseModel):
     def as_inputs(self) -> dict[str, Any]:
         """What a file made from it depends on: the fields given, a text longer than the agents are shown as its
         length and digest (it was copied whole into the provenance of every stage of the step, per instance)."""
-        return {name: _digest(value) if name in SHOWN_CHARS and len(value) > SHOWN_CHARS[name] else value
-                for name, value in self.given().items()}
+        return {name: _digest(value) if _cut(name, value) else value for name, value in self.given().items()}
 
     def shown(self) -> dict[str, Any]:
         """The fields given, each text as the agents are shown it."""
@@ -79,10 +78,16 @@ def _digest(text: str) -> str:
     return f"{len(text)} characters, sha256 {hashlib.sha256(text.encode()).hexdigest()}"
 
 
+def _cut(field: str, value: Any) -> bool:
+    """Whether the agents are shown less than the whole of a field's value."""
+    return field in SHOWN_CHARS and isinstance(value, str) and len(value) > SHOWN_CHARS[field]
+
+
 def _shown(text: str | None, field: str) -> str | None:
-    limit = SHOWN_CHARS[field]
-    if text is None or len(text) <= limit:
+    if not _cut(field, text):
         return text
+    assert text is not None
+    limit = SHOWN_CHARS[field]
     return f"{text[:limit]} [... {len(text) - limit} more characters of {field} not shown]"
 
 

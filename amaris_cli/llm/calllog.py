@@ -74,8 +74,8 @@ def usage_row(agent: str, context: str) -> str:
     """The usage table's row of a call: the adoption gate's calls and the judgements of a trainer's validation
     rollouts are made with the scorer's settings, but counted apart from scoring, so that a step's scorer calls
     are its rollouts' and the gate's and the validation's cost show. Known from the context alone (calls.jsonl
-    has nothing else): a scorer call of a user's rollout whose id, or group whose instance id, begins
-    "group:gate:", "gate:" or "POST /validate: " would be counted as theirs."""
+    has nothing else): a scorer call of a user's rollout whose id begins "group:gate:" or "POST /validate: ", or of
+    a group whose instance id begins "gate:", would be counted as theirs."""
     if agent != "scorer":
         return agent
     if context.startswith(GATE_CONTEXT):

@@ -615,7 +615,7 @@ class ServeCore:
             records = self._on_disk(step, artifacts.SCORES) or {}
             if stored.get(rid) == rollout and rid in records:
                 return await self._respond(step, records[rid])  # type: ignore[arg-type]
-        overflow = (f"; the server completes a step at its {self.options.rollouts_per_step}th rollout "
+        overflow = (f"; the server completes a step once it holds {self.options.rollouts_per_step} rollouts "
                     f"(--rollouts-per-step): a trainer whose steps have more rollouts needs it set to its batch size"
                     if self.options.rollouts_per_step else "")
         if st is not None:

@@ -39,14 +39,14 @@ def analyze_inputs(session: Session, step: int, rubrics: list[RubricSet]) -> dic
 
 async def analyze_step(session: Session, step: int, force: bool = False,
                        on_done: Callable[[AnalysisRecord], None] | None = None,
-                       not_evaluated: Collection[str] = ()) -> StageOutcome:
-    """`not_evaluated`: instances of a per-instance step whose rollouts are not analyzed (policy.py, `carry`: their
-    failed scores make the evolution learn nothing from them, as from a whole step of a run that is not
+                       skipped_instances: Collection[str] = ()) -> StageOutcome:
+    """`skipped_instances`: instances of a per-instance step whose rollouts are not analyzed (policy.py, `carry`:
+    their failed scores make the evolution learn nothing from them, as from a whole step of a run that is not
     per-instance); the file then holds the other instances' analyses."""
     run = session.run
     rollouts = artifacts.load_rollouts(run, step)
-    if not_evaluated:
-        rollouts = [r for r in rollouts if instance_key(r) not in not_evaluated]
+    if skipped_instances:
+        rollouts = [r for r in rollouts if instance_key(r) not in skipped_instances]
     scores = {s.rollout_id: s for s in artifacts.load_scores(run, step)}
     rubrics: dict[tuple[int, str | None], RubricSet] = {}
     for score in scores.values():  # one read per rubric version, not per rollout
@@ -54,8 +54,8 @@ async def analyze_step(session: Session, step: int, force: bool = False,
         if key not in rubrics:
             rubrics[key] = rubric_for(run, score.rubric_version, score.instance_id, exact=True)
     inputs = analyze_inputs(session, step, list(rubrics.values()))
-    if not_evaluated:
-        inputs["not_evaluated"] = sorted(not_evaluated)
+    if skipped_instances:
+        inputs["not_evaluated"] = sorted(skipped_instances)
     outcome = StageOutcome(stage="analyze", step=step, total=len(rollouts))
     done: dict[str, AnalysisRecord] = {}
     fresh = artifacts.freshness(run, step, artifacts.ANALYSES).made_from(inputs)

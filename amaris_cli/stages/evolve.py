@@ -115,7 +115,7 @@ async def evolve_step(
             stage("analyze", step)
             async with reliability_beside(session, step, force=force):  # the judge reliability check, when on
                 analyzed = await analyze_step(stages.get("analyze", session), step, force=force, on_done=on_record,
-                                              not_evaluated=not_evaluated.instances.keys())
+                                              skipped_instances=not_evaluated.instances.keys())
             reason = session.policy.not_evaluated("analyze", step, analyzed.failed, analyzed.total, analyzed.errors)
             if reason is not None:
                 failed = {a.rollout_id for a in artifacts.load_analyses(run, step) if a.status != "analyzed"}
