@@ -508,6 +508,8 @@ def test_report_draws_the_trainers_validation_apart_from_the_steps(report_run: P
         assert "validation rollouts (POST /validate)" in legend
         ticks = page.eval("[...document.querySelector('svg').querySelectorAll('text')].map(t => t.textContent)")
         assert "3" in ticks, "a validated step training has not reached is on the axis"
+        panel = page.eval("[...document.querySelectorAll('svg')[1].querySelectorAll('text')].map(t => t.textContent)")
+        assert "3" in panel, "the criteria panels' axis is the reward chart's"
         page.screenshot(screenshots / "report-validation.png")
         assert page.events("Runtime.exceptionThrown") == []
     assert collect(RunDir(run))[0].steps == collect(RunDir(report_run))[0].steps

@@ -119,10 +119,14 @@
     svg.appendChild(s("text", { x: (pad.l + width - pad.r) / 2, y: height - 2, "text-anchor": "middle" }, "step"));
     return { svg, x, y };
   }
+  // The step axis of the charts by step: the steps and those the trainer's validation names (so the charts line up).
+  function axisSteps() {
+    return [...new Set(D.steps.map((st) => st.step).concat((D.validation || []).map((v) => v.step)))].sort((a, b) => a - b);
+  }
   function rewardChart() {
     const pts = D.steps.filter((st) => st.mean !== null);
     const checks = (D.validation || []).filter((v) => v.mean !== null);
-    const steps = [...new Set(D.steps.map((st) => st.step).concat(checks.map((v) => v.step)))].sort((a, b) => a - b);
+    const steps = axisSteps();
     const { svg, x, y } = frame(760, 250, { l: 44, r: 12, t: 10, b: 34 }, steps, "reward");
     if (pts.length) {
       const upper = pts.map((p) => [x(p.step), y(Math.min(1, p.mean + p.std))]);
@@ -149,7 +153,7 @@
     return h("div", {}, svg, h("div", { class: "legend" }, "Line: mean reward of the step's scored rollouts. Band: ± one standard deviation, clipped to [0, 1]. Click a point to open the step." + validationNote));
   }
   function criteriaPanels() {
-    const steps = D.steps.map((st) => st.step);
+    const steps = axisSteps();
     const series = new Map();  // id -> Map(step -> rate)
     for (const st of D.steps) for (const c of st.criteria) {
       if (!series.has(c.id)) series.set(c.id, new Map());
