@@ -165,7 +165,7 @@ class PipelineSettings(_Section):
     # fails; score the step again) or "carry" (it evolves as skipped: the rubric is carried forward unchanged).
     failed_step: Literal["stop", "carry"] = "stop"
     # What `carry` skips in a per-instance run: the instances with failed records ("instance"), or the whole step,
-    # as amaris did before (a replay of a run recorded then repeats it: replay.py).
+    # as amaris did before (a run made then keeps it, in its later commands and its replay: rundir.Manifest).
     carry_scope: Literal["instance", "step"] = "instance"
     neutral_reward: float = Field(default=0.5, ge=0, le=1)
     max_text_chars: int = Field(default=12000, ge=200)

@@ -60,8 +60,6 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
     config = src.load_manifest().config
     if "gate" not in config:  # recorded before the adoption gate existed: replayed as it ran, without one
         config = {**config, "gate": {"enabled": False}}
-    if "carry_scope" not in config.get("pipeline", {}):  # recorded when a carried step was skipped whole
-        config = {**config, "pipeline": {**config.get("pipeline", {}), "carry_scope": "step"}}
     dst.save_manifest(Manifest(created_at=now_iso(), config=config, replay_of=str(source)))
     return True
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from amaris_cli import __version__
 from amaris_cli.config import Settings, validate_settings
@@ -33,6 +33,16 @@ class Manifest(BaseModel):
     created_at: str
     config: dict[str, Any]
     replay_of: str | None = None
+
+    @field_validator("config")
+    @classmethod
+    def _as_it_ran(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """A run made before a setting existed goes on as it ran (`init` records every setting): its commands, and
+        a replay of it, keep the behaviour its steps were made with."""
+        pipeline = config.get("pipeline")
+        if isinstance(pipeline, dict) and "carry_scope" not in pipeline:  # `carry` skipped whole per-instance steps
+            config = {**config, "pipeline": {**pipeline, "carry_scope": "step"}}
+        return config
 
 
 def now_iso() -> str:
