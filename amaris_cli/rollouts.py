@@ -426,7 +426,7 @@ def parse_rollouts(
     rollouts: list[Rollout] = []
     generated: list[tuple[int, int]] = []  # (index, line) of rollouts whose id is the content hash
     explicit_ids: dict[str, int] = {}
-    prompt_ids: dict[str, tuple[str, list[tuple[int, int]]]] = {}  # ids from a field that may name a prompt
+    prompt_ids: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (field, value) that may name a prompt: places
     last_step: tuple[int, int] | None = None  # (step, line)
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -459,7 +459,7 @@ def parse_rollouts(
                 continue
             last_step = (rollout.step, line_no)
         if id_source in PROMPT_ID_FIELDS and "id" not in (mapping or {}):  # (--map id=... says it is the id)
-            prompt_ids.setdefault(rollout.id, (id_source, []))[1].append((len(rollouts), line_no))
+            prompt_ids.setdefault((id_source, rollout.id), []).append((len(rollouts), line_no))
         elif id_source is not None:
             if rollout.id in explicit_ids:
                 errors.append(InputError(path, f"duplicate id {_short(rollout.id)} (first on line {explicit_ids[rollout.id]})", line_no))
@@ -468,10 +468,10 @@ def parse_rollouts(
         else:
             generated.append((len(rollouts), line_no))
         rollouts.append(rollout)
-    for shared, (field, places) in prompt_ids.items():
+    for (field, shared), places in prompt_ids.items():
         if len(places) == 1:
             if shared in explicit_ids:
-                errors.append(InputError(path, f"duplicate id {_short(shared)} (first on line {explicit_ids[shared]})",
+                errors.append(InputError(path, f"duplicate id {_short(shared)} (also on line {explicit_ids[shared]})",
                                          places[0][1]))
             explicit_ids.setdefault(shared, places[0][1])
             continue

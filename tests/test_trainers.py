@@ -111,4 +111,9 @@ def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_p
     clash.write_text(json.dumps({"id": "u1", "input": "q", "output": "a"}) + "\n"
                      + json.dumps({"uid": "u1", "input": "q", "output": "b"}) + "\n")
     clashed = invoke("score", clash, "--run", new_run(tmp_path, "clash"), "--step", "0", env=judge_env(sim))
-    assert clashed.exit_code == 2 and "clash.jsonl:2: duplicate id 'u1' (first on line 1)" in clashed.stderr
+    assert clashed.exit_code == 2 and "clash.jsonl:2: duplicate id 'u1' (also on line 1)" in clashed.stderr
+    # One value under two fields, once each: two ids alike, not a prompt's (each field would be mislabelled).
+    clash.write_text(json.dumps({"uid": "x", "input": "q", "output": "a"}) + "\n"
+                     + json.dumps({"example_id": "x", "input": "q", "output": "b"}) + "\n")
+    clashed = invoke("score", clash, "--run", new_run(tmp_path, "fields"), "--step", "0", env=judge_env(sim))
+    assert clashed.exit_code == 2 and "clash.jsonl:2: duplicate id 'x' (also on line 1)" in clashed.stderr
