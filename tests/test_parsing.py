@@ -58,6 +58,10 @@ def test_extracts_the_one_object(reply: str) -> None:
     "回答は途中で計算を間違えました。", "応答の最終的な答えは間違っていました。", "제가 잘못된 부분을 찾지 못했습니다.",
     "Désolé pour la longue explication.", "Entschuldigung für die ausführliche Begründung.",
     "Lo siento por la explicación larga.", "抱歉解释较长。", "不对称的结构也被正确处理。",
+    "Desculpe pela explicação longa.", "Disculpa la extensión de la explicación.", "第一项满足。不对的地方在于第三步的单位换算。",
+    # a correction word as a noun of the sentence, not heading a correction
+    "回答先写了41。修正后的答案为42，是正确的。", "訂正後の答えは42で正しいです。", "정정된 답은 42로 올바릅니다.",
+    "Correzione del calcolo: lo studente ha corretto l'errore al passaggio 3.", "Поправка в третьем шаге ответа корректна.",
 ])
 def test_an_explanation_after_the_object_does_not_take_it_back(after: str) -> None:
     assert extract_json_object('{"verdicts": []}\n' + after) == {"verdicts": []}
@@ -176,6 +180,19 @@ def test_structural_repairs_keep_literal_values() -> None:
     ('{"score": 1}\n前の採点は誤りでした。スコアは0です。', r'takes it back \("前の採点は誤り"\)'),
     ('{"score": 1}\n제가 착각했습니다. 점수는 0입니다.', r'takes it back \("제가 착각"\)'),
     ('{"score": 1}\nDésolé, le score devrait être 0.', r'takes it back \("désolé"\)'),
+    # "I made a mistake" as those languages say it, and "the answer above is wrong"
+    ('{"score": 1}\nJ\'ai fait une erreur dans mon évaluation : le score est 0.', r"takes it back \(\"j'ai fait une erreur\"\)"),
+    ('{"score": 1}\nCometí un error en la evaluación anterior; el puntaje es 0.', r'takes it back \("cometí un error"\)'),
+    ('{"score": 1}\nCometi um erro na avaliação; a nota correta é 0.', r'takes it back \("cometi um erro"\)'),
+    ('{"score": 1}\nHo commesso un errore nella valutazione.', r'takes it back \("ho commesso un errore"\)'),
+    ('{"score": 1}\nЯ допустил ошибку в оценке; правильный балл 0.', r'takes it back \("я допустил ошибку"\)'),
+    ('{"score": 1}\nIch habe mich verrechnet: das Kriterium ist nicht erfüllt.', r'takes it back \("ich habe mich verrechnet"\)'),
+    ('{"score": 1}\nDie obige Bewertung ist falsch; richtig wäre 0.', r'takes it back \("die obige bewertung ist falsch"\)'),
+    ('{"score": 1}\n我之前的判断错了，第一项应该是0。', r'takes it back \("我之前的判断错了"\)'),
+    ('{"score": 1}\n上面的JSON有误，请以0分为准。', r'takes it back \("上面的json有误"\)'),
+    ('{"score": 1}\n上記のJSONは誤りです。', r'takes it back \("上記のjsonは誤り"\)'),
+    ('{"score": 1}\n위의 점수는 틀렸습니다. 0점이어야 합니다.', r'takes it back \("위의 점수는 틀렸"\)'),
+    ('{"score": 1}\nCorrezione: il punteggio è 0.', r'takes it back \("correzione"\)'),
 ])
 def test_replies_outside_the_contract_are_errors(reply: str, reason: str) -> None:
     with pytest.raises(ReplyError, match=reason):

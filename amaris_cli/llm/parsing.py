@@ -79,24 +79,31 @@ _REVISION = re.compile(
 # judge's own admission of an error counts anywhere; words an explanation also uses ("the response in fact ...",
 # "其实", "実は") only where they open a sentence. Chinese, Japanese and Korean have no word boundaries.
 _OTHER_ANYWHERE = (
-    r"\b(?:ich habe mich (?:geirrt|vertan)|mein fehler|ich nehme (?:das|es|meine \w+) zurück"
-    r"|bei (?:genauerer|näherer) betrachtung|je me suis tromp[ée]e?|je retire (?:ce|cela|mon|ma)|à la réflexion"
-    r"|après réflexion|mon erreur|me equivoqu[ée]|me he equivocado|retiro (?:lo|mi)|pensándolo (?:bien|mejor)"
-    r"|mi error|(?:eu )?me enganei|eu errei|pensando bem|meu erro|mi sono sbagliat[oa]|ho sbagliato|ripensandoci"
-    r"|errore mio|я ошиб(?:ся|лась)|моя ошибка|беру свои слова назад)\b"
-    # (first person only: "the response made a mistake" is an explanation)
-    r"|我(?:搞|弄)?错了|我犯了(?:一个)?错误|我刚才(?:的)?(?:评分|判断|回答)(?:有误|错了)"
-    r"|(?:私|わたし)(?:が|は)(?:間違え|誤)|(?:先ほど|先程|前)の(?:採点|評価|判定|回答)は(?:誤り|間違い)"
-    r"|제가 (?:실수했|잘못(?:했|봤|읽|판단)|착각)")
-# An apology opens a take-back unless it apologizes "for" something (a sign-off: "Désolé pour la longue
-# explication"), as in English.
+    r"\b(?:ich habe mich (?:geirrt|vertan|verrechnet)|mein fehler|ich nehme (?:das|es|meine \w+) zurück"
+    r"|(?:die|meine) (?:obige|vorherige) (?:bewertung|antwort|punktzahl) (?:ist|war) falsch"
+    r"|bei (?:genauerer|näherer) betrachtung|je me suis tromp[ée]e?|j['\u2019]ai (?:fait|commis) une erreur"
+    r"|je retire (?:ce|cela|mon|ma)|à la réflexion|après réflexion|mon erreur|me equivoqu[ée]|me he equivocado"
+    r"|cometí un error|retiro (?:lo|mi)|pensándolo (?:bien|mejor)|mi error|(?:eu )?me enganei|eu errei|cometi um erro"
+    r"|pensando bem|meu erro|mi sono sbagliat[oa]|ho (?:sbagliato|commesso un errore)|ripensandoci|errore mio"
+    r"|я ошиб(?:ся|лась)|я допустил[аи]? ошибку|моя ошибка|беру свои слова назад)\b"
+    # (first person, or the answer above: "the response made a mistake" is an explanation)
+    r"|我(?:搞|弄)?错了|我犯了(?:一个)?错误|我(?:之前|刚才|上面)(?:的)?(?:评分|判断|回答|打分)(?:有误|错了)"
+    r"|(?:上面|以上|之前)的(?:JSON|评分|分数|判断)(?:有误|错了|不对)"
+    r"|(?:私|わたし)(?:が|は)(?:間違え|誤)|(?:先ほど|先程|前|上記)の(?:JSON|採点|評価|判定|回答|スコア)は(?:誤り|間違い)"
+    r"|제가 (?:실수했|잘못(?:했|봤|읽|판단)|착각)|위의 (?:점수|평가|JSON)(?:는|은|가|이) 틀렸")
+# An apology opens a take-back unless it apologizes "for" something, or names what (a sign-off: "Désolé pour la
+# longue explication", "Disculpa la extensión"), as in English.
 _OTHER_APOLOGY = (
     r"\b(?:entschuldigung|désolée?|pardon|lo siento|perdón|disculpa|desculpe|scusa(?:te)?|извините|простите)\b"
-    r"(?!\s*(?:für|pour|por|per|за|para)\b)|(?:抱歉|对不起|すみません|申し訳|죄송)(?!(?:解释|说明|篇幅|説明|설명))")
+    r"(?!\s*(?:für|pour|por|pela|pelo|per|за|para)\b|\s+(?:la|le|les|el|a|o|die|den|das)\b)"
+    r"|(?:抱歉|对不起|すみません|申し訳|죄송)(?!(?:解释|说明|篇幅|説明|설명))")
+# A correction word opens a take-back when it heads a correction ("Correzione: ...", "修正：..."), not as a noun of a
+# sentence ("修正后的答案为42", "Поправка в третьем шаге корректна").
+_OTHER_CORRECTION = r"(?:\b(?:korrektur|corrección|correção|correzione|поправка)\b|更正|纠正|修正|訂正|정정)(?=\s*[:：,，])"
 _OTHER_OPENING = (
-    r"(?:\b(?:eigentlich|moment mal|warte|korrektur|en fait|attendez|oups|en realidad|espera|corrección"
-    r"|na verdade|espere|correção|in realtà|aspetta|correzione|на самом деле|подождите|погодите|поправка)\b"
-    rf"|{_OTHER_APOLOGY}|实际上|其实|等等|等一下|更正|纠正|修正|不对(?![称劲])|実は|待って|訂正|사실은|잠깐|정정)")
+    r"(?:\b(?:eigentlich|moment mal|warte|en fait|attendez|oups|en realidad|espera|na verdade|espere|in realtà"
+    r"|aspetta|на самом деле|подождите|погодите)\b"
+    rf"|{_OTHER_APOLOGY}|{_OTHER_CORRECTION}|实际上|其实|等等|等一下|不对(?![称劲的之])|実は|待って|사실은|잠깐)")
 # Interjections a take-back may open with ("Hmm, eigentlich ...", "Oh, attendez", "嗯，其实").
 _OTHER_INTERJECTION = r"(?:(?:hmm+|oh|ah|äh|ach|nein|non|no|ok(?:ay)?|bon|bueno|pues|嗯|啊|哦|あ|ああ|아)[\s,，、.!！\-\u2013\u2014]*)*"
 _REVISION_OTHER = re.compile(
