@@ -59,16 +59,15 @@ class TrainingMetadata(BaseModel):
         return {name: _digest(value) if _cut(name, value) else value for name, value in self.given().items()}
 
     def shown(self) -> dict[str, Any]:
-        """The fields given, each text as the agents are shown it."""
-        return {name: _shown(value, name) if name in SHOWN_CHARS else value for name, value in self.given().items()}
+        """The fields given, each text as the agents are shown it (SHOWN_CHARS)."""
+        return {name: _shown(value, name) for name, value in self.given().items()}
 
     def applied_to(self, settings: TrainingSettings) -> TrainingSettings:
-        """The run's training settings with the fields given here in their place, each text as the agents are
-        shown it (SHOWN_CHARS)."""
-        values = {"goal": _shown(self.high_level_goal, "high_level_goal"),
-                  "model_size": _shown(self.model_size, "model_size"), "total_steps": self.total_steps,
-                  "context": _shown(self.other_context, "other_context")}
-        return settings.model_copy(update={k: v for k, v in values.items() if v is not None})
+        """The run's training settings with the fields given here in their place, as the agents are shown them."""
+        shown = self.shown()
+        names = {"high_level_goal": "goal", "model_size": "model_size", "total_steps": "total_steps",
+                 "other_context": "context"}
+        return settings.model_copy(update={names[name]: value for name, value in shown.items()})
 
     def differences(self, other: TrainingMetadata) -> list[str]:
         return [name for name in FIELDS if getattr(self, name) != getattr(other, name)]
@@ -83,12 +82,11 @@ def _cut(field: str, value: Any) -> bool:
     return field in SHOWN_CHARS and isinstance(value, str) and len(value) > SHOWN_CHARS[field]
 
 
-def _shown(text: str | None, field: str) -> str | None:
-    if not _cut(field, text):
-        return text
-    assert text is not None
+def _shown(value: Any, field: str) -> Any:
+    if not _cut(field, value):
+        return value
     limit = SHOWN_CHARS[field]
-    return f"{text[:limit]} [... {len(text) - limit} more characters of {field} not shown]"
+    return f"{value[:limit]} [... {len(value) - limit} more characters of {field} not shown]"
 
 
 @dataclass(frozen=True)

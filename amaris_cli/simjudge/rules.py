@@ -39,8 +39,7 @@ ADVANCEMENT_CRITERION = "The response verifies its result, e.g. by substitution 
 
 def agent_of(messages: list[dict[str, Any]]) -> str | None:
     system = instructions(messages)
-    first_user = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
-    blocks = set(parse_blocks(first_user))
+    blocks = set(parse_blocks(_first_user(messages)))
     if any(re.fullmatch(r"RESPONSE_\d+", name) for name in blocks):
         return "group_scorer"
     if "VERDICTS" in blocks:
@@ -59,8 +58,11 @@ def agent_of(messages: list[dict[str, Any]]) -> str | None:
 def instructions(messages: list[dict[str, Any]]) -> str:
     """The agent's instructions: its system message, or, sent to a judge without one (`system_role = "user"`),
     the first user message they open."""
-    return _text(messages, "system") or next((str(m.get("content", "")) for m in messages if m.get("role") == "user"),
-                                             "")
+    return _text(messages, "system") or _first_user(messages)
+
+
+def _first_user(messages: list[dict[str, Any]]) -> str:
+    return next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
 
 
 def _text(messages: list[dict[str, Any]], role: str) -> str:

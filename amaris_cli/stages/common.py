@@ -123,6 +123,15 @@ def current_sha(run: RunDir, step: int, name: str) -> str | None:
     return fresh.sha if fresh.problem(step) is None else None
 
 
+def analyses_sha(run: RunDir, step: int, skipped: bool) -> str | None:
+    """The step's analyses, which a summary and the adoption gate are made from: required, unless the step (or
+    the instance) is skipped (policy.py, `carry`: a step with failed scores is not analyzed), which takes those
+    it has when whole and current."""
+    if skipped:
+        return current_sha(run, step, artifacts.ANALYSES)
+    return require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first")
+
+
 def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:
     """The SHA-256 of an upstream file that must be whole (written and recorded by its stage) and up to
     date (made from what the step holds now: building on it would describe other data)."""

@@ -32,8 +32,8 @@ from amaris_cli.session import Session
 from amaris_cli.stages.common import (
     StageOutcome,
     agent_inputs,
+    analyses_sha,
     bounded_map,
-    current_sha,
     require_sha,
     rubric_inputs,
     training_inputs,
@@ -53,7 +53,7 @@ def summary_inputs(session: Session, step: int, rubric: RubricSet, not_evaluated
     inputs = {
         "rollouts": require_sha(run, step, artifacts.ROLLOUTS, "run `amaris score` first"),
         "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
-        "analyses": _analyses_sha(run, step, not_evaluated),
+        "analyses": analyses_sha(run, step, skipped=not_evaluated is not None),
         "rubrics": rubric_inputs(run, [rubric]),
         "agents": agent_inputs(session, "summarizer", "meta_summarizer"),
         "chunking": {"chunk_size": pipeline.chunk_size, "merge_fan_in": pipeline.merge_fan_in},
@@ -62,14 +62,6 @@ def summary_inputs(session: Session, step: int, rubric: RubricSet, not_evaluated
     if not_evaluated is not None:
         inputs["not_evaluated"] = not_evaluated
     return inputs
-
-
-def _analyses_sha(run: RunDir, step: int, not_evaluated: str | None) -> str | None:
-    """The analyses a summary is made from: required, unless the step is not evaluated (policy.py, `carry`: a
-    step with failed scores is not analyzed), which takes those it has when whole and current."""
-    if not_evaluated is None:
-        return require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first")
-    return current_sha(run, step, artifacts.ANALYSES)
 
 
 def group_stats(run: RunDir, step: int, instance_id: str | None, rollouts: list[Rollout],
@@ -207,7 +199,7 @@ async def summarize_step(session: Session, step: int, memory: MemoryStore | None
     run = session.run
     skip = not_evaluated or NotEvaluated()
     rollouts = artifacts.load_rollouts(run, step)
-    have_analyses = _analyses_sha(run, step, skip.step) is not None
+    have_analyses = analyses_sha(run, step, skipped=skip.step is not None) is not None
     scores = {s.rollout_id: s for s in artifacts.load_scores(run, step)}
     analyses = {a.rollout_id: a for a in artifacts.load_analyses(run, step)} if have_analyses else {}
     groups = _groups(session, rollouts)

@@ -26,8 +26,8 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stages.common import (
     agent_inputs,
+    analyses_sha,
     bounded_map,
-    current_sha,
     require_sha,
     rubric_inputs,
     training_inputs,
@@ -76,8 +76,7 @@ def gate_inputs(session: Session, step: int, skipped: bool = False) -> dict[str,
         **settings.gate.model_dump(exclude={"probes_file"}),
         "probes": None if path is None else artifacts.file_sha256(path) or f"missing: {path}",
         "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
-        "analyses": current_sha(run, step, artifacts.ANALYSES) if skipped else
-        require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first"),
+        "analyses": analyses_sha(run, step, skipped),
         "agents": agent_inputs(session, "group_scorer"),
         "budget": settings.pipeline.model_dump(include={"group_by", "group_size", "merge_fan_in", "per_instance"}),
     }
