@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from amaris_cli.errors import AmarisError, InputError
 from amaris_cli.jsonio import dumps_line, load_per_rollout, read_model, write_json_atomic, write_jsonl_atomic
@@ -169,37 +169,49 @@ def load_retrieval(run: RunDir, step: int, instance_id: str | None = None) -> Re
 # --- provenance -------------------------------------------------------------------------------
 
 
-class Derivation(BaseModel):
-    """How one step file was made: from what (`inputs`, and their `digest`), into which bytes (`sha256`),
-    and by which command settings (`flags`, `judge`: what a replay repeats; not part of the digest)."""
+class _MadeBy(BaseModel):
+    """The command settings a record was made with (what a replay repeats): its config `flags`, its kind of
+    `judge`, and the answer-changing agent keys its `environment` set (`None`: recorded before amaris recorded
+    them; not written then, so that a replay of such a record writes what its source holds)."""
 
     model_config = ConfigDict(extra="forbid")
-    inputs: dict[str, Any]
-    digest: str
-    sha256: str
     flags: dict[str, Any] = Field(default_factory=dict)
     judge: str | None = None
+    environment: dict[str, dict[str, Any]] | None = None
+
+    @model_serializer(mode="wrap")
+    def _environment_when_recorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.environment is None:
+            data.pop("environment", None)
+        return data
 
     @property
     def how(self) -> How:
         """The command settings it was made with (what a replay writes the file with)."""
-        return How(flags=self.flags, judge=self.judge)
+        return How(flags=self.flags, judge=self.judge, environment=self.environment)
 
 
-class Evolution(BaseModel):
+class Derivation(_MadeBy):
+    """How one step file was made: from what (`inputs`, and their `digest`), into which bytes (`sha256`),
+    and by which command settings (not part of the digest)."""
+
+    inputs: dict[str, Any]
+    digest: str
+    sha256: str
+
+
+class Evolution(_MadeBy):
     """The step's evolution (analyze, summarize, and update when due): `done`, or `failed` with the
     error and the command that resumes it, so that later evolutions waiting for it stop instead of waiting in
     vain and name the root cause. `skipped`: done without evaluating the step (policy.py), and why."""
 
-    model_config = ConfigDict(extra="forbid")
     status: Literal["done", "failed"]
     update: bool = False
     rescore: bool = False
     error: str | None = None
     resume: str | None = None
     skipped: str | None = None
-    flags: dict[str, Any] = Field(default_factory=dict)
-    judge: str | None = None
 
 
 class StepProvenance(BaseModel):
@@ -242,6 +254,11 @@ class How:
 
     flags: dict[str, Any]
     judge: str | None
+    environment: dict[str, dict[str, Any]] | None = None  # None: not recorded (see _MadeBy)
+
+    def recorded(self) -> dict[str, Any]:
+        """As the fields of a record (Derivation, Evolution)."""
+        return {"flags": dict(self.flags), "judge": self.judge, "environment": self.environment}
 
 
 def record(run: RunDir, step: int, name: str, inputs: dict[str, Any], how: How | None = None) -> str:
@@ -263,8 +280,7 @@ def record_many(run: RunDir, step: int, names: list[str], inputs: dict[str, Any]
     if not names:
         return shas
     provenance = read_provenance(run, step)
-    derived = Derivation(inputs=inputs, digest=digest(inputs), sha256="", flags=dict(how.flags) if how else {},
-                         judge=how.judge if how else None)
+    derived = Derivation(inputs=inputs, digest=digest(inputs), sha256="", **(how.recorded() if how else {}))
     for name, sha in zip(names, shas, strict=True):
         provenance.files[name] = derived.model_copy(update={"sha256": sha})
     _save(run, step, provenance)

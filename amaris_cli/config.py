@@ -66,6 +66,12 @@ class AgentOverrides(_Section):
         return strip_userinfo(url)
 
 
+# The agent keys that can change an answer: what provenance records of a derived file's agents, and what a replay
+# repeats of the environment the source's commands ran with.
+ANSWER_KEYS = frozenset({"model", "temperature", "max_tokens", "token_limit_param", "response_format", "extra_body",
+                         "service_tier", "max_reasks", "max_tokens_cap", "system_role"})
+
+
 class AgentSettings(_Section):
     """The resolved settings of one agent."""
 
@@ -105,8 +111,7 @@ class AgentSettings(_Section):
     def answer_inputs(self) -> dict[str, Any]:
         """The keys that can change an answer (what a derived file depends on); not the endpoint,
         the key, limits or timeouts."""
-        answers = self.model_dump(include={"model", "temperature", "max_tokens", "token_limit_param", "response_format",
-                                           "extra_body", "service_tier", "max_reasks", "max_tokens_cap"})
+        answers = self.model_dump(include=set(ANSWER_KEYS - {"system_role"}))
         # (only when set: the inputs of runs made before it existed stay what they were)
         return answers if self.system_role == "system" else {**answers, "system_role": self.system_role}
 
@@ -241,6 +246,10 @@ class Settings(_Section):
     prompts_dir: str | None = None
     # Agent tables above the file, lowest first (environment, flags, ...); not saved in run.json.
     _agent_layers: list[dict[str, AgentOverrides]] = PrivateAttr(default_factory=list)
+    # The answer-changing agent keys the environment set (AMARIS_SCORER_MODEL, ...): recorded in provenance, since
+    # run.json holds only the file layer, so that a replay asks what the source asked whatever its own shell holds.
+    # None: a replay of a record that predates this, which applies today's environment and records none.
+    _environment_answers: dict[str, dict[str, Any]] | None = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _known_agents(self) -> Settings:
@@ -259,6 +268,19 @@ class Settings(_Section):
                 if table is not None:
                     merged.update(table.model_dump(exclude_none=True))
         return AgentSettings(**merged)
+
+    @property
+    def environment_answers(self) -> dict[str, dict[str, Any]] | None:
+        """The answer-changing agent keys the environment set (a replay's: the ones its source recorded), as
+        agent tables: `{"scorer": {"model": "m"}}`; None for a replay of a record without them."""
+        return self._environment_answers
+
+    def unrecorded_environment(self) -> Settings:
+        """A copy for replaying a record made before environments were recorded: today's environment applies,
+        as it did then, and the replay's records hold none, as its source's."""
+        copy = self.model_copy(deep=True)
+        copy._environment_answers = None
+        return copy
 
     def with_agent_layer(self, layer: Mapping[str, Any], source: str = "flags") -> Settings:
         """A copy with one more agent layer on top of all others (e.g. the sim-judge's endpoint)."""
@@ -373,8 +395,11 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
     source: str = "config",
+    recorded_environment: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Layer the settings. `base` is a run's saved config (the file layer, below `config_file`)."""
+    """Layer the settings. `base` is a run's saved config (the file layer, below `config_file`).
+    `recorded_environment`: the answer keys of the environment a replayed command ran with (agent tables, as
+    `Settings.environment_answers` records them), in place of today's environment's answer keys."""
     data: dict[str, Any] = dict(base or {})
     if config_file is not None:
         data = deep_merge(data, read_toml(config_file))
@@ -383,6 +408,10 @@ def load_settings(
     validate_settings(data, source)
     env = env_layer(os.environ if environ is None else environ)
     top = dict(flags or {})
+    if recorded_environment is not None:
+        # A replay asks what its source asked: the endpoint, key and limits are today's, the answers the record's.
+        kept = {agent: {k: v for k, v in table.items() if k not in ANSWER_KEYS} for agent, table in env.get("agents", {}).items()}
+        env = {**env, "agents": deep_merge(kept, recorded_environment)}
     layers = [("environment (AMARIS_*/OPENAI_* variables)", env), ("flags", top)]
     merged = data
     for name, layer in layers:
@@ -390,7 +419,15 @@ def load_settings(
         validate_settings(merged, name)
     settings = validate_settings(merged, source)
     settings._agent_layers = [_agent_tables(layer.get("agents", {}), name) for name, layer in layers]
+    settings._environment_answers = _answer_tables(settings._agent_layers[0])
     return settings
+
+
+def _answer_tables(tables: Mapping[str, AgentOverrides]) -> dict[str, dict[str, Any]]:
+    """Validated agent tables as JSON, with only their answer-changing keys (ANSWER_KEYS), empty tables left out."""
+    kept = {agent: table.model_dump(mode="json", include=set(ANSWER_KEYS), exclude_none=True)
+            for agent, table in tables.items()}
+    return {agent: table for agent, table in sorted(kept.items()) if table}
 
 
 def endpoint_configured(settings: Settings, environ: Mapping[str, str] | None = None) -> bool:

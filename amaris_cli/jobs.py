@@ -247,9 +247,7 @@ def update_job(options: UpdateOptions, hooks: Hooks = Hooks()) -> StageResult:
             return await update_step(session, step, await memory(), force=options.force)
 
         result.outcome = session.execute(run_it())
-        how = session.how
-        artifacts.mark_evolved(run, step, artifacts.Evolution(status="done", update=True, flags=how.flags,
-                                                              judge=how.judge))
+        artifacts.mark_evolved(run, step, artifacts.Evolution(status="done", update=True, **session.how.recorded()))
         _finish(result, session, started)
     return result
 

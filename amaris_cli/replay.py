@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from amaris_cli import artifacts
+from amaris_cli.artifacts import How
 from amaris_cli.config import deep_merge
 from amaris_cli.errors import AmarisError
 from amaris_cli.gate import probes_path
@@ -64,16 +65,16 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
     return True
 
 
-def _recorded_how(src: RunDir, step: int) -> tuple[dict[str, Any], str | None, dict[str, Any], str | None]:
-    """(score flags, score judge, evolve flags, evolve judge) as the source recorded them; a step that was
-    not evolved gets its scoring's (an evolve command without flags recorded `{}`: that is what it had)."""
+def _recorded_how(src: RunDir, step: int) -> tuple[How, How]:
+    """(scoring, evolution): the command settings of each as the source recorded them; a step that was not
+    evolved gets its scoring's (an evolve command without flags recorded `{}`: that is what it had)."""
     scored = artifacts.derivation(src, step, artifacts.SCORES)
-    score_flags, score_judge = (scored.flags, scored.judge) if scored else ({}, None)
+    scoring = scored.how if scored else How(flags={}, judge=None)
     # A step that stage commands analyzed (and summarized) without an update has no evolution mark.
     evolved = artifacts.evolution(src, step) or artifacts.derivation(src, step, artifacts.ANALYSES)
     if evolved is None:
-        return score_flags, score_judge, score_flags, score_judge
-    return score_flags, score_judge, evolved.flags, evolved.judge or score_judge
+        return scoring, scoring
+    return scoring, How(flags=evolved.flags, judge=evolved.judge or scoring.judge, environment=evolved.environment)
 
 
 # The file each evolution stage writes first: its recorded command settings are the stage's.
@@ -81,12 +82,13 @@ STAGE_FILES = {"analyze": artifacts.ANALYSES, "summarize": artifacts.SUMMARY, "u
                "rescore": artifacts.RESCORES}
 
 
-def _stage_how(src: RunDir, step: int, stage: str, flags: dict[str, Any], judge: str | None
-               ) -> tuple[dict[str, Any], str | None]:
-    """The flags and judge the source's file of `stage` was made with (a stage command's, or the evolution's
+def _stage_how(src: RunDir, step: int, stage: str, evolution: How) -> How:
+    """The command settings the source's file of `stage` was made with (a stage command's, or the evolution's
     when the file is the evolution's own or was not made)."""
     made = artifacts.derivation(src, step, STAGE_FILES[stage])
-    return (made.flags, made.judge or judge) if made is not None else (flags, judge)
+    if made is None:
+        return evolution
+    return How(flags=made.flags, judge=made.judge or evolution.judge, environment=made.environment)
 
 
 def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
@@ -117,21 +119,23 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     sessions: dict[bytes, Session] = {}
     try:
         with ExitStack() as stack:
-            def session_for(recorded_flags: dict[str, Any], recorded_judge: str | None,
-                            policy: dict[str, Any] | None = None) -> Session:
-                merged = deep_merge(recorded_flags, flags)
+            def session_for(recorded: How, policy: dict[str, Any] | None = None) -> Session:
+                merged = deep_merge(recorded.flags, flags)
                 choice: JudgeChoice = options.judge.value if options.judge else (
-                    "sim" if recorded_judge == "sim" else "endpoint")
-                key = orjson.dumps([merged, choice, policy], option=orjson.OPT_SORT_KEYS)
+                    "sim" if recorded.judge == "sim" else "endpoint")
+                key = orjson.dumps([merged, choice, policy, recorded.environment], option=orjson.OPT_SORT_KEYS)
                 if key not in sessions:
-                    settings = run_settings(dst, deep_merge(merged, policy or {}))
+                    # the answer keys the source's environment set in place of today's: the source's requests again
+                    settings = run_settings(dst, deep_merge(merged, policy or {}), recorded_environment=recorded.environment)
+                    if recorded.environment is None:  # recorded before environments were: today's, as then
+                        settings = settings.unrecorded_environment()
                     sessions[key] = stack.enter_context(open_session(
                         dst, settings, choice, flags=merged, announce=hooks.say if not sessions else None,
                         replaying=src, offline=options.offline))
                 return sessions[key]
 
             hows = {step: _recorded_how(src, step) for step in steps}
-            first = session_for(hows[steps[0]][2], hows[steps[0]][3])
+            first = session_for(hows[steps[0]][1])
             memory = stack.enter_context(memory_opener(first, 0.0, hooks.say))
 
             async def run_all() -> list[StepReport]:
@@ -139,11 +143,11 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
                 reports = []
                 try:
                     for step, plan in plans.items():
-                        score_flags, score_judge, evolve_flags, evolve_judge = hows[step]
+                        scoring, evolution = hows[step]
                         policy = recorded_layer(src, step)  # what the source's step was scored and evolved under
-                        evolver = session_for(evolve_flags, evolve_judge, policy)
-                        scorer = session_for(score_flags, score_judge, policy)
-                        by_stage = {stage: session_for(*_stage_how(src, step, stage, evolve_flags, evolve_judge), policy)
+                        evolver = session_for(evolution, policy)
+                        scorer = session_for(scoring, policy)
+                        by_stage = {stage: session_for(_stage_how(src, step, stage, evolution), policy)
                                     for stage in STAGE_FILES}
                         report = await run_step(evolver, step, plan, indexer, hooks=hooks, scoring_session=scorer,
                                                 by_stage=by_stage)

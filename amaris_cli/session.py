@@ -47,8 +47,10 @@ class Session:
 
     @property
     def how(self) -> How:
-        """What a replay must repeat of this command: its config flags and the kind of judge."""
-        return How(flags=self.flags, judge="sim" if self.sim_url else "endpoint")
+        """What a replay must repeat of this command: its config flags, the kind of judge and the answer keys
+        its environment set."""
+        return How(flags=self.flags, judge="sim" if self.sim_url else "endpoint",
+                   environment=self.settings.environment_answers)
 
     @property
     def policy(self) -> FailurePolicy:
@@ -86,11 +88,13 @@ def resolve_judge(settings: Settings, judge: JudgeChoice, environ: Mapping[str, 
     return False
 
 
-def run_settings(run: RunDir, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """A run's settings for one command: its saved config < the environment < the command's flags."""
+def run_settings(run: RunDir, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+                 recorded_environment: Mapping[str, Any] | None = None) -> Settings:
+    """A run's settings for one command: its saved config < the environment < (a replayed command's recorded
+    environment <) the command's flags."""
     run.require()
     return load_settings(base=run.load_manifest().config, environ=os.environ if environ is None else environ,
-                         flags=flags, source=str(run.manifest_path))
+                         flags=flags, source=str(run.manifest_path), recorded_environment=recorded_environment)
 
 
 @contextmanager

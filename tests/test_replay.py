@@ -330,3 +330,49 @@ def test_a_loop_with_another_schedule_over_steps_the_stage_commands_evolved_keep
     replayed = invoke("replay", run, "--out", tmp_path / "offline", "--offline")
     assert replayed.exit_code == 0, replayed.stderr
     assert outputs(tmp_path / "offline") == outputs(run)
+
+
+def test_a_replay_asks_what_the_environment_of_each_recorded_command_set_whatever_its_own_shell_holds(
+        tmp_path, sim) -> None:
+    """run.json holds only the config file: answer keys from AMARIS_* variables (a per-agent temperature, the
+    role of the instructions) are recorded with each command, so a replay from another shell repeats them."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    scoring = judge_env(sim, AMARIS_SCORER_TEMPERATURE="0.3")
+    evolving = judge_env(sim, AMARIS_SYSTEM_ROLE="user", AMARIS_UPDATER_MAX_TOKENS="1500")
+    for args, env in ((("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, "--lag", 1), scoring),
+                      (("evolve", "--run", run, "--step", 0), evolving),
+                      (("score", EXAMPLES / "math/step-001.jsonl", "--run", run, "--step", 1, "--lag", 1), scoring)):
+        result = invoke(*args, env=env)
+        assert result.exit_code == 0, result.stderr
+    sent = calls(run)
+    first_roles = {(c["agent"], c["messages"][0]["role"]) for c in sent}
+    assert {("analyzer", "user"), ("updater", "user"), ("scorer", "system")} <= first_roles
+    assert ("analyzer", "system") not in first_roles and ("updater", "system") not in first_roles
+    # Today's shell sets another scorer temperature: the record's wins.
+    result = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json",
+                    env=judge_env(sim, AMARIS_SCORER_TEMPERATURE="0.9"))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["calls_made"] == 0
+    assert outputs(tmp_path / "replayed") == outputs(run)
+    provenance = json.loads((tmp_path / "replayed/steps/000000/provenance.json").read_text())
+    assert provenance["files"]["scores.jsonl"]["environment"] == {"scorer": {"temperature": 0.3}}
+    assert provenance["evolution"]["environment"] == {"default": {"system_role": "user"},
+                                                      "updater": {"max_tokens": 1500}}
+    # A record made before amaris recorded the environment: today's applies, as it did then, and the replay's
+    # records hold none, as the source's.
+    old = tmp_path / "old"
+    assert invoke("init", old, "--config", config).exit_code == 0
+    result = invoke("loop", EXAMPLES / "math", "--run", old, "--steps", "0:0", env=evolving)
+    assert result.exit_code == 0, result.stderr
+    for path in old.glob("steps/*/provenance.json"):
+        provenance = json.loads(path.read_text())
+        for made in (*provenance["files"].values(), provenance.get("evolution") or {}):
+            assert made.pop("environment") == {"default": {"system_role": "user"}, "updater": {"max_tokens": 1500}}
+        path.write_bytes(json.dumps(provenance, indent=2).encode())
+    result = invoke("replay", old, "--out", tmp_path / "old-replayed", "--offline", env=evolving)
+    assert result.exit_code == 0, result.stderr
+    replayed = json.loads((tmp_path / "old-replayed/steps/000000/provenance.json").read_text())
+    assert "environment" not in replayed["files"]["scores.jsonl"] and "environment" not in replayed["evolution"]

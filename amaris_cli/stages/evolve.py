@@ -148,7 +148,7 @@ async def evolve_step(
         error = str(exc) if isinstance(exc, AmarisError) else f"{type(exc).__name__}: {exc}"
         try:
             artifacts.mark_evolved(run, step, artifacts.Evolution(status="failed", update=update, rescore=rescore,
-                                                                  error=error, resume=resume, **_how(session)))
+                                                                  error=error, resume=resume, **session.how.recorded()))
         except OSError:
             pass  # e.g. the disk is full: the step's own error is the one to report (later evolutions see no mark
             # and no running evolution, and stop with "evolve step N first")
@@ -158,7 +158,7 @@ async def evolve_step(
         session.say(f"warning: step {step} was not evaluated ({skipped}); it evolved as skipped"
                     + (f", rubric version {step + 1} carries the one before it forward unchanged" if update else ""))
     artifacts.mark_evolved(run, step, artifacts.Evolution(status="done", update=update, rescore=rescore,
-                                                          skipped=skipped, **_how(session)))
+                                                          skipped=skipped, **session.how.recorded()))
     if index_now and store is not None:
         # After the mark: a `score --lag` waiting for this step goes on while the step is embedded. Should this
         # fail, the memory is only behind the files, and the next update's sync indexes the step.
@@ -211,7 +211,3 @@ def _where(summaries: list[SummaryRecord], shown: int = 3) -> str:
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
     return f" (instance{'s' if len(names) > 1 else ''} {', '.join(names[:shown])}{more})"
 
-
-def _how(session: Session) -> dict[str, object]:
-    how = session.how
-    return {"flags": how.flags, "judge": how.judge}
