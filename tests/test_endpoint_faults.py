@@ -260,6 +260,36 @@ def test_credentials_in_a_base_url_never_reach_a_file_or_the_terminal(tmp_path: 
                 assert secret.encode() not in path.read_bytes(), (secret, path)
 
 
+QUERY_KEY = "qk-PLANTED-in-the-query-5e1a"
+
+
+@pytest.mark.parametrize("given_as", ["environment", "flag"])
+def test_a_key_in_a_base_urls_query_never_reaches_a_file_or_the_terminal(tmp_path: Path, sim_factory, given_as) -> None:
+    """Gateways that take the key as a query parameter (`?key=...`): the URL's query goes with every request
+    (the SDK alone would put the path after it), and the URL is written (calls.jsonl, provenance's flags, errors) with every query value but the API version redacted."""
+    required = {"api-version": "2024-06-01", "key": QUERY_KEY}  # without them the gateway answers 401
+    judge = sim_factory(fault_plan=["500"], error_detail=f" (proxy saw {QUERY_KEY})", required_query=required)
+    url = f"{judge.base_url}?api-version=2024-06-01&key={QUERY_KEY}"
+    env = {"OPENAI_BASE_URL": url if given_as == "environment" else judge.base_url, "OPENAI_API_KEY": PLANTED_KEY}
+    flags = ["--base-url", url] if given_as == "flag" else []
+    run = new_run(tmp_path)
+    source = write_jsonl(tmp_path / "l.jsonl", ROLLOUTS)
+    outputs = [invoke("score", source, "--run", run, "--step", "0", *flags, env=env)]
+    assert outputs[-1].exit_code == 0, outputs[-1].stderr
+    unauthorized = sim_factory(agent_faults={"scorer": "401"}, error_detail=f" (proxy saw {QUERY_KEY})",
+                               required_query={"key": QUERY_KEY})
+    bad_url = f"{unauthorized.base_url}?key={QUERY_KEY}"
+    outputs.append(invoke("score", source, "--run", run, "--step", "1", "--rubric-version", "0", "--base-url", bad_url,
+                          env=env))
+    assert outputs[-1].exit_code == 2 and f"{unauthorized.base_url}?key=[redacted]" in outputs[-1].stderr
+    assert f"{judge.base_url}?api-version=2024-06-01&key=[redacted]" in {c["base_url"] for c in read_jsonl(run / "calls.jsonl")}
+    for out in outputs:
+        assert QUERY_KEY not in out.stdout + out.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert QUERY_KEY.encode() not in path.read_bytes(), path
+
+
 def test_control_characters_from_the_judge_never_reach_the_terminal_or_the_records_raw(tmp_path: Path, sim_factory) -> None:
     hostile = json.dumps({"verdicts": [
         {"criterion_id": "correct-answer", "score": 1, "reason": "ok\x1b[2J\x1b[31m\rfake: all fine\u202e"},

@@ -52,6 +52,7 @@ from amaris_cli.llm.endpoint import (
     fatal_content_type,
     fatal_status,
     public_url,
+    query_apart,
     redact,
     strip_userinfo,
     url_secrets,
@@ -310,8 +311,9 @@ class LLMClient:
             from openai import AsyncOpenAI  # heavy import, only when a call is made
 
             http = http_client(self.environ, agent.base_url)
-            client = AsyncOpenAI(api_key=self.environ.get(agent.api_key_env) or "not-set", base_url=agent.base_url,
-                                 max_retries=0, http_client=http)
+            base_url, query = query_apart(agent.base_url)  # (a gateway's `?key=`, Azure's `?api-version=`)
+            client = AsyncOpenAI(api_key=self.environ.get(agent.api_key_env) or "not-set", base_url=base_url,
+                                 max_retries=0, http_client=http, default_query=query or None)
             self._clients[key] = ChatPoster(client, http)
         return self._clients[key]
 

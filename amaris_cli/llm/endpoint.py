@@ -1,8 +1,10 @@
 """What an endpoint is called in anything amaris writes or prints, and the answers that stop a stage.
 
-A base URL may carry credentials (`http://user:pass@host/v1`, for a proxy with basic auth). They
-are used for the requests and nowhere else: `public_url` is the form that may be written
-(calls.jsonl, run.json, error messages), and `url_secrets` lists the parts the client redacts.
+A base URL may carry credentials (`http://user:pass@host/v1`, for a proxy with basic auth; a key as a
+query parameter, `?key=...`, for gateways that take one there). They are used for the requests and
+nowhere else: `public_url` is the form that may be written (calls.jsonl, run.json, provenance, error
+messages), and `url_secrets` lists the parts the client redacts. Every query value is taken for a
+credential except the API version (Azure's `api-version`): a parameter's name cannot tell which are keys.
 
 Some answers say that every further request to the endpoint would fail the same way: a rejected
 key (401/403), an unknown model or path (404), a redirect, an HTML page or an event stream where a
@@ -14,7 +16,7 @@ to check.
 from __future__ import annotations
 
 import base64
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from amaris_cli.errors import AmarisError
 from amaris_cli.terminal import one_line
@@ -28,22 +30,58 @@ class EndpointFatal(AmarisError):
     exit_code = 2
 
 
+REDACTED = "[redacted]"
+# Query parameters that are never credentials (kept in what is written, so a run says which API it used).
+PUBLIC_QUERY_PARAMS = frozenset({"api-version", "api_version"})
+
+
+def _query_fields(query: str) -> list[tuple[str, str | None]]:
+    """A query string's `name=value` fields as written (a field without `=` has no value)."""
+    fields: list[tuple[str, str | None]] = []
+    for field in query.split("&"):
+        name, eq, value = field.partition("=")
+        fields.append((name, value if eq else None))
+    return fields
+
+
+def _secret_query_values(query: str) -> list[str]:
+    return [value for name, value in _query_fields(query)
+            if value and unquote(name).lower() not in PUBLIC_QUERY_PARAMS]
+
+
 def public_url(url: str | None) -> str:
-    """The URL without user info (credentials); the SDK default when none is configured."""
+    """The URL without user info and query values (credentials); the SDK default when none is configured."""
     if not url:
         return f"{SDK_DEFAULT_URL} (the SDK default)"
     try:
         parts = urlsplit(url)
     except ValueError:
         return "(an unparsable base URL)"
-    if "@" not in parts.netloc:
+    if "@" not in parts.netloc and not _secret_query_values(parts.query):
         return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    host = parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
+    query = "&".join(name if value is None else
+                     f"{name}={value if not value or unquote(name).lower() in PUBLIC_QUERY_PARAMS else REDACTED}"
+                     for name, value in _query_fields(parts.query)) if parts.query else ""
+    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
+
+
+def query_apart(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """A base URL without its query, and the query's parameters: the SDK joins a request's path after the
+    whole base URL (a query included, which then swallows the path), so they go as its `default_query`."""
+    if not url or "?" not in url:
+        return url, {}
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, {}
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), dict(
+        parse_qsl(parts.query, keep_blank_values=True))
 
 
 def strip_userinfo(url: str | None) -> str | None:
-    """`url` without credentials, None kept (for fields that record the configured value)."""
+    """`url` without credentials (user info, query values), None kept (for fields that record the configured
+    value)."""
     return None if url is None else public_url(url)
 
 
@@ -52,7 +90,7 @@ def redact(text: str, secrets: set[str]) -> str:
     replaced by "[redacted]"."""
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
+            text = text.replace(secret, REDACTED)
     return text
 
 
@@ -64,13 +102,14 @@ def url_secrets(url: str | None) -> set[str]:
         parts = urlsplit(url)
     except ValueError:
         return set()
+    secrets = {s for value in _secret_query_values(parts.query) for s in (value, unquote(value))}
     if "@" not in parts.netloc:
-        return set()
+        return secrets
     # The user name alone is not secret (and redacting a common word would garble replies).
     raw = parts.netloc.rsplit("@", 1)[0]
     userinfo = unquote(raw)
     basic = base64.b64encode(userinfo.encode()).decode()  # as an echoed `Authorization: Basic ...` shows it
-    return {s for s in (raw, raw.partition(":")[2], userinfo, userinfo.partition(":")[2], basic) if s}
+    return secrets | {s for s in (raw, raw.partition(":")[2], userinfo, userinfo.partition(":")[2], basic) if s}
 
 
 def _where(agent: str, url: str | None, model: str) -> str:

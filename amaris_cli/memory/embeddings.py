@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from amaris_cli.config import MemorySettings
 from amaris_cli.errors import AmarisError, ConfigError
-from amaris_cli.llm.endpoint import public_url, redact, url_secrets
+from amaris_cli.llm.endpoint import public_url, query_apart, redact, url_secrets
 from amaris_cli.terminal import one_line
 
 BATCH = 16
@@ -101,7 +101,9 @@ class OpenAIEmbedder:
         self._key_env = settings.embedding_api_key_env
         self._base_url = base_url
         self._secrets = {v for v in (env.get(self._key_env), *url_secrets(base_url)) if v}
-        self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=base_url, max_retries=4)
+        bare_url, query = query_apart(base_url)
+        self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=bare_url, max_retries=4,
+                              default_query=query or None)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         import openai

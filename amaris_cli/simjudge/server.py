@@ -35,6 +35,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,8 @@ class SimJudgeConfig:
     rejected_formats: tuple[str, ...] = ()
     # The model never sees system messages, as under a chat template without a system turn (llama.cpp's Gemma format)
     drop_system_messages: bool = False
+    # A gateway that takes its key as query parameters (`?key=...`): a request without these answers 401.
+    required_query: dict[str, str] = field(default_factory=dict)
     # An unreliable judge, for tests of amaris's reliability check. `inconsistent`: criterion id ("*": every
     # criterion) -> the probability that the scorer answers the other way on it (a score of 0.5 or more becomes 0,
     # a lower one 1; a pitfall present becomes absent and back), drawn from a hash of `seed`, the criterion, the response's number and the
@@ -190,7 +193,12 @@ class SimJudge:
                     headers[key.strip().lower()] = value.strip()
                 length = int(headers.get("content-length", "0") or 0)
                 body = await reader.readexactly(length) if length else b""
-                keep = await self._route(method, path.split("?")[0], body, writer, headers)
+                route, _, query = path.partition("?")
+                if not self._query_allowed(query):
+                    self._write(writer, 401, self._error("invalid_request_error", "the gateway's key parameter is missing"))
+                    await writer.drain()
+                    continue
+                keep = await self._route(method, route, body, writer, headers)
                 if not keep or headers.get("connection", "").lower() == "close":
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -202,6 +210,10 @@ class SimJudge:
                 writer.close()
             except Exception:  # noqa: BLE001 - the peer may be gone
                 pass
+
+    def _query_allowed(self, query: str) -> bool:
+        given = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+        return all(given.get(name) == value for name, value in self.config.required_query.items())
 
     @staticmethod
     def _write(writer: asyncio.StreamWriter, status: int, payload: bytes, extra: dict[str, str] | None = None,
