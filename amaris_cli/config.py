@@ -350,14 +350,15 @@ def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def without_credentials(layer: Mapping[str, Any]) -> dict[str, Any]:
-    """A settings layer as it may be written (provenance records the flags a command ran with): every
-    `base_url` without the credentials a URL may carry. They are used for requests, never written."""
+    """A settings layer as it may be written (provenance records the flags a command ran with): every URL
+    (`base_url`, `embedding_base_url`, the memory's `url`) without the credentials it may carry. They are used
+    for requests, never written."""
     out: dict[str, Any] = {}
     for key, value in layer.items():
         if isinstance(value, Mapping):
             out[key] = without_credentials(value)
         else:
-            out[key] = strip_userinfo(value) if key.endswith("base_url") and isinstance(value, str) else value
+            out[key] = strip_userinfo(value) if key.endswith("url") and isinstance(value, str) else value
     return out
 
 

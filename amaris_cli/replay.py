@@ -91,6 +91,17 @@ def _stage_how(src: RunDir, step: int, stage: str, evolution: How) -> How:
     return How(flags=made.flags, judge=made.judge or evolution.judge, environment=made.environment)
 
 
+def _shared_memory(src: RunDir, steps: list[int]) -> str | None:
+    """The shared memory server the source's commands wrote to (its config's, or a command's --memory-url)."""
+    if (url := src.settings().memory.url) is not None:
+        return url
+    for step in steps:
+        for made in (*artifacts.read_provenance(src, step).files.values(), artifacts.evolution(src, step)):
+            if made is not None and (url := (made.flags.get("memory") or {}).get("url")):
+                return str(url)
+    return None
+
+
 def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     started = time.monotonic()
     source, out = options.source, options.out
@@ -114,6 +125,11 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
         if (mark := artifacts.evolution(src, step)) is not None and mark.status == "failed":
             hooks.say(f"step {step}: its evolution failed in {source} ({one_line(mark.error or 'no error recorded', 300)}); "
                       "the replay repeats the files it wrote, not the evolution, and leaves the step unevolved")
+    if options.memory_url is None and (shared := _shared_memory(src, steps)):
+        hooks.say(f"{source} kept its memory in a shared Chroma server ({shared}); this replay keeps its own in "
+                  f"{out} (--memory-url to choose a server): writing there would add the replay's entries to the ones "
+                  "the source's jobs read, and the updates whose retrievals found other jobs' entries differ here "
+                  "(--offline: a miss at the first)")
     created = _create(src, dst, source)
     result = LoopResult()
     sessions: dict[bytes, Session] = {}
@@ -129,6 +145,7 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
                     settings = run_settings(dst, deep_merge(merged, policy or {}), recorded_environment=recorded.environment)
                     if recorded.environment is None:  # recorded before environments were: today's, as then
                         settings = settings.unrecorded_environment()
+                    settings.memory = settings.memory.model_copy(update={"url": options.memory_url})
                     sessions[key] = stack.enter_context(open_session(
                         dst, settings, choice, flags=merged, announce=hooks.say if not sessions else None,
                         replaying=src, offline=options.offline))

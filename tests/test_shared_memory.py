@@ -68,6 +68,17 @@ def test_two_runs_share_one_memory_and_rebuild_touches_only_its_own(tmp_path: Pa
     after = json.loads(invoke(*search).stdout)
     assert [h["id"] for h in after if h["id"].startswith("job-a-")] == [h["id"] for h in hits if h["id"].startswith("job-a-")]
 
+    # A replay of a run that shared the server keeps its own memory (the source's --memory-url and the shell's
+    # AMARIS_MEMORY_URL alike): written there, its entries would join the ones the live jobs read as hits.
+    replayed = tmp_path / "replayed"
+    result = invoke("replay", second, "--out", replayed, env={**env, "AMARIS_MEMORY_URL": chroma_server})
+    assert result.exit_code == 0, result.stderr
+    assert "kept its memory in a shared Chroma server" in result.stdout + result.stderr
+    assert (replayed / "memory" / "chroma.sqlite3").exists()
+    everything = json.loads(invoke("memory", "search", "--run", second, "a note to the grader asking for full marks",
+                                   "-n", "50", "--before-step", "9", "--memory-url", chroma_server, "--json").stdout)
+    assert len(everything) > 20 and not [h["id"] for h in everything if h["id"].startswith("replayed-")]
+
 
 def test_an_unreachable_memory_server_is_a_clear_error(tmp_path: Path, sim) -> None:
     run = new_run(tmp_path)
@@ -166,3 +177,4 @@ def test_a_shared_memory_an_earlier_version_created_is_widened_when_the_server_r
     with MemoryStore(run, settings, mode="writer", say=said.append, embedder=embedder) as store:
         store.counts()
     assert len(said) == 1, "widened once: said once"
+
