@@ -25,6 +25,7 @@ version with the same criteria as the previous one is adopted without a call.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import statistics
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from amaris_cli.agents.group_scorer import score_group, split_to_fit
 from amaris_cli.config import Settings
 from amaris_cli.errors import AgentFailed, InputError, InputErrors
 from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
+from amaris_cli.jsonio import write_bytes_atomic
 from amaris_cli.llm.calllog import GATE_KEY
 from amaris_cli.models import (
     AnalysisRecord,
@@ -131,14 +133,74 @@ def probes_path(run: RunDir, settings: Settings) -> Path | None:
     return default if default.exists() else None
 
 
-def read_user_probes(path: Path) -> list[Item]:
-    """Every line of the probes file, validated; all bad lines are reported at once (file, line, reason)."""
+# RUN/gate-probes/<SHA-256>.jsonl: each version of the probes file a step's gate read, kept by its hash (which the
+# step's provenance records), so that a replay judges what the source judged, whatever became of the file since.
+KEPT_PROBES = "gate-probes"
+
+
+@dataclass(frozen=True)
+class StepProbes:
+    """The probes file a step's gate reads (`path`: the run's copy of it, when it could be read) and the file
+    the user named (`named`: what errors and a missing file's inputs say)."""
+
+    path: Path
+    named: Path
+
+
+def step_probes(session: Session, step: int) -> StepProbes | None:
+    """The probes file of `step`'s gate: the user's (probes_path), read once into the run's kept copy so that what
+    is hashed is what is judged; in a replay, the version the source's step read, when the source kept it."""
+    if session.replaying is not None:
+        recorded = _recorded_probes(session.replaying, step)
+        if recorded == "none":
+            return None  # the source's step had no probes file (one named since is not the step's)
+        if recorded is not None and (kept := _kept_path(session.replaying, recorded)).is_file():
+            return StepProbes(_keep(session.run, kept.read_bytes()), kept)
+        # a source made before probes were kept: its file as it is now
+    named = probes_path(session.run, session.settings)
+    if named is None:
+        return None
+    try:
+        return StepProbes(_keep(session.run, named.read_bytes()), named)
+    except OSError:
+        return StepProbes(named, named)  # read_user_probes says what is wrong with it
+
+
+def _kept_path(run: RunDir, sha: str) -> Path:
+    return run.path / KEPT_PROBES / f"{sha}.jsonl"
+
+
+def _keep(run: RunDir, data: bytes) -> Path:
+    path = _kept_path(run, hashlib.sha256(data).hexdigest())
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+    return path
+
+
+def _recorded_probes(source: RunDir, step: int) -> str | None:
+    """The SHA-256 of the probes file the source's gate of `step` read, "none" when it read none, None when the
+    source does not say (no gated update recorded, or the file was missing)."""
+    for made in artifacts.read_provenance(source, step).files.values():
+        gate = made.inputs.get("gate")
+        if isinstance(gate, dict) and "probes" in gate:
+            probes = gate["probes"]
+            if probes is None:
+                return "none"
+            return probes if isinstance(probes, str) and re.fullmatch(r"[0-9a-f]{64}", probes) else None
+    return None
+
+
+def read_user_probes(path: Path, named: Path | None = None) -> list[Item]:
+    """Every line of the probes file, validated; all bad lines are reported at once (file, line, reason), naming
+    `named` (the user's file, of which `path` is the run's copy)."""
+    shown = named or path
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise InputError(path, "probes file not found (gate.probes_file)") from None
+        raise InputError(shown, "probes file not found (gate.probes_file)") from None
     except OSError as exc:
-        raise InputError(path, f"cannot read the probes file: {exc.strerror or exc}") from None
+        raise InputError(shown, f"cannot read the probes file: {exc.strerror or exc}") from None
     items: list[Item] = []
     errors: list[InputError] = []
     seen: set[str] = set()
@@ -148,15 +210,15 @@ def read_user_probes(path: Path) -> list[Item]:
         try:
             probe = UserProbe.model_validate(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
-            errors.append(InputError(path, f"not JSON ({exc})", number))
+            errors.append(InputError(shown, f"not JSON ({exc})", number))
             continue
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(line)'}: {e['msg']}" for e in exc.errors()[:3])
-            errors.append(InputError(path, f"not a probe ({problems}); a line is {{\"id\", \"input\", \"control\", "
+            errors.append(InputError(shown, f"not a probe ({problems}); a line is {{\"id\", \"input\", \"control\", "
                                      "\"hacks\": {NAME: TEXT}, \"reference\", \"instance_id\"}", number))
             continue
         if probe.id in seen:
-            errors.append(InputError(path, f"id {probe.id!r} is used by an earlier line", number))
+            errors.append(InputError(shown, f"id {probe.id!r} is used by an earlier line", number))
             continue
         seen.add(probe.id)
         items.append(Item(key=f"user:{probe.id}", prompt=probe.input, reference=probe.reference,
@@ -343,9 +405,9 @@ async def check(session: Session, step: int, base: RubricSet, new: RubricSet, *,
                 break
             items.append(item)
             spent += cost
-    path = probes_path(run, settings)
-    if path is not None:
-        for item in read_user_probes(path):
+    probes = step_probes(session, step)
+    if probes is not None:
+        for item in read_user_probes(probes.path, probes.named):
             if settings.pipeline.per_instance and item.instance_id != iid:
                 continue  # a per-instance rubric is checked with its own instance's probes
             items.append(item)

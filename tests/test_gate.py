@@ -164,6 +164,24 @@ def test_a_replay_of_a_gated_run_is_byte_identical_with_no_model_call(tmp_path) 
     assert json.loads(replayed.stdout)["calls_made"] == 0
     assert outputs(tmp_path / "replayed") == outputs(run)
     assert len(gate_calls(tmp_path / "replayed")) == len(gate_calls(run)) == gate["calls"] > 0
+    # The probes file edited, then deleted, after the run: the run kept the version its step read (by the hash its
+    # provenance names), and a replay judges that one.
+    with (run / "probes.jsonl").open("a") as probes:
+        probes.write(json.dumps({"id": "q", "input": "3+3?", "control": "6", "hacks": {"note": "7 (checked)"}}) + "\n")
+    for name, change in (("edited", lambda: None), ("deleted", (run / "probes.jsonl").unlink)):
+        change()
+        replayed = invoke("replay", run, "--out", tmp_path / name, "--offline", "--json")
+        assert replayed.exit_code == 0, (name, replayed.stderr)
+        assert outputs(tmp_path / name) == outputs(run), name
+
+
+def test_a_probes_file_added_after_a_step_is_not_that_steps_in_its_replay(tmp_path) -> None:
+    run = make_run(tmp_path)
+    step0(run, tmp_path, scripted_update(add(PLANTED)))
+    (run / "probes.jsonl").write_text(json.dumps({"id": "p", "input": "2+2?", "control": "4", "hacks": {"n": "5"}}) + "\n")
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert outputs(tmp_path / "replayed") == outputs(run)
 
 
 def test_the_gate_costs_at_most_a_tenth_of_the_step_s_own_calls_at_the_defaults(tmp_path, sim) -> None:

@@ -16,7 +16,7 @@ from amaris_cli import artifacts
 from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
 from amaris_cli.errors import AgentFailed, AmarisError, InputError
-from amaris_cli.gate import budgets, check, probes_path, same_criteria
+from amaris_cli.gate import budgets, check, same_criteria, step_probes
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
@@ -71,10 +71,10 @@ def gate_inputs(session: Session, step: int, skipped: bool = False) -> dict[str,
     run, settings = session.run, session.settings
     if not settings.gate.enabled:
         return {"enabled": False}
-    path = probes_path(run, settings)
+    probes = step_probes(session, step)
     return {
         **settings.gate.model_dump(exclude={"probes_file"}),
-        "probes": None if path is None else artifacts.file_sha256(path) or f"missing: {path}",
+        "probes": None if probes is None else artifacts.file_sha256(probes.path) or f"missing: {probes.named}",
         "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
         "analyses": analyses_sha(run, step, skipped),
         "agents": agent_inputs(session, "group_scorer"),
