@@ -27,7 +27,7 @@ import orjson
 
 from amaris_cli import artifacts
 from amaris_cli.artifacts import How
-from amaris_cli.config import deep_merge
+from amaris_cli.config import deep_merge, load_settings
 from amaris_cli.errors import AmarisError
 from amaris_cli.gate import probes_path
 from amaris_cli.jobs import Hooks, LoopResult, memory_opener
@@ -36,6 +36,7 @@ from amaris_cli.llm.client import AgentUsage
 from amaris_cli.options import ReplayOptions
 from amaris_cli.policy import recorded_layer
 from amaris_cli.rundir import Manifest, RunDir, now_iso
+from amaris_cli.schedule import describe, spans
 from amaris_cli.session import JudgeChoice, Session, open_session, run_settings
 from amaris_cli.stages.loop import Indexer, StepPlan, StepReport, recorded_plan, run_step
 from amaris_cli.terminal import one_line
@@ -102,6 +103,21 @@ def _shared_memory(src: RunDir, steps: list[int]) -> str | None:
     return None
 
 
+def _todays_environment_note(src: RunDir, hows: dict[int, tuple[How, How]]) -> str | None:
+    """What a replay says when steps recorded before amaris recorded the environment meet answer keys in today's:
+    those steps get today's (nothing tells what theirs were), which an unchanged replay may not match."""
+    unrecorded = [step for step, (scoring, evolution) in hows.items()
+                  if scoring.environment is None or evolution.environment is None]
+    today = load_settings(base=src.load_manifest().config).environment_answers or {}
+    if not unrecorded or not today:
+        return None
+    keys = ", ".join(f"{agent}.{key} = {value!r}" for agent, table in today.items() for key, value in table.items())
+    many = len(unrecorded) > 1
+    return (f"step{'s' if many else ''} {describe(spans(unrecorded))} of {src.path} {'were' if many else 'was'} recorded before amaris "
+            f"recorded the environment's answer keys: they get this shell's ({keys}); unset the variables if the "
+            "source's commands ran without them")
+
+
 def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     started = time.monotonic()
     source, out = options.source, options.out
@@ -152,6 +168,8 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
                 return sessions[key]
 
             hows = {step: _recorded_how(src, step) for step in steps}
+            if (note := _todays_environment_note(src, hows)) is not None:
+                hooks.say(note)
             first = session_for(hows[steps[0]][1])
             memory = stack.enter_context(memory_opener(first, 0.0, hooks.say))
 

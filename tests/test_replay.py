@@ -356,6 +356,7 @@ def test_a_replay_asks_what_the_environment_of_each_recorded_command_set_whateve
                     env=judge_env(sim, AMARIS_SCORER_TEMPERATURE="0.9"))
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["calls_made"] == 0
+    assert "recorded before amaris recorded the environment" not in result.stderr
     assert outputs(tmp_path / "replayed") == outputs(run)
     provenance = json.loads((tmp_path / "replayed/steps/000000/provenance.json").read_text())
     assert provenance["files"]["scores.jsonl"]["environment"] == {"scorer": {"temperature": 0.3}}
@@ -374,5 +375,8 @@ def test_a_replay_asks_what_the_environment_of_each_recorded_command_set_whateve
         path.write_bytes(json.dumps(provenance, indent=2).encode())
     result = invoke("replay", old, "--out", tmp_path / "old-replayed", "--offline", env=evolving)
     assert result.exit_code == 0, result.stderr
+    said = " ".join(result.stdout.split() + result.stderr.split())
+    assert (f"step 0 of {old} was recorded before amaris recorded the environment's answer keys: they get this "
+            "shell's (default.system_role = 'user', updater.max_tokens = 1500)") in said
     replayed = json.loads((tmp_path / "old-replayed/steps/000000/provenance.json").read_text())
     assert "environment" not in replayed["files"]["scores.jsonl"] and "environment" not in replayed["evolution"]
