@@ -157,10 +157,6 @@ class MemorySettings(_Section):
     url: str | None = None
     namespace: str = Field(default="amaris", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,60}$")
 
-    @field_serializer("embedding_base_url", "url", when_used="json")
-    def _no_credentials(self, url: str | None) -> str | None:
-        return strip_userinfo(url)
-
 
 class PipelineSettings(_Section):
     chunk_size: int = Field(default=32, ge=1)

@@ -33,6 +33,7 @@ from amaris_cli.gate import probes_path
 from amaris_cli.jobs import Hooks, LoopResult, memory_opener
 from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.client import AgentUsage
+from amaris_cli.llm.endpoint import public_url
 from amaris_cli.options import ReplayOptions
 from amaris_cli.policy import recorded_layer
 from amaris_cli.rundir import Manifest, RunDir, now_iso
@@ -62,6 +63,7 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
     config = src.load_manifest().config
     if "gate" not in config:  # recorded before the adoption gate existed: replayed as it ran, without one
         config = {**config, "gate": {"enabled": False}}
+    config = _own_memory(config)  # its later commands (memory search, a continued run) read the replay's memory
     dst.save_manifest(Manifest(created_at=now_iso(), config=config, replay_of=str(source)))
     return True
 
@@ -92,14 +94,22 @@ def _stage_how(src: RunDir, step: int, stage: str, evolution: How) -> How:
     return How(flags=made.flags, judge=made.judge or evolution.judge, environment=made.environment)
 
 
+def _own_memory(layer: dict[str, Any]) -> dict[str, Any]:
+    """A config layer without `memory.url`: a replay keeps its memory in its own run directory unless its own
+    --memory-url names a server (written there, its entries would join the ones the source's live jobs read)."""
+    memory = {k: v for k, v in (layer.get("memory") or {}).items() if k != "url"}
+    return {**{k: v for k, v in layer.items() if k != "memory"}, **({"memory": memory} if memory else {})}
+
+
 def _shared_memory(src: RunDir, steps: list[int]) -> str | None:
-    """The shared memory server the source's commands wrote to (its config's, or a command's --memory-url)."""
+    """The shared memory server the source's updates read (its config's, a command's --memory-url or the
+    environment's AMARIS_MEMORY_URL: the update's inputs record it), without credentials."""
     if (url := src.settings().memory.url) is not None:
-        return url
+        return public_url(url)
     for step in steps:
-        for made in (*artifacts.read_provenance(src, step).files.values(), artifacts.evolution(src, step)):
-            if made is not None and (url := (made.flags.get("memory") or {}).get("url")):
-                return str(url)
+        for made in artifacts.read_provenance(src, step).files.values():
+            if url := (made.inputs.get("memory") or {}).get("url") or (made.flags.get("memory") or {}).get("url"):
+                return public_url(str(url))
     return None
 
 
@@ -152,7 +162,7 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     try:
         with ExitStack() as stack:
             def session_for(recorded: How, policy: dict[str, Any] | None = None) -> Session:
-                merged = deep_merge(recorded.flags, flags)
+                merged = deep_merge(_own_memory(recorded.flags), flags)
                 choice: JudgeChoice = options.judge.value if options.judge else (
                     "sim" if recorded.judge == "sim" else "endpoint")
                 key = orjson.dumps([merged, choice, policy, recorded.environment], option=orjson.OPT_SORT_KEYS)

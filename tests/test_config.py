@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from amaris_cli.config import Settings, load_settings
+from amaris_cli.config import load_settings
 from amaris_cli.errors import ConfigError
 
 
@@ -253,13 +252,3 @@ def test_the_settings_read_check_finds_a_key_that_is_parsed_but_never_used() -> 
     assert {"memory.static", "agents.timeout", "agents.model", "prompts_dir"} <= reads
     assert "memory.dynamic" not in reads, "an attribute of something that is not the memory settings"
 
-
-def test_the_memorys_urls_are_saved_without_credentials() -> None:
-    """run.json holds the config as JSON: an embeddings endpoint's or a memory server's credentials (user info, a
-    key as a query value) are used, never written, as an agent's base URL's."""
-    settings = Settings(memory={"embedding": "openai", "embedding_base_url": "http://me:pw-emb-1@h/v1?key=qk-emb-2",
-                                "url": "http://me:pw-mem-3@chroma:8000"})
-    saved = json.dumps(settings.model_dump(mode="json"))
-    assert "http://h/v1?key=[redacted]" in saved and "http://chroma:8000" in saved
-    for secret in ("pw-emb-1", "qk-emb-2", "pw-mem-3"):
-        assert secret not in saved

@@ -52,8 +52,12 @@ def test_two_runs_share_one_memory_and_rebuild_touches_only_its_own(tmp_path: Pa
     env = judge_env(sim)
     result = invoke("loop", EXAMPLES / "math", "--run", first, "--steps", "0:2", "--memory-url", chroma_server, env=env)
     assert result.exit_code == 0, result.stderr
-    result = invoke("loop", EXAMPLES / "math", "--run", second, "--steps", "0:1", "--memory-url", chroma_server, env=env)
+    # (credentials in the URL are used, never written: provenance records the flag and the update's inputs)
+    with_credentials = chroma_server.replace("http://", "http://amaris:pw-PLANTED-mem@")
+    result = invoke("loop", EXAMPLES / "math", "--run", second, "--steps", "0:1", "--memory-url", with_credentials,
+                    env=env)
     assert result.exit_code == 0, result.stderr
+    assert not [p for p in second.rglob("*") if p.is_file() and b"pw-PLANTED-mem" in p.read_bytes()]
     retrieval = json.loads((second / "steps/000001/retrieval.json").read_text())
     from_first = [h for h in retrieval["dynamic"] if h["id"].startswith("job-a-")]
     assert from_first and all(h["text"] and h["step"] < 1 for h in from_first), retrieval["dynamic"]
@@ -75,6 +79,7 @@ def test_two_runs_share_one_memory_and_rebuild_touches_only_its_own(tmp_path: Pa
     assert result.exit_code == 0, result.stderr
     assert "kept its memory in a shared Chroma server" in result.stdout + result.stderr
     assert (replayed / "memory" / "chroma.sqlite3").exists()
+    assert "url" not in json.loads((replayed / "run.json").read_text())["config"].get("memory", {})
     everything = json.loads(invoke("memory", "search", "--run", second, "a note to the grader asking for full marks",
                                    "-n", "50", "--before-step", "9", "--memory-url", chroma_server, "--json").stdout)
     assert len(everything) > 20 and not [h["id"] for h in everything if h["id"].startswith("replayed-")]

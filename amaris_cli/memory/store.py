@@ -38,6 +38,7 @@ from amaris_cli import locks
 from amaris_cli.config import MemorySettings
 from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_json, write_json_atomic
+from amaris_cli.llm.endpoint import public_url, redact, url_secrets
 from amaris_cli.memory.digests import EntryType, MemoryEntry
 from amaris_cli.memory.embeddings import Embedder
 from amaris_cli.models import MemoryHit
@@ -166,12 +167,13 @@ class MemoryStore:
         if url is not None:
             parsed = urlparse(url)
             if parsed.scheme not in ("http", "https") or not parsed.hostname:
-                raise AmarisError(f"memory url {url!r}: expected http://HOST:PORT")
+                raise AmarisError(f"memory url {public_url(url)!r}: expected http://HOST:PORT")
             try:
                 self._client = chromadb.HttpClient(host=parsed.hostname, port=parsed.port or 8000,
                                                    ssl=parsed.scheme == "https", settings=settings)
             except Exception as exc:  # noqa: BLE001 - connection refused, wrong server
-                raise AmarisError(f"memory url {url}: cannot reach a Chroma server ({exc})") from None
+                raise AmarisError(f"memory url {public_url(url)}: cannot reach a Chroma server "
+                                  f"({redact(str(exc), url_secrets(url))})") from None
         else:
             if not self.writer:
                 self._copy = Path(tempfile.mkdtemp(prefix="amaris-memory-"))
@@ -264,7 +266,7 @@ class MemoryStore:
                     collection.modify(configuration={"hnsw": {"ef_search": EF_SEARCH}})
                     widened.append(collection.name)
         if widened and self.shared and self._say is not None:
-            self._say(f"memory url {self.settings.url}: {', '.join(widened)} set to search wider (ef_search "
+            self._say(f"memory url {public_url(self.settings.url)}: {', '.join(widened)} set to search wider (ef_search "
                       f"{EF_SEARCH}, as this version creates them); the server applies it to a collection it has "
                       "already loaded only once it restarts: restart it for exact nearest entries")
         return collections

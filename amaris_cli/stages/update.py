@@ -17,6 +17,7 @@ from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
 from amaris_cli.errors import AgentFailed, AmarisError, InputError
 from amaris_cli.gate import budgets, check, same_criteria, step_probes
+from amaris_cli.llm.endpoint import strip_userinfo
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
@@ -88,6 +89,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
     summary_sha = require_sha(run, step, summary_name, "run `amaris summarize` first")
     memory = settings.memory.model_dump(include={"static", "static_steps", "dynamic", "results_per_query",
                                                  "max_queries", "embedding", "embedding_model", "url", "namespace"})
+    memory["url"] = strip_userinfo(memory["url"])  # provenance is written: the server, never its credentials
     return {
         "summary": summary_sha,
         "base_rubric": rubric_inputs(run, [base]),
