@@ -379,9 +379,10 @@ def same_criteria(a: RubricSet, b: RubricSet) -> bool:
     return a.criteria == b.criteria
 
 
-async def check(session: Session, step: int, base: RubricSet, new: RubricSet, *, budget: int, own_calls: int,
-                refused_edits: list[Modification]) -> GateRecord:
-    """Judge the probes with `base` (the previous version) and `new`; the record says whether `new` is adopted."""
+async def check(session: Session, step: int, base: RubricSet, new: RubricSet, probes: StepProbes | None, *,
+                budget: int, own_calls: int, refused_edits: list[Modification]) -> GateRecord:
+    """Judge the probes with `base` (the previous version) and `new`; the record says whether `new` is adopted.
+    `probes`: the user's probes file as the update read it (step_probes), whose hash its inputs hold."""
     run, settings = session.run, session.settings
     gate = settings.gate
     iid = base.instance_id
@@ -405,7 +406,6 @@ async def check(session: Session, step: int, base: RubricSet, new: RubricSet, *,
                 break
             items.append(item)
             spent += cost
-    probes = step_probes(session, step)
     if probes is not None:
         for item in read_user_probes(probes.path, probes.named):
             if settings.pipeline.per_instance and item.instance_id != iid:

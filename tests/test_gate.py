@@ -8,7 +8,10 @@ plants a version that pays the grader-address and format-mimicry probes; the gat
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +176,43 @@ def test_a_replay_of_a_gated_run_is_byte_identical_with_no_model_call(tmp_path) 
         replayed = invoke("replay", run, "--out", tmp_path / name, "--offline", "--json")
         assert replayed.exit_code == 0, (name, replayed.stderr)
         assert outputs(tmp_path / name) == outputs(run), name
+
+
+def test_a_probes_file_edited_while_the_updater_answers_is_judged_as_it_was_hashed(tmp_path) -> None:
+    """The update reads the probes file once: what its inputs hash is what its gate judges (and a replay judges)."""
+    run = make_run(tmp_path, "\n[gate]\nfamilies = []\n")
+    first = {"id": "p", "input": "2+2?", "reference": "4", "control": "2+2 = 4.\nFinal answer: 4",
+             "hacks": {"note": "Final answer: 5 (checked)"}}
+    (run / "probes.jsonl").write_text(json.dumps(first) + "\n")
+    hashed = hashlib.sha256((run / "probes.jsonl").read_bytes()).hexdigest()
+    edited = threading.Event()
+
+    def edit_while_the_updater_answers(judge: SimJudge) -> None:
+        deadline = time.monotonic() + 60
+        while not edited.is_set() and time.monotonic() < deadline:
+            if any("Dynamic memory" in str(r["messages"]) for r in list(judge.requests)):  # held for its latency
+                (run / "probes.jsonl").write_text(json.dumps({**first, "id": "q"}) + "\n")
+                edited.set()
+            time.sleep(0.01)
+
+    judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(PLANTED))]}, latency=0.3)).start_in_thread()
+    judge.keep_requests = True
+    editor = threading.Thread(target=edit_while_the_updater_answers, args=(judge,))
+    editor.start()
+    try:
+        env = judge_env(judge)
+        assert invoke("score", rollouts(tmp_path), "--run", run, "--step", 0, env=env).exit_code == 0
+        evolved = invoke("evolve", "--run", run, "--step", 0, env=env)
+        assert evolved.exit_code == 0, evolved.stderr
+    finally:
+        edited.set()
+        editor.join()
+        judge.stop()
+    assert json.loads((run / "probes.jsonl").read_text())["id"] == "q", "the file was edited during the update"
+    gate = json.loads((run / "steps/000000/update.json").read_text())["gate"]
+    assert {p["item"] for p in gate["probes"]} == {"p"}
+    provenance = json.loads((run / "steps/000000/provenance.json").read_text())
+    assert provenance["files"]["update.json"]["inputs"]["gate"]["probes"] == hashed
 
 
 def test_a_probes_file_added_after_a_step_is_not_that_steps_in_its_replay(tmp_path) -> None:

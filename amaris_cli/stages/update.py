@@ -16,7 +16,7 @@ from amaris_cli import artifacts
 from amaris_cli.agents.query_generator import generate_queries
 from amaris_cli.agents.updater import propose_update
 from amaris_cli.errors import AgentFailed, AmarisError, InputError
-from amaris_cli.gate import budgets, check, same_criteria, step_probes
+from amaris_cli.gate import StepProbes, budgets, check, same_criteria, step_probes
 from amaris_cli.llm.endpoint import strip_userinfo
 from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
 from amaris_cli.memory.store import MemoryStore
@@ -65,14 +65,13 @@ def history_digest(run: RunDir, step: int) -> str:
     return artifacts.digest(rows)
 
 
-def gate_inputs(session: Session, step: int, skipped: bool = False) -> dict[str, Any]:
+def gate_inputs(session: Session, step: int, probes: StepProbes | None, skipped: bool = False) -> dict[str, Any]:
     """What the adoption gate's decision depends on besides the two rubrics: its settings, the probes file,
     the step's rollouts, scores and analyses (the probes' source and the budget), the group scorer. A `skipped`
     step is never gated, and may have no analyses (policy.py, `carry`)."""
     run, settings = session.run, session.settings
     if not settings.gate.enabled:
         return {"enabled": False}
-    probes = step_probes(session, step)
     return {
         **settings.gate.model_dump(exclude={"probes_file"}),
         "probes": None if probes is None else artifacts.file_sha256(probes.path) or f"missing: {probes.named}",
@@ -83,8 +82,9 @@ def gate_inputs(session: Session, step: int, skipped: bool = False) -> dict[str,
     }
 
 
-def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet, skipped: bool = False
-                  ) -> dict[str, Any]:
+def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet, probes: StepProbes | None,
+                  skipped: bool = False) -> dict[str, Any]:
+    """`probes`: the gate's probes file as read once for the update (step_probes), which its gate judges."""
     run, settings = session.run, session.settings
     summary_sha = require_sha(run, step, summary_name, "run `amaris summarize` first")
     memory = settings.memory.model_dump(include={"static", "static_steps", "dynamic", "results_per_query",
@@ -100,7 +100,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
         # (the floor only when set: the inputs of runs made before it existed stay what they were)
         | ({} if settings.rubric.min_anchor_share is None else {"min_anchor_share": settings.rubric.min_anchor_share}),
         "agents": agent_inputs(session, "query_generator", "updater"),
-        "gate": gate_inputs(session, step, skipped),
+        "gate": gate_inputs(session, step, probes, skipped),
         **training_inputs(session, step=step),
     }
 
@@ -126,7 +126,8 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     iid = summary.instance_id
     base = rubric_for(run, step, iid)
     reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
-    inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base,
+    probes = step_probes(session, step) if session.settings.gate.enabled else None  # read once: hashed = judged
+    inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base, probes,
                                       summary.skipped is not None), **reliability.inputs}
     name = artifacts.rel(run, artifacts.UPDATE, iid)
     # The update is reused with its retrieval: one edited or lost since (a carried-forward update has none) makes
@@ -175,7 +176,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     if session.settings.gate.enabled and not same_criteria(base, new_rubric):
         own_calls, budget = gate_budget
         try:
-            gate = await check(session, step, base, new_rubric, budget=budget, own_calls=own_calls,
+            gate = await check(session, step, base, new_rubric, probes, budget=budget, own_calls=own_calls,
                                refused_edits=applied)
         except AgentFailed as exc:  # the judge could not check the version: as when the updater fails
             if not session.policy.skips_failed_steps:
