@@ -33,7 +33,7 @@ from amaris_cli.gate import probes_path
 from amaris_cli.jobs import Hooks, LoopResult, memory_opener
 from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.client import AgentUsage
-from amaris_cli.llm.endpoint import public_url
+from amaris_cli.llm.endpoint import REDACTED, public_url
 from amaris_cli.options import ReplayOptions
 from amaris_cli.policy import recorded_layer
 from amaris_cli.rundir import Manifest, RunDir, now_iso
@@ -101,6 +101,15 @@ def _own_memory(layer: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in layer.items() if k != "memory"}, **({"memory": memory} if memory else {})}
 
 
+def _without_redacted_urls(flags: dict[str, Any]) -> dict[str, Any]:
+    """Recorded flags without a base URL written with its credentials redacted, which would send "[redacted]" as
+    the key: the environment's or the replay's own --base-url takes its place (the record keeps it as it was)."""
+    if "agents" not in flags:
+        return flags
+    return {**flags, "agents": {agent: {k: v for k, v in table.items() if not (k == "base_url" and REDACTED in str(v))}
+                                for agent, table in flags["agents"].items()}}
+
+
 def _shared_memory(src: RunDir, steps: list[int]) -> str | None:
     """The shared memory server the source's updates read (its config's, a command's --memory-url or the
     environment's AMARIS_MEMORY_URL: the update's inputs record it), without credentials."""
@@ -162,13 +171,14 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     try:
         with ExitStack() as stack:
             def session_for(recorded: How, policy: dict[str, Any] | None = None) -> Session:
-                merged = deep_merge(_own_memory(recorded.flags), flags)
+                merged = deep_merge(_own_memory(recorded.flags), flags)  # (what the replay's provenance records)
                 choice: JudgeChoice = options.judge.value if options.judge else (
                     "sim" if recorded.judge == "sim" else "endpoint")
                 key = orjson.dumps([merged, choice, policy, recorded.environment], option=orjson.OPT_SORT_KEYS)
                 if key not in sessions:
                     # the answer keys the source's environment set in place of today's: the source's requests again
-                    settings = run_settings(dst, deep_merge(merged, policy or {}), recorded_environment=recorded.environment)
+                    applied = deep_merge(_without_redacted_urls(merged), policy or {})
+                    settings = run_settings(dst, applied, recorded_environment=recorded.environment)
                     if recorded.environment is None:  # recorded before environments were: today's, as then
                         settings = settings.unrecorded_environment()
                     settings.memory = settings.memory.model_copy(update={"url": options.memory_url})

@@ -276,6 +276,12 @@ def test_a_key_in_a_base_urls_query_never_reaches_a_file_or_the_terminal(tmp_pat
     source = write_jsonl(tmp_path / "l.jsonl", ROLLOUTS)
     outputs = [invoke("score", source, "--run", run, "--step", "0", *flags, env=env)]
     assert outputs[-1].exit_code == 0, outputs[-1].stderr
+    # A replay that calls the model (another model) takes the URL from its environment: the recorded flag, written
+    # redacted, would send "[redacted]" as the key.
+    outputs.append(invoke("replay", run, "--out", tmp_path / "replayed", "--model", "another-model", "--json",
+                          env={**env, "OPENAI_BASE_URL": url}))
+    assert outputs[-1].exit_code == 0, outputs[-1].stderr
+    assert json.loads(outputs[-1].stdout)["calls_made"] > 0
     unauthorized = sim_factory(agent_faults={"scorer": "401"}, error_detail=f" (proxy saw {QUERY_KEY})",
                                required_query={"key": QUERY_KEY})
     bad_url = f"{unauthorized.base_url}?key={QUERY_KEY}"
@@ -288,6 +294,17 @@ def test_a_key_in_a_base_urls_query_never_reaches_a_file_or_the_terminal(tmp_pat
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert QUERY_KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_base_urls_query_is_sent_as_given_and_written_without_its_values() -> None:
+    from amaris_cli.llm.endpoint import public_url, query_apart, redact, url_secrets
+
+    url = "http://gw/v1?api-version=2024-06-01&key=ab+cd/ef%3D&tag=x&tag=y&tok-EN-9f2"
+    assert query_apart(url) == ("http://gw/v1", "api-version=2024-06-01&key=ab+cd/ef%3D&tag=x&tag=y&tok-EN-9f2")
+    assert public_url(url) == "http://gw/v1?api-version=2024-06-01&key=[redacted]&tag=[redacted]&tag=[redacted]&[redacted]"
+    # an endpoint echoing the key as written, as a server reads it, or encoded again: redacted each time
+    echoed = "saw ab+cd/ef%3D, ab cd/ef=, ab+cd%2Fef%3D and tok-EN-9f2"
+    assert redact(echoed, url_secrets(url)) == "saw [redacted], [redacted], [redacted] and [redacted]"
 
 
 def test_control_characters_from_the_judge_never_reach_the_terminal_or_the_records_raw(tmp_path: Path, sim_factory) -> None:

@@ -68,3 +68,18 @@ def test_memory_rebuild_of_an_endpoint_run_needs_only_its_record(tmp_path: Path,
     assert json.loads(invoke(*query, env=judge_env(sim)).stdout) == hits, "the same index"
     novel = invoke("memory", "search", "--run", run, "a text nothing recorded", env=no_endpoint)
     assert novel.exit_code == 2 and "needs memory.embedding_base_url" in novel.stderr, novel.stderr
+
+
+def test_an_embeddings_endpoint_that_takes_its_key_in_the_query_gets_it_and_no_file_holds_it(tmp_path: Path,
+                                                                                              sim_factory) -> None:
+    key = "qk-PLANTED-embeddings-3c9d"
+    gateway = sim_factory(required_query={"key": key})  # answers 401 to a request without it, embeddings included
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n')
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0",
+                    env=judge_env(gateway, OPENAI_BASE_URL=f"{gateway.base_url}?key={key}"))
+    assert result.exit_code == 0, result.stderr
+    assert gateway.stats["embedding_requests"] > 0
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]

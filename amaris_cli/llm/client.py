@@ -313,8 +313,8 @@ class LLMClient:
             http = http_client(self.environ, agent.base_url)
             base_url, query = query_apart(agent.base_url)  # (a gateway's `?key=`, Azure's `?api-version=`)
             client = AsyncOpenAI(api_key=self.environ.get(agent.api_key_env) or "not-set", base_url=base_url,
-                                 max_retries=0, http_client=http, default_query=query or None)
-            self._clients[key] = ChatPoster(client, http)
+                                 max_retries=0, http_client=http)
+            self._clients[key] = ChatPoster(client, http, query)
         return self._clients[key]
 
     def redact(self, text: str) -> str:

@@ -16,7 +16,7 @@ to check.
 from __future__ import annotations
 
 import base64
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
 from amaris_cli.errors import AmarisError
 from amaris_cli.terminal import one_line
@@ -45,8 +45,9 @@ def _query_fields(query: str) -> list[tuple[str, str | None]]:
 
 
 def _secret_query_values(query: str) -> list[str]:
-    return [value for name, value in _query_fields(query)
-            if value and unquote(name).lower() not in PUBLIC_QUERY_PARAMS]
+    """Every value but the API version's; a field without `=` is a value (`?TOKEN`)."""
+    return [name if value is None else value for name, value in _query_fields(query)
+            if (value is None and name) or (value and unquote(name).lower() not in PUBLIC_QUERY_PARAMS)]
 
 
 def public_url(url: str | None) -> str:
@@ -60,23 +61,22 @@ def public_url(url: str | None) -> str:
     if "@" not in parts.netloc and not _secret_query_values(parts.query):
         return url
     host = parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
-    query = "&".join(name if value is None else
+    query = "&".join((REDACTED if name else name) if value is None else
                      f"{name}={value if not value or unquote(name).lower() in PUBLIC_QUERY_PARAMS else REDACTED}"
                      for name, value in _query_fields(parts.query)) if parts.query else ""
     return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
 
 
-def query_apart(url: str | None) -> tuple[str | None, dict[str, str]]:
-    """A base URL without its query, and the query's parameters: the SDK joins a request's path after the
-    whole base URL (a query included, which then swallows the path), so they go as its `default_query`."""
+def query_apart(url: str | None) -> tuple[str | None, str]:
+    """A base URL without its query, and the query as given: the SDK joins a request's path after the whole base
+    URL (a query included, which then swallows the path), so the query goes after the request's path instead."""
     if not url or "?" not in url:
-        return url, {}
+        return url, ""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return url, {}
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), dict(
-        parse_qsl(parts.query, keep_blank_values=True))
+        return url, ""
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), parts.query
 
 
 def strip_userinfo(url: str | None) -> str | None:
@@ -102,7 +102,9 @@ def url_secrets(url: str | None) -> set[str]:
         parts = urlsplit(url)
     except ValueError:
         return set()
-    secrets = {s for value in _secret_query_values(parts.query) for s in (value, unquote(value))}
+    # as written, decoded (`%2B` or `+` for a space, as servers read a query) and encoded again (as an echo shows it)
+    secrets = {s for value in _secret_query_values(parts.query)
+               for s in (value, unquote(value), unquote_plus(value), quote_plus(unquote_plus(value)))}
     if "@" not in parts.netloc:
         return secrets
     # The user name alone is not secret (and redacting a common word would garble replies).

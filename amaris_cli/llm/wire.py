@@ -219,7 +219,8 @@ class ChatPoster:
 
     path = "/chat/completions"
 
-    def __init__(self, client: Any, http_client: Any) -> None:
+    def __init__(self, client: Any, http_client: Any, query: str = "") -> None:
+        """`query`: the base URL's query (endpoint.query_apart), sent as given after the path."""
         self.client = client
         self.response_class = _response_class(http_client)
         # `content=` (raw bytes) exists since openai 2.16; before, the payload goes as `body=` (JSON-encoded by the SDK).
@@ -228,7 +229,7 @@ class ChatPoster:
         # method: an absolute URL is taken as it is, which saves parsing and rebuilding it per call (~8% of the
         # SDK's CPU per call).
         prepare = getattr(client, "_prepare_url", None)
-        self.url = str(prepare(self.path)) if prepare is not None else self.path
+        self.url = (str(prepare(self.path)) if prepare is not None else self.path) + (f"?{query}" if query else "")
 
     async def post(self, body: bytes, payload: dict[str, Any], timeout: float) -> Any:
         if self.raw_bodies:

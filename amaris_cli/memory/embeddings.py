@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import parse_qsl
 
 from amaris_cli.config import MemorySettings
 from amaris_cli.errors import AmarisError, ConfigError
@@ -87,6 +88,18 @@ class LocalMiniLM:
         return vectors
 
 
+def _query_params(query: str) -> dict[str, str]:
+    """The embeddings endpoint's query as the SDK's `default_query` (its typed request takes no raw query), which
+    holds one value a name: a name given twice is an error, not a value dropped."""
+    params: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name in params:
+            raise ConfigError(f"memory.embedding_base_url: the query names {name!r} twice, which the embeddings "
+                              "request cannot send")
+        params[name] = value
+    return params
+
+
 class OpenAIEmbedder:
     def __init__(self, settings: MemorySettings, environ: Any = None) -> None:
         from openai import OpenAI
@@ -103,7 +116,7 @@ class OpenAIEmbedder:
         self._secrets = {v for v in (env.get(self._key_env), *url_secrets(base_url)) if v}
         bare_url, query = query_apart(base_url)
         self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=bare_url, max_retries=4,
-                              default_query=query or None)
+                              default_query=_query_params(query) or None)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         import openai
