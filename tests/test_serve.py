@@ -165,7 +165,10 @@ def test_three_steps_of_concurrent_scores_write_what_score_and_evolve_write(tmp_
 def test_sync_mode_answers_with_the_value_rescored_by_the_steps_own_update(tmp_path, sim_factory) -> None:
     judge = sim_factory(latency=0.05)
     run = new_run(tmp_path, "sync")
-    with served(run, judge, "--mode", "sync", "--rollouts-per-step", "8") as server:
+    # answer keys from the server's environment (its evolve workers inherit it): recorded, so the replay below,
+    # in a shell without them, asks what the server asked
+    answer_keys = {"AMARIS_SCORER_TEMPERATURE": "0.2", "AMARIS_SYSTEM_ROLE": "user"}
+    with served(run, judge, "--mode", "sync", "--rollouts-per-step", "8", env={**serve_env(judge), **answer_keys}) as server:
         client = AmarisClient(server.url)
 
         async def post(step: int) -> list:
@@ -184,6 +187,8 @@ def test_sync_mode_answers_with_the_value_rescored_by_the_steps_own_update(tmp_p
     assert any(a.score != a.initial.score for a in zero), "the update of step 0 changed some rewards"
     made = json.loads((run / "steps/000001/provenance.json").read_text())
     assert made["files"]["scores.jsonl"]["inputs"]["lag"] == 0 and made["evolution"]["rescore"] is True
+    recorded = {"default": {"system_role": "user"}, "scorer": {"temperature": 0.2}}
+    assert made["files"]["scores.jsonl"]["environment"] == made["evolution"]["environment"] == recorded
     # A replay runs each recorded step as `score --lag 0` + `evolve --rescore` from the served calls alone.
     replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline", "--json")
     assert replayed.exit_code == 0, replayed.stderr
