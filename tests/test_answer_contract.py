@@ -345,3 +345,29 @@ def test_under_json_schema_the_scorer_sends_its_rubrics_exact_contract_strict(tm
         assert "default" not in json.dumps(schema)
     assert len(formats) > 1
     assert all(s["status"] == "scored" for s in read_jsonl(run / "steps/000000/scores.jsonl"))
+
+
+def test_an_offline_replay_of_an_answer_todays_rules_re_ask_says_the_rules_changed(
+        tmp_path: Path, sim_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run recorded by an amaris whose answer rules accepted a reply that today's re-ask (here, one that takes
+    its verdict back in Chinese after the object, read as the object before 78b264e): its offline replay cannot
+    re-ask, and says why instead of naming a request the record lacks."""
+    import amaris_cli.llm.client as client
+
+    def first_object(text: str) -> object:  # the older, lenient rule: the first JSON object, whatever follows it
+        return json.JSONDecoder().raw_decode(text[text.index("{"):])[0]
+
+    judge = sim_factory(fault_plan=["retracted_zh"])
+    run = new_scenario_run(tmp_path)
+    with monkeypatch.context() as older:
+        older.setattr(client, "extract_json_object", first_object)
+        result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS), "--run", run, "--step", "0",
+                        env=judge_env(judge, AMARIS_SCORER_CONCURRENCY="1"))
+    assert result.exit_code == 0, result.stderr
+    assert judge.stats["requests"] == 2, "the take-back was accepted as recorded"
+    result = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert result.exit_code == 5
+    said = " ".join(result.stderr.split())
+    assert "--offline: step 0, agent scorer (right): " in said
+    assert "the recorded run used the judge's answer, which amaris's answer rules now re-ask (" in said
+    assert "takes it back" in said and "the amaris version that recorded it" in said

@@ -29,6 +29,7 @@ class OfflineMiss(AmarisError):
 class Cached:
     record: CallRecord
     origin: str  # "cache" (this run's log) or "replay" (the source's)
+    accepted: bool | None = None  # (replay) whether the source used the answer
 
 
 class CallCache:
@@ -43,7 +44,7 @@ class CallCache:
         if self.source is not None:
             found = self.source.find(step, request_hash, accepted_only=False)
             if found is not None:
-                return Cached(found, "replay")
+                return Cached(found, "replay", self.source.accepted(step, request_hash))
             if self.offline:
                 raise OfflineMiss(
                     f"--offline: step {step}, agent {agent} ({context or 'no context'}): the request is not in "

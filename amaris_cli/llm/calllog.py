@@ -331,6 +331,11 @@ class CallIndex:
         self._steps.pop(name, None)
         self._damaged = {key: value for key, value in self._damaged.items() if key[0] != name}
 
+    def accepted(self, step: int | None, request_hash: str) -> bool | None:
+        """Whether amaris used the recorded answer of a request (None: not recorded, or not said)."""
+        entry = self._load(step).get(request_hash)
+        return None if entry is None else entry[2]
+
     def find(self, step: int | None, request_hash: str, accepted_only: bool) -> CallRecord | None:
         """The recorded answer of a request (`accepted_only`: one amaris used); without `accepted_only`, a
         recorded failure too (a record with `error` and no `response`), for a replay to repeat."""

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ValidationError
 
 from amaris_cli.config import AGENTS, AgentSettings, Settings
 from amaris_cli.errors import AmarisError
-from amaris_cli.llm.cache import CallCache
+from amaris_cli.llm.cache import CallCache, OfflineMiss
 from amaris_cli.llm.calllog import CallLog, Usage, Written, answered_recently, call_line, usage_row
 from amaris_cli.llm.endpoint import (
     EndpointFatal,
@@ -163,6 +163,7 @@ class _Reply:
     written: Written | None = None  # where the log holds it (indexed once amaris knows if it used it)
     request_hash: str = ""
     indexable: bool = True  # false when the log line is a pointer to an earlier answer
+    source_accepted: bool | None = None  # a replayed answer: whether the recorded run used it
 
 
 @dataclass
@@ -618,7 +619,8 @@ class LLMClient:
                 raise _Fatal(error)
             if cached is not None:
                 reply = _Reply(text=cached.record.response or "", usage=cached.record.usage,
-                               finish_reason=cached.record.finish_reason, request_hash=rhash)
+                               finish_reason=cached.record.finish_reason, request_hash=rhash,
+                               source_accepted=cached.accepted)
                 usage.replayed += 1
                 usage.prompt_tokens += reply.usage.prompt_tokens
                 usage.completion_tokens += reply.usage.completion_tokens
@@ -801,6 +803,7 @@ class LLMClient:
             reasks = settings.max_reasks
         cap = settings.token_cap
         budget = min(cap, max(settings.max_tokens, max_tokens or 0))
+        rejected_as_recorded: str | None = None  # why today's rules re-ask an answer the replayed run used
         for round_ in range(reasks + 1):
             try:
                 reply = await self._request(agent, step, context, convo, schema, budget, contract)
@@ -808,6 +811,14 @@ class LLMClient:
                 usage.failures += 1
                 answer.error = self.redact(str(exc))
                 return answer
+            except OfflineMiss:
+                if rejected_as_recorded is None:
+                    raise
+                raise OfflineMiss(
+                    f"--offline: step {step}, agent {agent} ({context or 'no context'}): the recorded run used the "
+                    f"judge's answer, which amaris's answer rules now re-ask ({rejected_as_recorded}): the rules "
+                    "changed since the run was recorded, and the record holds no answer to the re-ask; run without "
+                    "--offline to ask the model again, or replay with the amaris version that recorded it") from None
             answer.prompt_tokens += reply.usage.prompt_tokens
             answer.completion_tokens += reply.usage.completion_tokens
             if reply.finish_reason == "length":
@@ -815,6 +826,7 @@ class LLMClient:
                 self._remember(reply, accepted=False)
                 at_cap = budget >= cap
                 problem = f"the reply was cut at the token limit ({budget} tokens, finish_reason \"length\")"
+                rejected_as_recorded = problem if reply.source_accepted else None
                 answer.error = f"invalid answer: {problem}" + (
                     f"; the budget is at agents.{agent}.max_tokens_cap ({cap})" if at_cap else "")
                 if round_ < reasks:
@@ -843,6 +855,7 @@ class LLMClient:
                 self._remember(reply, accepted=False)
                 problem = one_line(self.redact(_describe(exc)), 2000)
                 answer.error = f"invalid answer: {problem}"
+                rejected_as_recorded = one_line(problem, 300) if reply.source_accepted else None
                 if round_ < reasks:
                     usage.reasks += 1
                     convo = [
