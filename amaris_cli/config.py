@@ -370,7 +370,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def validate_settings(data: Mapping[str, Any], source: str) -> Settings:
+def validate_settings(data: Mapping[str, Any], source: str, from_environment: bool = False) -> Settings:
+    """`from_environment`: the environment's layer, whose errors name the variable that set the key."""
     try:
         return Settings.model_validate(dict(data))
     except ValidationError as exc:
@@ -380,13 +381,23 @@ def validate_settings(data: Mapping[str, Any], source: str) -> Settings:
             msg = err["msg"]
             if err["type"] == "extra_forbidden":
                 msg = "unknown key"
-            lines.append(f"{source}: {loc}: {msg}")
+            variable = environment_variable(err["loc"]) if from_environment else None
+            lines.append(f"{source}: {variable} ({loc}): {msg}" if variable else f"{source}: {loc}: {msg}")
         raise ConfigError("\n".join(lines)) from None
 
 
-def _agent_tables(tables: Mapping[str, Any], source: str) -> dict[str, AgentOverrides]:
+def environment_variable(loc: tuple[Any, ...]) -> str | None:
+    """The variable env_layer reads a setting from (`("agents", "scorer", "timeout")`: AMARIS_SCORER_TIMEOUT)."""
+    if len(loc) >= 3 and loc[0] == "agents":
+        name = next((env for env, key in _AGENT_ENV_KEYS.items() if key == loc[2]), None)
+        if name is not None:
+            return f"AMARIS_{name}" if loc[1] == "default" else f"AMARIS_{str(loc[1]).upper()}_{name}"
+    return {("llm", "concurrency"): "AMARIS_CONCURRENCY", ("memory", "url"): "AMARIS_MEMORY_URL"}.get(tuple(loc[:2]))
+
+
+def _agent_tables(tables: Mapping[str, Any], source: str, from_environment: bool = False) -> dict[str, AgentOverrides]:
     """Validate one layer's agent tables (`{"default": {...}, "scorer": {...}}`)."""
-    validate_settings({"agents": dict(tables)}, source)
+    validate_settings({"agents": dict(tables)}, source, from_environment)
     return {name: AgentOverrides.model_validate(table) for name, table in tables.items()}
 
 
@@ -417,9 +428,10 @@ def load_settings(
     merged = data
     for name, layer in layers:
         merged = deep_merge(merged, {k: v for k, v in layer.items() if k != "agents"})
-        validate_settings(merged, name)
+        validate_settings(merged, name, from_environment=layer is env)
     settings = validate_settings(merged, source)
-    settings._agent_layers = [_agent_tables(layer.get("agents", {}), name) for name, layer in layers]
+    settings._agent_layers = [_agent_tables(layer.get("agents", {}), name, from_environment=layer is env)
+                              for name, layer in layers]
     settings._environment_answers = _answer_tables(settings._agent_layers[0])
     return settings
 

@@ -252,3 +252,15 @@ def test_the_settings_read_check_finds_a_key_that_is_parsed_but_never_used() -> 
     assert {"memory.static", "agents.timeout", "agents.model", "prompts_dir"} <= reads
     assert "memory.dynamic" not in reads, "an attribute of something that is not the memory settings"
 
+
+
+@pytest.mark.parametrize(("environ", "said"), [
+    ({"AMARIS_TIMEOUT": "abc"}, "AMARIS_TIMEOUT (agents.default.timeout): Input should be a valid number"),
+    ({"AMARIS_SCORER_MAX_ATTEMPTS": "99"}, "AMARIS_SCORER_MAX_ATTEMPTS (agents.scorer.max_attempts): Input should be"),
+    ({"AMARIS_QUERY_GENERATOR_SYSTEM_ROLE": "bot"}, "AMARIS_QUERY_GENERATOR_SYSTEM_ROLE (agents.query_generator.system_role)"),
+    ({"AMARIS_CONCURRENCY": "0"}, "AMARIS_CONCURRENCY (llm.concurrency): Input should be greater than or equal to 1"),
+])
+def test_a_bad_environment_variable_is_named_in_the_error(environ: dict[str, str], said: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ=environ)
+    assert f"environment (AMARIS_*/OPENAI_* variables): {said}" in str(error.value)
