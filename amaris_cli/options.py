@@ -334,8 +334,8 @@ class EvolveOptions(StageOptions, Retrieval):
 
 @dataclass(frozen=True, kw_only=True)
 class LoopOptions(Failure, Waiting, Endpoint, Retrieval):
-    source: Path = opt(MISSING, "A directory of per-step JSONL files (12.jsonl, step-012.jsonl) or one JSONL whose "
-                       "lines carry `step`.")
+    source: Path = opt(MISSING, "A directory of per-step JSONL or Parquet files (12.jsonl, step-012.jsonl, ART's "
+                       "0012.parquet) or one JSONL whose lines carry `step`.")
     run: Path = _run()
     steps: str | None = opt(None, "Inclusive step range START:END (either side may be empty).", "--steps",
                             metavar="START:END")

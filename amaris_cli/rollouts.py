@@ -41,6 +41,7 @@ from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
 from amaris_cli.models import MAX_ROLLOUT_ID_CHARS, Rollout
+from amaris_cli.parquet import parquet_as_jsonl
 from amaris_cli.stepfiles import step_files, step_number
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -395,10 +396,12 @@ def read_rollout_file(
     max_input_bytes: int = MAX_INPUT_BYTES,
     step_required: bool = False,
 ) -> RolloutFile:
-    """Read a file or a pipe once (kind checked, size capped, bytes hashed) and validate every line."""
+    """Read a file or a pipe once (kind checked, size capped, bytes hashed) and validate every line (every row of a
+    `.parquet` file, parquet.py)."""
     path = Path(path)
     data, digest = read_input_bytes(path, max_input_bytes)
-    rollouts = parse_rollouts(data, path, mapping, instance_field, default_step, max_line_bytes, step_required)
+    lines = parquet_as_jsonl(data, path) if path.suffix == ".parquet" else data  # (the digest is the file's)
+    rollouts = parse_rollouts(lines, path, mapping, instance_field, default_step, max_line_bytes, step_required)
     return RolloutFile(path, rollouts, digest, len(data))
 
 

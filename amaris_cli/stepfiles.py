@@ -24,9 +24,10 @@ def step_number(value: Any) -> int:
         raise ValueError(f"must be an integer from 0 to {MAX_STEP}, got {shown}")
     return int(value)
 NOTE_SUFFIXES = (".md", ".txt", ".rst", ".log")  # regular files a loop directory may hold besides steps
-STEP_FILE_RE = re.compile(r"(?:(?:global_)?step[-_]?)?(\d+)\.jsonl")
-STEP_FILE_NAMES = ("N.jsonl, step-N.jsonl, step_N.jsonl, stepN.jsonl, global_step_N.jsonl, global_step-N.jsonl "
-                   f"(N = 0..{MAX_STEP})")
+STEP_FILE_SUFFIXES = (".jsonl", ".parquet")  # Parquet: OpenPipe ART's trajectories/SPLIT/NNNN.parquet (parquet.py)
+STEP_FILE_RE = re.compile(r"(?:(?:global_)?step[-_]?)?(\d+)\.(?:jsonl|parquet)")
+STEP_FILE_NAMES = ("N.jsonl, step-N.jsonl, step_N.jsonl, stepN.jsonl, global_step_N.jsonl, global_step-N.jsonl, "
+                   f"or the same ending in .parquet (N = 0..{MAX_STEP})")
 
 
 def step_from_filename(path: Path) -> int | None:
@@ -60,9 +61,11 @@ def step_files(directory: Path) -> dict[int, Path]:
         is_file = stat.S_ISREG(mode)
         if name.lower().endswith(NOTE_SUFFIXES) and is_file:
             continue
-        if not name.endswith(".jsonl"):
-            if name.lower().endswith(".jsonl"):
-                reason = f"step files end in lowercase '.jsonl' (rename it to {name[:-6] + '.jsonl'!r})"
+        if not name.endswith(STEP_FILE_SUFFIXES):
+            if name.lower().endswith(STEP_FILE_SUFFIXES):
+                suffix = next(x for x in STEP_FILE_SUFFIXES if name.lower().endswith(x))
+                reason = (f"step files end in lowercase '{suffix}' (rename it to "
+                          f"{name[:-len(suffix)] + suffix!r})")
             else:
                 reason = (f"not a step file ({describe_kind(mode)}); a loop directory holds step files "
                           f"({STEP_FILE_NAMES}), notes ({', '.join(NOTE_SUFFIXES)}) and hidden entries only")

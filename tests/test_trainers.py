@@ -117,3 +117,43 @@ def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_p
                      + json.dumps({"example_id": "x", "input": "q", "output": "b"}) + "\n")
     clashed = invoke("score", clash, "--run", new_run(tmp_path, "fields"), "--step", "0", env=judge_env(sim))
     assert clashed.exit_code == 2 and "clash.jsonl:2: duplicate id 'x' (also on line 1)" in clashed.stderr
+
+
+def test_arts_parquet_trajectory_log_is_a_step_file_read_as_art_reads_it(tmp_path: Path, sim) -> None:
+    """OpenPipe ART 0.5 logs each step's trajectories as trajectories/SPLIT/NNNN.parquet (written here by ART's own
+    write_trajectory_groups_parquet, examples/trainers/make_art_parquet.py): amaris read JSONL only. A row's
+    messages (flattened by ART, JSON text in columns) are the trajectory's, so the file scores as its JSONL dump."""
+    run = new_run(tmp_path)
+    result = invoke("loop", TRAINERS / "art", "--run", run, "--map", "supplemental_context=metadata.reference",
+                    "--json", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    assert [s["step"] for s in json.loads(result.stdout)["steps"]] == [2], "the step is the file name's"
+    stored = [json.loads(line) for line in (run / "steps/000002/rollouts.jsonl").read_text().splitlines()]
+    assert [r["output"] for r in stored] == [r["output"] for r in CANONICAL]
+    assert [r["supplemental_context"] for r in stored] == [r["supplemental_context"] for r in CANONICAL]
+    assert all(r["input"].endswith(c["input"]) for r, c in zip(stored, CANONICAL, strict=True))
+    dumped = new_run(tmp_path, "dumped")
+    assert invoke("score", TRAINERS / "art.jsonl", "--run", dumped, "--step", "2", "--map",
+                  "supplemental_context=metadata.reference", env=judge_env(sim)).exit_code == 0
+    listed = [invoke("rewards", "--run", r, "--step", "2", "--format", "list").stdout for r in (run, dumped)]
+    assert listed[0] == listed[1] and len(json.loads(listed[0])) == 6
+
+
+def test_a_parquet_file_amaris_cannot_use_is_an_error_naming_it_and_the_row(tmp_path: Path, sim,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bad = tmp_path / "3.parquet"
+    pq.write_table(pa.Table.from_pylist([{"input": "2+2?", "output": "4"}, {"input": "3+3?"}]), bad)
+    result = invoke("score", bad, "--run", new_run(tmp_path), "--step", "3", env=judge_env(sim))
+    assert result.exit_code == 2 and f"{bad}:2: " in result.stderr, result.stderr
+    garbage = tmp_path / "4.parquet"
+    garbage.write_bytes(b"PAR1 not really")
+    result = invoke("score", garbage, "--run", new_run(tmp_path, "g"), "--step", "4", env=judge_env(sim))
+    assert result.exit_code == 2 and f"{garbage}: not a readable Parquet file" in result.stderr, result.stderr
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as where pyarrow is not installed
+    result = invoke("score", bad, "--run", new_run(tmp_path, "p"), "--step", "3", env=judge_env(sim))
+    assert result.exit_code == 2 and "reading Parquet needs pyarrow: pip install 'amaris[parquet]'" in result.stderr
