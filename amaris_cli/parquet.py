@@ -19,13 +19,15 @@ from typing import Any
 import orjson
 
 from amaris_cli.errors import InputError
+from amaris_cli.inputfiles import MAX_INPUT_BYTES, format_size
 
 ART_JSON_COLUMNS = ("metadata", "metrics", "tools", "group_metadata", "group_metrics")
 ART_MESSAGE_FIELDS = {"role", "content", "tool_calls", "tool_call_id", "trainable"}
 
 
-def parquet_as_jsonl(data: bytes, path: Path) -> bytes:
-    """The rows of a Parquet file as JSONL lines, in file order."""
+def parquet_as_jsonl(data: bytes, path: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The rows of a Parquet file as JSONL lines, in file order; at most `max_bytes` of them, as for a JSONL input
+    (compressed columns can hold far more than the file's size)."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -35,11 +37,16 @@ def parquet_as_jsonl(data: bytes, path: Path) -> bytes:
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors (ArrowInvalid, OSError) for a file that is not Parquet
         raise InputError(path, f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
     lines = []
+    total = 0
     for number, row in enumerate(rows, start=1):
         try:
             lines.append(orjson.dumps(_art_row(row) if _is_art(row) else row, default=str))
         except (TypeError, orjson.JSONEncodeError) as exc:
             raise InputError(path, f"row cannot be read as JSON ({exc})", number) from None
+        total += len(lines[-1]) + 1
+        if total > max_bytes:
+            raise InputError(path, f"its rows come to more than the {format_size(max_bytes)} input limit as JSON lines "
+                             f"(at row {number}); split the file") from None
     return b"\n".join(lines) + b"\n" if lines else b""
 
 

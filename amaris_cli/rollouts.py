@@ -400,7 +400,7 @@ def read_rollout_file(
     `.parquet` file, parquet.py)."""
     path = Path(path)
     data, digest = read_input_bytes(path, max_input_bytes)
-    lines = parquet_as_jsonl(data, path) if path.suffix == ".parquet" else data  # (the digest is the file's)
+    lines = parquet_as_jsonl(data, path, max_input_bytes) if path.suffix == ".parquet" else data  # (digest: the file's)
     rollouts = parse_rollouts(lines, path, mapping, instance_field, default_step, max_line_bytes, step_required)
     return RolloutFile(path, rollouts, digest, len(data))
 

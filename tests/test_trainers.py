@@ -154,6 +154,15 @@ def test_a_parquet_file_amaris_cannot_use_is_an_error_naming_it_and_the_row(tmp_
     garbage.write_bytes(b"PAR1 not really")
     result = invoke("score", garbage, "--run", new_run(tmp_path, "g"), "--step", "4", env=judge_env(sim))
     assert result.exit_code == 2 and f"{garbage}: not a readable Parquet file" in result.stderr, result.stderr
+    # Compressed columns hold far more than the file's size: the input limit holds for the rows as JSON lines.
+    from amaris_cli.errors import InputError
+    from amaris_cli.rollouts import read_rollout_file
+
+    dense = tmp_path / "5.parquet"
+    pq.write_table(pa.Table.from_pylist([{"input": "q" * 1000, "output": "a"}] * 200), dense)
+    assert dense.stat().st_size < 20_000
+    with pytest.raises(InputError, match=r"its rows come to more than the 50000 bytes input limit as JSON lines"):
+        read_rollout_file(dense, max_input_bytes=50_000)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as where pyarrow is not installed
     result = invoke("score", bad, "--run", new_run(tmp_path, "p"), "--step", "3", env=judge_env(sim))
     assert result.exit_code == 2 and "reading Parquet needs pyarrow: pip install 'amaris[parquet]'" in result.stderr
