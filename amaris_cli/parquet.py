@@ -13,6 +13,7 @@ Parquet needs pyarrow (`pip install 'amaris[parquet]'`); nothing else imports it
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,9 @@ def parquet_as_jsonl(data: bytes, path: Path, max_bytes: int = MAX_INPUT_BYTES) 
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(path, "reading Parquet needs pyarrow: pip install 'amaris[parquet]' (or pyarrow)") from None
-    try:
-        rows = pq.read_table(io.BytesIO(data)).to_pylist()
-    except Exception as exc:  # noqa: BLE001 - pyarrow's errors (ArrowInvalid, OSError) for a file that is not Parquet
-        raise InputError(path, f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
     lines = []
     total = 0
-    for number, row in enumerate(rows, start=1):
+    for number, row in enumerate(_rows(pq, data, path), start=1):
         try:
             lines.append(orjson.dumps(_art_row(row) if _is_art(row) else row, default=str))
         except (TypeError, orjson.JSONEncodeError) as exc:
@@ -48,6 +45,15 @@ def parquet_as_jsonl(data: bytes, path: Path, max_bytes: int = MAX_INPUT_BYTES) 
             raise InputError(path, f"its rows come to more than the {format_size(max_bytes)} input limit as JSON lines "
                              f"(at row {number}); split the file") from None
     return b"\n".join(lines) + b"\n" if lines else b""
+
+
+def _rows(pq: Any, data: bytes, path: Path) -> Iterator[dict[str, Any]]:
+    """The file's rows a batch at a time (so the input limit stops a large file before it is all in memory)."""
+    try:
+        for batch in pq.ParquetFile(io.BytesIO(data)).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors (ArrowInvalid, OSError) for a file that is not Parquet
+        raise InputError(path, f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
 
 
 def _is_art(row: dict[str, Any]) -> bool:
