@@ -5,7 +5,9 @@ art.utils.trajectory_logging): a row per Trajectory with `messages` flattened to
 (JSON text), tool_call_id, trainable}` and `metadata`, `metrics`, `tools` as JSON text. Such a row is read back
 as ART reads it (`_unflatten_message`): the messages as `messages_and_choices` and those columns as the JSON
 they hold. Any other Parquet row is taken as it is (nested columns as JSON objects), so the field aliases of
-the README apply to both. Row N of the file is "line N" in errors.
+the README apply to both. Row N of the file is "line N" in errors. Read as strictly as a JSONL line: what JSON
+cannot hold (NaN, bytes) or would read as another value (a duplicate key, an integer beyond 64 bits, a column
+given twice) is an error, never converted.
 
 Parquet needs pyarrow (`pip install 'amaris[parquet]'`); nothing else imports it.
 """
@@ -13,6 +15,7 @@ Parquet needs pyarrow (`pip install 'amaris[parquet]'`); nothing else imports it
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ import orjson
 
 from amaris_cli.errors import InputError
 from amaris_cli.inputfiles import MAX_INPUT_BYTES, format_size
+from amaris_cli.jsonlimits import Unstorable, check_storable
 
 ART_JSON_COLUMNS = ("metadata", "metrics", "tools", "group_metadata", "group_metrics")
 ART_MESSAGE_FIELDS = {"role", "content", "tool_calls", "tool_call_id", "trainable"}
@@ -28,32 +32,69 @@ ART_MESSAGE_FIELDS = {"role", "content", "tool_calls", "tool_call_id", "trainabl
 
 def parquet_as_jsonl(data: bytes, path: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The rows of a Parquet file as JSONL lines, in file order; at most `max_bytes` of them, as for a JSONL input
-    (compressed columns can hold far more than the file's size)."""
+    (compressed columns can hold far more than the file's size: rows are made one at a time, each counted)."""
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(path, "reading Parquet needs pyarrow: pip install 'amaris[parquet]' (or pyarrow)") from None
-    lines = []
-    total = 0
-    for number, row in enumerate(_rows(pq, data, path), start=1):
+    lines = bytearray()  # held once (a list joined at the end would hold the lines twice)
+    for number, row in enumerate(_rows(pa, pq, data, path), start=1):
         try:
-            lines.append(orjson.dumps(_art_row(row) if _is_art(row) else row, default=str))
-        except (TypeError, orjson.JSONEncodeError) as exc:
-            raise InputError(path, f"row cannot be read as JSON ({exc})", number) from None
-        total += len(lines[-1]) + 1
-        if total > max_bytes:
+            _finite(row)
+            lines += orjson.dumps(_art_row(row) if _is_art(row) else row) + b"\n"
+        except orjson.JSONEncodeError as exc:  # bytes, durations, decimals: no JSON form, never their repr
+            raise InputError(path, f"a value has no JSON form ({exc}); give such a column as text or numbers",
+                             number) from None
+        except (ValueError, Unstorable) as exc:
+            raise InputError(path, str(exc), number) from None
+        if len(lines) > max_bytes:
             raise InputError(path, f"its rows come to more than the {format_size(max_bytes)} input limit as JSON lines "
                              f"(at row {number}); split the file") from None
-    return b"\n".join(lines) + b"\n" if lines else b""
+    return bytes(lines)
 
 
-def _rows(pq: Any, data: bytes, path: Path) -> Iterator[dict[str, Any]]:
-    """The file's rows a batch at a time (so the input limit stops a large file before it is all in memory)."""
+def _rows(pa: Any, pq: Any, data: bytes, path: Path) -> Iterator[dict[str, Any]]:
+    """The file's rows, each made on its own (a row of a dictionary-encoded column can be many times the file)."""
     try:
-        for batch in pq.ParquetFile(io.BytesIO(data)).iter_batches(batch_size=1024):
-            yield from batch.to_pylist()
+        schema = pq.ParquetFile(io.BytesIO(data)).schema_arrow
+        names = schema.names
+        # Text columns stay dictionary-encoded in a batch (one copy of a repeated value), so that only the row
+        # being made is decoded: 1,024 rows sharing one 20 MB value are 3 KB on disk and 20 GB decoded.
+        texts = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                 or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+        batches = pq.ParquetFile(io.BytesIO(data), read_dictionary=texts).iter_batches(batch_size=64)
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors (ArrowInvalid, OSError) for a file that is not Parquet
         raise InputError(path, f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise InputError(path, f"column {twice[0]!r} appears more than once (which one is meant is ambiguous)")
+    number = 0
+    while True:
+        try:
+            batch = next(batches, None)
+        except Exception as exc:  # noqa: BLE001 - as above, for a damaged row group
+            raise InputError(path, f"row group after row {number} cannot be read ({type(exc).__name__}: {exc})") from None
+        if batch is None:
+            return
+        for index in range(batch.num_rows):
+            number += 1
+            try:
+                row = batch.slice(index, 1).to_pylist()[0]
+            except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (a timestamp out of range)
+                raise InputError(path, f"row cannot be read ({type(exc).__name__}: {exc})", number) from None
+            yield row
+
+
+def _finite(value: Any) -> None:
+    """JSON has no NaN or infinity (a JSONL line holding one is refused): not read as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"a value is {value}, which JSON has no form for")
+    if isinstance(value, dict):
+        for item in value.values():
+            _finite(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _finite(item)
 
 
 def _is_art(row: dict[str, Any]) -> bool:
@@ -68,24 +109,33 @@ def _art_row(row: dict[str, Any]) -> dict[str, Any]:
     for column in ART_JSON_COLUMNS:
         text = out.get(column)
         if isinstance(text, str):
-            try:
-                out[column] = orjson.loads(text)
-            except orjson.JSONDecodeError:
-                pass  # left as the text it is: the reader says what is wrong with it, should it be read
+            out[column] = _json_text(text, f"column {column!r}")
         elif text is None:
             out.pop(column, None)
     out["messages_and_choices"] = [_message(m) for m in row["messages"]]
     return out
 
 
+def _json_text(text: str, what: str) -> Any:
+    """JSON that ART wrote as text, read as strictly as a JSONL line (duplicate keys, integers beyond 64 bits and
+    NaN refused: each would be read as a value the writer may not have meant)."""
+    raw = text.encode()
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{what} is not JSON ({exc})") from None
+    try:
+        check_storable(raw, value)
+    except Unstorable as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    return value
+
+
 def _message(flat: dict[str, Any]) -> dict[str, Any]:
     """As ART's `_unflatten_message`: role and content, and the tool calls or tool call id when there are."""
     message: dict[str, Any] = {"role": flat["role"], "content": flat["content"]}
     if flat.get("tool_calls"):
-        try:
-            message["tool_calls"] = orjson.loads(flat["tool_calls"])
-        except orjson.JSONDecodeError:
-            message["tool_calls"] = flat["tool_calls"]
+        message["tool_calls"] = _json_text(flat["tool_calls"], "a message's tool_calls")
     if flat.get("tool_call_id"):
         message["tool_call_id"] = flat["tool_call_id"]
     return message

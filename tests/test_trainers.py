@@ -166,3 +166,35 @@ def test_a_parquet_file_amaris_cannot_use_is_an_error_naming_it_and_the_row(tmp_
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as where pyarrow is not installed
     result = invoke("score", bad, "--run", new_run(tmp_path, "p"), "--step", "3", env=judge_env(sim))
     assert result.exit_code == 2 and "reading Parquet needs pyarrow: pip install 'amaris[parquet]'" in result.stderr
+
+
+def _art_row(metadata: str) -> dict:
+    turn = {"tool_calls": None, "tool_call_id": None}
+    return {"group_index": 0, "reward": 0.0, "metadata": metadata, "messages": [
+        {"role": "user", "content": "What is 2+2?", **turn, "trainable": False},
+        {"role": "assistant", "content": "Final answer: 4", **turn, "trainable": True}]}
+
+
+@pytest.mark.parametrize(("rows", "said"), [
+    # each would be read as a value the writer may not have meant: refused, as in a JSONL line
+    ([_art_row('{"reference": "4", "reference": "5"}')], "column 'metadata': duplicate key 'reference'"),
+    ([_art_row('{"reference": 123456789012345678901234567890}')], "column 'metadata': integer 1234567890"),
+    ([_art_row('{"reference": NaN}')], "column 'metadata' is not JSON"),
+    ([{"input": "2+2?", "output": "4", "reference": float("nan")}], "a value is nan, which JSON has no form for"),
+    ([{"input": b"2+2?", "output": b"4"}], "a value has no JSON form (Type is not JSON serializable: bytes)"),
+], ids=["duplicate key", "integer beyond 64 bits", "NaN in JSON text", "NaN", "bytes"])
+def test_a_parquet_value_is_never_read_as_another(tmp_path: Path, sim, rows: list[dict], said: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "1.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), source)
+    result = invoke("score", source, "--run", new_run(tmp_path), "--step", "1", "--map",
+                    "supplemental_context=metadata.reference" if "messages" in rows[0] else "supplemental_context=reference",
+                    env=judge_env(sim))
+    assert result.exit_code == 2 and f"{source}:1: {said}" in " ".join(result.stderr.split()), result.stderr
+    twice = tmp_path / "2.parquet"
+    pq.write_table(pa.table([pa.array(["2+2?"]), pa.array(["4"]), pa.array(["5"])], names=["input", "output", "output"]),
+                   twice)
+    result = invoke("score", twice, "--run", new_run(tmp_path, "twice"), "--step", "2", env=judge_env(sim))
+    assert result.exit_code == 2 and "column 'output' appears more than once" in result.stderr, result.stderr
