@@ -38,7 +38,7 @@ def parquet_as_jsonl(data: bytes, path: Path, max_bytes: int = MAX_INPUT_BYTES) 
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(path, "reading Parquet needs pyarrow: pip install 'amaris[parquet]' (or pyarrow)") from None
-    lines = bytearray()  # held once (a list joined at the end would hold the lines twice)
+    lines = bytearray()  # counted as it grows (the limit stops the file at the row that passes it)
     for number, row in enumerate(_rows(pa, pq, data, path), start=1):
         try:
             _finite(row)
