@@ -145,6 +145,7 @@ class StepProbes:
 
     path: Path
     named: Path
+    sha256: str | None = None  # of what was read (the kept copy's name); None when it could not be read
 
 
 def step_probes(session: Session, step: int) -> StepProbes | None:
@@ -155,27 +156,29 @@ def step_probes(session: Session, step: int) -> StepProbes | None:
         if recorded == "none":
             return None  # the source's step had no probes file (one named since is not the step's)
         if recorded is not None and (kept := _kept_path(session.replaying, recorded)).is_file():
-            return StepProbes(_keep(session.run, kept.read_bytes()), kept)
+            return _keep(session.run, kept.read_bytes(), kept)
         # a source made before probes were kept: its file as it is now
     named = probes_path(session.run, session.settings)
     if named is None:
         return None
     try:
-        return StepProbes(_keep(session.run, named.read_bytes()), named)
+        data = named.read_bytes()
     except OSError:
         return StepProbes(named, named)  # read_user_probes says what is wrong with it
+    return _keep(session.run, data, named)
 
 
 def _kept_path(run: RunDir, sha: str) -> Path:
     return run.path / KEPT_PROBES / f"{sha}.jsonl"
 
 
-def _keep(run: RunDir, data: bytes) -> Path:
-    path = _kept_path(run, hashlib.sha256(data).hexdigest())
+def _keep(run: RunDir, data: bytes, named: Path) -> StepProbes:
+    sha = hashlib.sha256(data).hexdigest()
+    path = _kept_path(run, sha)
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, data)
-    return path
+    return StepProbes(path, named, sha)
 
 
 def _recorded_probes(source: RunDir, step: int) -> str | None:
@@ -191,10 +194,10 @@ def _recorded_probes(source: RunDir, step: int) -> str | None:
     return None
 
 
-def read_user_probes(path: Path, named: Path | None = None) -> list[Item]:
+def read_user_probes(probes: StepProbes) -> list[Item]:
     """Every line of the probes file, validated; all bad lines are reported at once (file, line, reason), naming
-    `named` (the user's file, of which `path` is the run's copy)."""
-    shown = named or path
+    the user's file (of which `probes.path` is the run's copy)."""
+    path, shown = probes.path, probes.named
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -407,7 +410,7 @@ async def check(session: Session, step: int, base: RubricSet, new: RubricSet, pr
             items.append(item)
             spent += cost
     if probes is not None:
-        for item in read_user_probes(probes.path, probes.named):
+        for item in read_user_probes(probes):
             if settings.pipeline.per_instance and item.instance_id != iid:
                 continue  # a per-instance rubric is checked with its own instance's probes
             items.append(item)

@@ -74,7 +74,7 @@ def gate_inputs(session: Session, step: int, probes: StepProbes | None, skipped:
         return {"enabled": False}
     return {
         **settings.gate.model_dump(exclude={"probes_file"}),
-        "probes": None if probes is None else artifacts.file_sha256(probes.path) or f"missing: {probes.named}",
+        "probes": None if probes is None else probes.sha256 or artifacts.file_sha256(probes.path) or f"missing: {probes.named}",
         "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
         "analyses": analyses_sha(run, step, skipped),
         "agents": agent_inputs(session, "group_scorer"),
