@@ -28,6 +28,13 @@ from amaris_cli.jsonlimits import Unstorable, check_storable
 
 ART_JSON_COLUMNS = ("metadata", "metrics", "tools", "group_metadata", "group_metrics")
 ART_MESSAGE_FIELDS = {"role", "content", "tool_calls", "tool_call_id", "trainable"}
+MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes; no JSONL line starts with them
+
+
+def is_parquet(data: bytes, path: Path) -> bool:
+    """Whether a rollout file is read as Parquet: by its content, so `X.PARQUET`, a pipe or a misnamed file is
+    not read as JSONL (an error on every line); and by its name, so a damaged `.parquet` says it is not readable."""
+    return data.startswith(MAGIC) or path.suffix.lower() == ".parquet"
 
 
 def parquet_as_jsonl(data: bytes, path: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:

@@ -41,7 +41,7 @@ from amaris_cli.errors import InputError, InputErrors
 from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
 from amaris_cli.models import MAX_ROLLOUT_ID_CHARS, Rollout
-from amaris_cli.parquet import parquet_as_jsonl
+from amaris_cli.parquet import is_parquet, parquet_as_jsonl
 from amaris_cli.stepfiles import step_files, step_number
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -400,7 +400,7 @@ def read_rollout_file(
     `.parquet` file, parquet.py)."""
     path = Path(path)
     data, digest = read_input_bytes(path, max_input_bytes)
-    lines = parquet_as_jsonl(data, path, max_input_bytes) if path.suffix == ".parquet" else data  # (digest: the file's)
+    lines = parquet_as_jsonl(data, path, max_input_bytes) if is_parquet(data, path) else data  # (digest: the file's)
     rollouts = parse_rollouts(lines, path, mapping, instance_field, default_step, max_line_bytes, step_required)
     return RolloutFile(path, rollouts, digest, len(data))
 
@@ -431,6 +431,7 @@ def parse_rollouts(
     explicit_ids: dict[str, int] = {}
     prompt_ids: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (field, value) that may name a prompt: places
     last_step: tuple[int, int] | None = None  # (step, line)
+    stepless: list[int] = []  # lines without the step that `step_required` asks for
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -453,7 +454,7 @@ def parse_rollouts(
             errors.append(exc)
             continue
         if rollout.step is None and step_required:
-            errors.append(InputError(path, "the line has no step field (needed when one file holds many steps)", line_no))
+            stepless.append(line_no)
             continue
         if rollout.step is not None:
             if last_step is not None and rollout.step < last_step[0]:
@@ -487,9 +488,28 @@ def parse_rollouts(
                                                          "metadata": {field: shared, **rollout.metadata}})
             generated.append((index, line_no))
     errors.extend(_assign_generated_ids(path, rollouts, sorted(generated), explicit_ids))
+    errors.extend(_stepless_errors(path, stepless, any_step=last_step is not None))
     if errors:
         raise InputErrors(errors)
     return rollouts
+
+
+def _stepless_errors(path: Path, lines: list[int], any_step: bool) -> list[InputError]:
+    """Lines without a step in one file that holds many steps: each named when other lines have one; one error (at
+    the first) when none has, which is a file of one step (ART's NNNN.parquet, a step's JSONL) given where a file of many
+    steps or a directory of step files is meant."""
+    if not lines:
+        return []
+    if any_step:
+        return [InputError(path, "the line has no step field (needed when one file holds many steps)", n) for n in lines]
+    from amaris_cli.stepfiles import step_from_filename
+
+    named = step_from_filename(path)
+    where = (f"its name says it is step {named}: give `loop` the directory that holds it and the other steps' "
+             f"files, or score it alone with `amaris score {path} --step {named}`" if named is not None else
+             "give `loop` a directory of step files (one file a step) or add `step` to each line")
+    head = f"none of the file's {len(lines)} lines has a step field" if len(lines) != 1 else "the line has no step field"
+    return [InputError(path, f"{head}, which one file that holds many steps needs; {where}", lines[0])]
 
 
 def _assign_generated_ids(path: Path, rollouts: list[Rollout], generated: list[tuple[int, int]],

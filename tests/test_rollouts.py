@@ -177,7 +177,7 @@ def test_step_directory_and_single_file_inputs(tmp_path: Path) -> None:
     with pytest.raises(InputErrors, match=r"back.jsonl:2: step 1 comes after step 2 \(line 1\)"):
         discover_steps(backwards)
     no_step = write_jsonl(tmp_path / "nostep.jsonl", [{"input": "p", "output": "o"}])
-    with pytest.raises(InputErrors, match=r"nostep.jsonl:1: the line has no step field"):
+    with pytest.raises(InputErrors, match=r"nostep.jsonl:1: the line has no step field, .* or add `step` to each line"):
         discover_steps(no_step)
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()

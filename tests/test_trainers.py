@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,27 @@ def test_arts_parquet_trajectory_log_is_a_step_file_read_as_art_reads_it(tmp_pat
                   "supplemental_context=metadata.reference", env=judge_env(sim)).exit_code == 0
     listed = [invoke("rewards", "--run", r, "--step", "2", "--format", "list").stdout for r in (run, dumped)]
     assert listed[0] == listed[1] and len(json.loads(listed[0])) == 6
+
+
+def test_an_art_step_file_is_read_by_its_content_and_given_to_loop_says_to_pass_its_directory(tmp_path: Path,
+                                                                                                sim) -> None:
+    """A Parquet file was told by its name alone: `X.PARQUET` (or a pipe) was read as JSONL, an error on each
+    line. One ART step file given to `loop`, as a user holding trajectories/train/0002.parquet would, said "no
+    step field" for every row, with no word of what to pass instead."""
+    shouted = tmp_path / "STEP2.PARQUET"
+    shutil.copyfile(TRAINERS / "art" / "0002.parquet", shouted)
+    result = invoke("score", shouted, "--run", new_run(tmp_path), "--step", "2", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    result = invoke("loop", TRAINERS / "art" / "0002.parquet", "--run", new_run(tmp_path, "loop"), env=judge_env(sim))
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and said.count("step field") == 1, said
+    assert (f"{TRAINERS / 'art' / '0002.parquet'}:1: none of the file's 6 lines has a step field, which one file that holds many "
+            "steps needs; its name says it is step 2: give `loop` the directory") in said, said
+    # A file where some lines carry a step still names each line that does not.
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"input": "p", "output": "o", "step": 0}\n{"input": "q", "output": "o"}\n')
+    result = invoke("loop", mixed, "--run", new_run(tmp_path, "mixed"), env=judge_env(sim))
+    assert result.exit_code == 2 and f"{mixed}:2: the line has no step field" in result.stderr, result.stderr
 
 
 def test_a_parquet_file_amaris_cannot_use_is_an_error_naming_it_and_the_row(tmp_path: Path, sim,
