@@ -49,7 +49,7 @@ def parquet_as_jsonl(data: bytes, path: Path, max_bytes: int = MAX_INPUT_BYTES) 
     for number, row in enumerate(_rows(pa, pq, data, path), start=1):
         try:
             _finite(row)
-            lines += orjson.dumps(_art_row(row) if _is_art(row) else row) + b"\n"
+            lines += orjson.dumps(_art_row(row) if _is_art(row) else _not_near_art(row)) + b"\n"
         except orjson.JSONEncodeError as exc:  # bytes, durations, decimals: no JSON form, never their repr
             raise InputError(path, f"a value has no JSON form ({exc}); give such a column as text or numbers",
                              number) from None
@@ -108,6 +108,20 @@ def _is_art(row: dict[str, Any]) -> bool:
     messages = row.get("messages")
     return (isinstance(messages, list) and bool(messages)
             and all(isinstance(m, dict) and set(m) == ART_MESSAGE_FIELDS for m in messages))
+
+
+def _not_near_art(row: dict[str, Any]) -> dict[str, Any]:
+    """A row that is not ART's, unless its messages carry ART's `trainable` with other fields than ART 0.5 writes
+    and a column holds text where ART writes JSON as text (another ART version's log): that JSON would be read as
+    text, and its errors ("metadata is str") would not say why."""
+    messages = row.get("messages")
+    if (isinstance(messages, list) and any(isinstance(m, dict) and "trainable" in m for m in messages)
+            and any(isinstance(row.get(column), str) for column in ART_JSON_COLUMNS)):
+        fields = sorted({k for m in messages if isinstance(m, dict) for k in m})
+        raise ValueError(f"the row looks like an OpenPipe ART trajectory (its messages carry 'trainable') but its "
+                         f"messages' fields are {fields}, not ART 0.5's {sorted(ART_MESSAGE_FIELDS)} (another ART "
+                         "version's log?); dump each Trajectory as a JSONL line (`trajectory.model_dump_json()`)")
+    return row
 
 
 def _art_row(row: dict[str, Any]) -> dict[str, Any]:

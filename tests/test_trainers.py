@@ -154,6 +154,19 @@ def test_an_art_step_file_is_read_by_its_content_and_given_to_loop_says_to_pass_
     assert result.exit_code == 2 and said.count("step field") == 1, said
     assert (f"{TRAINERS / 'art' / '0002.parquet'}:1: none of the file's 6 lines has a step field, which one file that holds many "
             "steps needs; its name says it is step 2: give `loop` the directory") in said, said
+    # Another ART version's rows (other message fields) are not read as generic rows with JSON held as text.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    near = tmp_path / "0003.parquet"
+    pq.write_table(pa.Table.from_pylist([{"reward": 0.0, "metadata": '{"reference": "4"}', "messages": [
+        {"role": "user", "content": "What is 2+2?", "trainable": False, "name": None},
+        {"role": "assistant", "content": "4", "trainable": True, "name": None}]}]), near)
+    result = invoke("score", near, "--run", new_run(tmp_path, "near"), "--step", "3", "--map",
+                    "supplemental_context=metadata.reference", env=judge_env(sim))
+    assert result.exit_code == 2 and (f"{near}:1: the row looks like an OpenPipe ART trajectory (its messages carry "
+                                      "'trainable') but its messages' fields are ['content', 'name', 'role', "
+                                      "'trainable']") in " ".join(result.stderr.split()), result.stderr
     # A file where some lines carry a step still names each line that does not.
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"input": "p", "output": "o", "step": 0}\n{"input": "q", "output": "o"}\n')
