@@ -153,9 +153,9 @@ def step_probes(session: Session, step: int) -> StepProbes | None:
     is hashed is what is judged; in a replay, the version the source's step read, when the source kept it."""
     if session.replaying is not None:
         recorded = _recorded_probes(session.replaying, step)
-        if recorded == "none":
+        if recorded is not None and recorded.sha256 is None:
             return None  # the source's step had no probes file (one named since is not the step's)
-        if recorded is not None and (kept := _kept_path(session.replaying, recorded)).is_file():
+        if recorded is not None and recorded.sha256 and (kept := _kept_path(session.replaying, recorded.sha256)).is_file():
             return _keep(session.run, kept.read_bytes(), kept)
         # a source made before probes were kept: its file as it is now
     named = probes_path(session.run, session.settings)
@@ -181,16 +181,21 @@ def _keep(run: RunDir, data: bytes, named: Path) -> StepProbes:
     return StepProbes(path, named, sha)
 
 
-def _recorded_probes(source: RunDir, step: int) -> str | None:
-    """The SHA-256 of the probes file the source's gate of `step` read, "none" when it read none, None when the
-    source does not say (no gated update recorded, or the file was missing)."""
+@dataclass(frozen=True)
+class RecordedProbes:
+    sha256: str | None  # of the probes file the source's gate read; None: it read none
+
+
+def _recorded_probes(source: RunDir, step: int) -> RecordedProbes | None:
+    """What the source's gate of `step` read, or None when the source does not say (no gated update recorded, or
+    the file was missing)."""
     for made in artifacts.read_provenance(source, step).files.values():
         gate = made.inputs.get("gate")
         if isinstance(gate, dict) and "probes" in gate:
             probes = gate["probes"]
             if probes is None:
-                return "none"
-            return probes if isinstance(probes, str) and re.fullmatch(r"[0-9a-f]{64}", probes) else None
+                return RecordedProbes(None)
+            return RecordedProbes(probes) if isinstance(probes, str) and re.fullmatch(r"[0-9a-f]{64}", probes) else None
     return None
 
 

@@ -44,10 +44,14 @@ def _query_fields(query: str) -> list[tuple[str, str | None]]:
     return fields
 
 
+def _public_param(name: str) -> bool:
+    return unquote(name).lower() in PUBLIC_QUERY_PARAMS
+
+
 def _secret_query_values(query: str) -> list[str]:
     """Every value but the API version's; a field without `=` is a value (`?TOKEN`)."""
     return [name if value is None else value for name, value in _query_fields(query)
-            if (value is None and name) or (value and unquote(name).lower() not in PUBLIC_QUERY_PARAMS)]
+            if (value is None and name) or (value and not _public_param(name))]
 
 
 def public_url(url: str | None) -> str:
@@ -62,7 +66,7 @@ def public_url(url: str | None) -> str:
         return url
     host = parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
     query = "&".join((REDACTED if name else name) if value is None else
-                     f"{name}={value if not value or unquote(name).lower() in PUBLIC_QUERY_PARAMS else REDACTED}"
+                     f"{name}={value if not value or _public_param(name) else REDACTED}"
                      for name, value in _query_fields(parts.query)) if parts.query else ""
     return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
 
