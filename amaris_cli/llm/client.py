@@ -666,6 +666,9 @@ class LLMClient:
                 # do not wait for the rate budget, nor take from it (they held a step for minutes under a limit).
                 metered = limiter is not None and not endpoint.spent(step, time.monotonic(), outage_budget)
                 if metered and limiter is not None:
+                    # The client first (the first request waits for the SDK's import): a budget taken before that
+                    # wait refilled meanwhile, and the requests after it went out in a burst above the limit.
+                    self._client(agent)
                     try:  # also a request already waiting here when the step's budget runs out stops waiting
                         usage.rate_limited_s += await limiter.acquire(
                             estimate, give_up=lambda: endpoint.spent(step, time.monotonic(), outage_budget))
