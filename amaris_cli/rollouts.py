@@ -329,6 +329,20 @@ class _LineReader:
         )
         return rollout, (id_src if rollout_id is not None else None)
 
+    def sample_id(self, record: Any) -> str | None:
+        """The line's own id among the id fields after a prompt's (`request_id`): what names a rollout whose `uid`,
+        `example_id` or `extra_info.index` turns out to name its prompt (the fields' order in ALIASES)."""
+        if not isinstance(record, Mapping) or "id" in self.mapping:
+            return None
+        for source in ALIASES["id"]:
+            if source in PROMPT_ID_FIELDS or source == "id":
+                continue
+            value = lookup(record, source)
+            if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip() \
+                    and len(str(value)) <= MAX_ROLLOUT_ID_CHARS:
+                return str(value)
+        return None
+
 
 def _step_number(source: str, value: Any) -> int:
     try:
@@ -430,6 +444,7 @@ def parse_rollouts(
     generated: list[tuple[int, int]] = []  # (index, line) of rollouts whose id is the content hash
     explicit_ids: dict[str, int] = {}
     prompt_ids: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (field, value) that may name a prompt: places
+    sample_ids: dict[int, str] = {}  # by index: the `request_id` of a rollout whose id may name its prompt
     last_step: tuple[int, int] | None = None  # (step, line)
     stepless: list[int] = []  # lines without the step that `step_required` asks for
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
@@ -464,6 +479,8 @@ def parse_rollouts(
             last_step = (rollout.step, line_no)
         if id_source in PROMPT_ID_FIELDS and "id" not in (mapping or {}):  # (--map id=... says it is the id)
             prompt_ids.setdefault((id_source, rollout.id), []).append((len(rollouts), line_no))
+            if (own := reader.sample_id(record)) is not None:
+                sample_ids[len(rollouts)] = own
         elif id_source is not None:
             if rollout.id in explicit_ids:
                 errors.append(InputError(path, f"duplicate id {_short(rollout.id)} (first on line {explicit_ids[rollout.id]})", line_no))
@@ -480,13 +497,21 @@ def parse_rollouts(
             explicit_ids.setdefault(shared, places[0][1])
             continue
         # Several rollouts under one uid, example_id or dataset index: it names their prompt (a GRPO group, a
-        # verifiers example sampled n times), never one of them. Each gets its content id and keeps the value in
-        # its metadata; their instance is their prompt's, as that of a prompt the file holds once.
+        # verifiers example sampled n times), never one of them. Each gets its own `request_id` when it has one,
+        # else its content id, and keeps the value in its metadata; their instance is their prompt's, as that of a
+        # prompt the file holds once.
         for index, line_no in places:
             rollout = rollouts[index]
-            rollouts[index] = rollout.model_copy(update={"id": content_id(rollout),
+            own = sample_ids.get(index)
+            rollouts[index] = rollout.model_copy(update={"id": own or content_id(rollout),
                                                          "metadata": {field: shared, **rollout.metadata}})
-            generated.append((index, line_no))
+            if own is None:
+                generated.append((index, line_no))
+            elif own in explicit_ids:
+                errors.append(InputError(path, f"duplicate id {_short(own)} (first on line {explicit_ids[own]})",
+                                         line_no))
+            else:
+                explicit_ids[own] = line_no
     errors.extend(_assign_generated_ids(path, rollouts, sorted(generated), explicit_ids))
     errors.extend(_stepless_errors(path, stepless, any_step=last_step is not None))
     if errors:

@@ -120,6 +120,25 @@ def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_p
     assert clashed.exit_code == 2 and "clash.jsonl:2: duplicate id 'x' (also on line 1)" in clashed.stderr
 
 
+def test_a_rollout_whose_uid_names_its_prompt_is_named_by_its_own_request_id() -> None:
+    """A line with a shared `uid` and its own `request_id` (verl's rollout dumps carry one, sometimes): the uid names
+    the prompt, and the rollout was given its content id, its request_id kept nowhere. It is the rollout's id now;
+    a line of the group without one gets its content id, and a request_id given twice is still an error."""
+    from amaris_cli.errors import InputErrors
+    from amaris_cli.rollouts import content_id, parse_rollouts
+
+    rows = [{"uid": "p1", "request_id": "req-a", "input": "q", "output": "a"},
+            {"uid": "p1", "request_id": 7, "input": "q", "output": "b"},
+            {"uid": "p1", "input": "q", "output": "c"},
+            {"uid": "p2", "request_id": "req-c", "input": "r", "output": "d"}]
+    read = parse_rollouts("".join(json.dumps(r) + "\n" for r in rows).encode(), Path("verl.jsonl"))
+    assert [r.id for r in read[:2]] == ["req-a", "7"] and read[2].id == content_id(read[2]) and read[3].id == "p2"
+    assert [r.metadata for r in read] == [{"uid": "p1"}] * 3 + [{}]
+    rows[1]["request_id"] = "req-a"
+    with pytest.raises(InputErrors, match=r"verl.jsonl:2: duplicate id 'req-a' \(first on line 1\)"):
+        parse_rollouts("".join(json.dumps(r) + "\n" for r in rows).encode(), Path("verl.jsonl"))
+
+
 def test_arts_parquet_trajectory_log_is_a_step_file_read_as_art_reads_it(tmp_path: Path, sim) -> None:
     """OpenPipe ART 0.5 logs each step's trajectories as trajectories/SPLIT/NNNN.parquet (written here by ART's own
     write_trajectory_groups_parquet, examples/trainers/make_art_parquet.py): amaris read JSONL only. A row's
