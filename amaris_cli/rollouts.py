@@ -42,7 +42,7 @@ from amaris_cli.inputfiles import MAX_INPUT_BYTES, read_input_bytes
 from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, whole_file_problem
 from amaris_cli.models import MAX_ROLLOUT_ID_CHARS, Rollout
 from amaris_cli.parquet import is_parquet, parquet_as_jsonl
-from amaris_cli.stepfiles import step_files, step_number
+from amaris_cli.stepfiles import step_files, step_from_filename, step_number
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "example_id", "request_id", "extra_info.index"),
@@ -521,14 +521,12 @@ def parse_rollouts(
 
 def _stepless_errors(path: Path, lines: list[int], any_step: bool) -> list[InputError]:
     """Lines without a step in one file that holds many steps: each named when other lines have one; one error (at
-    the first) when none has, which is a file of one step (ART's NNNN.parquet, a step's JSONL) given where a file of many
+    the first) when none has: a file of one step (ART's NNNN.parquet, a step's JSONL) given where a file of many
     steps or a directory of step files is meant."""
     if not lines:
         return []
     if any_step:
         return [InputError(path, "the line has no step field (needed when one file holds many steps)", n) for n in lines]
-    from amaris_cli.stepfiles import step_from_filename
-
     named = step_from_filename(path)
     where = (f"its name says it is step {named}: give `loop` the directory that holds it and the other steps' "
              f"files, or score it alone with `amaris score {path} --step {named}`" if named is not None else
