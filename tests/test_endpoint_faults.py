@@ -160,8 +160,10 @@ def test_the_response_format_hint_only_follows_errors_about_response_format(tmp_
 # --- rate limits --------------------------------------------------------------------------------------
 
 @pytest.mark.timeout(60)
-def test_requests_per_minute_spaces_the_requests_before_they_are_sent(tmp_path: Path, sim_factory) -> None:
-    judge = sim_factory()
+@pytest.mark.parametrize("latency", [0.0, 0.5], ids=["answers at once", "answers in 0.5 s"])
+def test_requests_per_minute_spaces_the_requests_before_they_are_sent(tmp_path: Path, sim_factory,
+                                                                       latency: float) -> None:
+    judge = sim_factory(latency=latency)
     run = new_run(tmp_path)
     rows = [dict(ROLLOUTS[i % 2], id=f"r{i}") for i in range(10)]
     env = judge_env(judge, AMARIS_SCORER_REQUESTS_PER_MINUTE="240")  # 4 per second, at most 4 at once
@@ -169,8 +171,9 @@ def test_requests_per_minute_spaces_the_requests_before_they_are_sent(tmp_path: 
     assert result.exit_code == 0, result.stderr
     arrivals = judge.arrivals
     assert len(arrivals) == 10
-    # A token bucket: the j - i + 1 requests from i to j need (j - i + 1 - 4) / 4 seconds. The first request took its
-    # budget, then waited for the SDK's import while the bucket refilled: five arrived at once.
+    # A token bucket: the j - i + 1 requests from i to j need (j - i + 1 - 4) / 4 seconds. Requests took their budget,
+    # then waited (for the SDK's import, for the first request's answer) while the bucket refilled: five, then seven,
+    # arrived at once.
     for i in range(len(arrivals)):
         for j in range(i + 4, len(arrivals)):
             assert arrivals[j] - arrivals[i] >= (j - i - 3) / 4 - 0.05, (i, j, [round(a - arrivals[0], 3) for a in arrivals])

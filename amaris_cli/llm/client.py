@@ -36,7 +36,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -433,7 +433,10 @@ class LLMClient:
         )
 
     async def _attempt(self, name: str, agent: AgentSettings, body: bytes, payload: dict[str, Any],
-                       usage: AgentUsage, step: int | None, first: bool) -> _Reply:
+                       usage: AgentUsage, step: int | None, first: bool,
+                       meter: Callable[[], Awaitable[None]] | None = None) -> _Reply:
+        """One attempt: a concurrency slot, the endpoint's first contact (one request until it answers), then
+        `meter` (the rate budget), and the request."""
         endpoint = self._endpoint(agent)
 
         async def send() -> _Reply:
@@ -457,6 +460,10 @@ class LLMClient:
                         endpoint.probing = probe = True
                     elif endpoint.not_before > time.monotonic():  # asked while this request queued: _request waits
                         raise _Held
+                    if meter is not None:
+                        await meter()
+                        if endpoint.not_before > time.monotonic():  # asked while this one waited for its budget
+                            raise _Held
                     wait = OUTAGE_MAX_DELAY_S
                     try:
                         usage.requests += 1
@@ -643,7 +650,7 @@ class LLMClient:
         failed_at = started
         last_error = "no attempt made"
         attempt = counted = 0
-        metered = False  # the attempt took from the rate limiter's budget
+        metered = False  # the attempt took from the rate limiter's budget (meter)
         endpoint, outage_budget = self._endpoint(agent), self.settings.llm.outage_budget
         while counted < agent.max_attempts:
             attempt += 1
@@ -661,20 +668,27 @@ class LLMClient:
                     raise OutageInterrupted(f"not judged: stopping while the {name} endpoint "
                                             f"{public_url(agent.base_url)} asked to wait "
                                             f"({last_error if attempt > 1 else 'Retry-After'})")
-            try:
-                # A step that spent its outage budget sends nothing but a probe now and then (_attempt): its requests
-                # do not wait for the rate budget, nor take from it (they held a step for minutes under a limit).
+            metered = False
+
+            async def meter() -> None:
+                """The attempt's rate budget, taken by _attempt as the last thing before it sends: a budget taken
+                before a wait (the first contact's answer, a free slot, the SDK's import) refilled meanwhile, and
+                the requests after that wait went out in a burst above the limit. A step that spent its outage
+                budget sends nothing but a probe now and then: its requests do not wait for the rate budget, nor
+                take from it (they held a step for minutes under a limit)."""
+                nonlocal metered
                 metered = limiter is not None and not endpoint.spent(step, time.monotonic(), outage_budget)
                 if metered and limiter is not None:
-                    # The client first (the first request waits for the SDK's import): a budget taken before that
-                    # wait refilled meanwhile, and the requests after it went out in a burst above the limit.
-                    self._client(agent)
+                    self._client(agent)  # the first request waits for the SDK's import here, not after
                     try:  # also a request already waiting here when the step's budget runs out stops waiting
                         usage.rate_limited_s += await limiter.acquire(
                             estimate, give_up=lambda: endpoint.spent(step, time.monotonic(), outage_budget))
                     except GaveUp:
+                        metered = False
                         raise self._outage_spent(name, agent, endpoint) from None
-                reply = await self._attempt(name, agent, body, payload, usage, step, attempt == 1)
+
+            try:
+                reply = await self._attempt(name, agent, body, payload, usage, step, attempt == 1, meter)
             except _Transient as exc:
                 if not exc.answered and not endpoint.confirmed and outage_budget == 0:
                     # As many attempts as one request makes, over all requests, without a single answer: the next
