@@ -152,12 +152,12 @@ def step_probes(session: Session, step: int) -> StepProbes | None:
     """The probes file of `step`'s gate: the user's (probes_path), read once into the run's kept copy so that what
     is hashed is what is judged; in a replay, the version the source's step read, when the source kept it."""
     if session.replaying is not None:
-        recorded = _recorded_probes(session.replaying, step)
-        if recorded is not None and recorded.sha256 is None:
-            return None  # the source's step had no probes file (one named since is not the step's)
-        if recorded is not None and recorded.sha256 and (kept := _kept_path(session.replaying, recorded.sha256)).is_file():
-            return _keep(session.run, kept.read_bytes(), kept)
-        # a source made before probes were kept: its file as it is now
+        match _recorded_probes(session.replaying, step):
+            case RecordedProbes(sha256=None):
+                return None  # the source's step had no probes file (one named since is not the step's)
+            case RecordedProbes(sha256=str(sha)) if (kept := _kept_path(session.replaying, sha)).is_file():
+                return _keep(session.run, kept.read_bytes(), kept)
+        # a source made before probes were kept, or that does not say: its file as it is now
     named = probes_path(session.run, session.settings)
     if named is None:
         return None
@@ -195,7 +195,8 @@ def _recorded_probes(source: RunDir, step: int) -> RecordedProbes | None:
             probes = gate["probes"]
             if probes is None:
                 return RecordedProbes(None)
-            return RecordedProbes(probes) if isinstance(probes, str) and re.fullmatch(r"[0-9a-f]{64}", probes) else None
+            valid = isinstance(probes, str) and re.fullmatch(r"[0-9a-f]{64}", probes)
+            return RecordedProbes(probes) if valid else None
     return None
 
 

@@ -28,7 +28,7 @@ from amaris_cli.jsonlimits import Unstorable, check_storable
 
 ART_JSON_COLUMNS = ("metadata", "metrics", "tools", "group_metadata", "group_metrics")
 ART_MESSAGE_FIELDS = {"role", "content", "tool_calls", "tool_call_id", "trainable"}
-MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes; no JSONL line starts with them
+MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes; no JSON value starts with them
 
 
 def is_parquet(data: bytes, path: Path) -> bool:
@@ -114,11 +114,11 @@ def _is_art(row: dict[str, Any]) -> bool:
 
 def _not_near_art(row: dict[str, Any]) -> dict[str, Any]:
     """A row that is not ART's, unless its messages carry ART's `trainable` with other fields than ART 0.5 writes
-    and a column holds text where ART writes JSON as text (another ART version's log): that JSON would be read as
-    text, and its errors ("metadata is str") would not say why."""
+    and its `metadata` is text, as ART writes it (another ART version's log): read as it is, the row fails with
+    "metadata must be an object", which would not say why. (A row whose metadata is not text reads as before.)"""
     messages = row.get("messages")
     if (isinstance(messages, list) and any(isinstance(m, dict) and "trainable" in m for m in messages)
-            and any(isinstance(row.get(column), str) for column in ART_JSON_COLUMNS)):
+            and isinstance(row.get("metadata"), str)):
         fields = sorted({k for m in messages if isinstance(m, dict) for k in m})
         raise ValueError(f"the row looks like an OpenPipe ART trajectory (its messages carry 'trainable') but its "
                          f"messages' fields are {fields}, not ART 0.5's {sorted(ART_MESSAGE_FIELDS)} (another ART "

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -332,7 +333,7 @@ class _LineReader:
     def sample_id(self, record: Any) -> str | None:
         """The line's own id among the id fields after a prompt's (`request_id`): what names a rollout whose `uid`,
         `example_id` or `extra_info.index` turns out to name its prompt (the fields' order in ALIASES)."""
-        if not isinstance(record, Mapping) or "id" in self.mapping:
+        if not isinstance(record, Mapping):
             return None
         for source in ALIASES["id"]:
             if source in PROMPT_ID_FIELDS or source == "id":
@@ -508,14 +509,15 @@ def parse_rollouts(
             if own is None:
                 generated.append((index, line_no))
             elif own in explicit_ids:
-                errors.append(InputError(path, f"duplicate id {_short(own)} (first on line {explicit_ids[own]})",
-                                         line_no))
+                other = explicit_ids[own]
+                errors.append(InputError(path, f"duplicate id {_short(own)} ({'first' if other < line_no else 'also'} "
+                                               f"on line {other})", line_no))
             else:
                 explicit_ids[own] = line_no
     errors.extend(_assign_generated_ids(path, rollouts, sorted(generated), explicit_ids))
     errors.extend(_stepless_errors(path, stepless, any_step=last_step is not None))
     if errors:
-        raise InputErrors(errors)
+        raise InputErrors(sorted(errors, key=lambda e: e.line or 0))  # in line order (some are found at the end)
     return rollouts
 
 
@@ -529,9 +531,10 @@ def _stepless_errors(path: Path, lines: list[int], any_step: bool) -> list[Input
         return [InputError(path, "the line has no step field (needed when one file holds many steps)", n) for n in lines]
     named = step_from_filename(path)
     where = (f"its name says it is step {named}: give `loop` the directory that holds it and the other steps' "
-             f"files, or score it alone with `amaris score {path} --step {named}`" if named is not None else
+             f"files, or score it alone with `amaris score {shlex.quote(str(path))} --step {named}`"
+             if named is not None else
              "give `loop` a directory of step files (one file a step) or add `step` to each line")
-    head = f"none of the file's {len(lines)} lines has a step field" if len(lines) != 1 else "the line has no step field"
+    head = "no line of the file has a step field" if len(lines) != 1 else "the line has no step field"
     return [InputError(path, f"{head}, which one file that holds many steps needs; {where}", lines[0])]
 
 

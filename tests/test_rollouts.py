@@ -179,6 +179,10 @@ def test_step_directory_and_single_file_inputs(tmp_path: Path) -> None:
     no_step = write_jsonl(tmp_path / "nostep.jsonl", [{"input": "p", "output": "o"}])
     with pytest.raises(InputErrors, match=r"nostep.jsonl:1: the line has no step field, .* or add `step` to each line"):
         discover_steps(no_step)
+    (tmp_path / "mixed.jsonl").write_text('{"input": "p", "output": "o"}\n"x"\n{"input": "q", "output": "o"}\n')
+    with pytest.raises(InputErrors) as raised:  # in line order, though the step's is found after the file is read
+        discover_steps(tmp_path / "mixed.jsonl")
+    assert [e.line for e in raised.value.errors] == [1, 2]
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     with pytest.raises(InputError, match="no step files"):

@@ -137,6 +137,9 @@ def test_a_rollout_whose_uid_names_its_prompt_is_named_by_its_own_request_id() -
     rows[1]["request_id"] = "req-a"
     with pytest.raises(InputErrors, match=r"verl.jsonl:2: duplicate id 'req-a' \(first on line 1\)"):
         parse_rollouts("".join(json.dumps(r) + "\n" for r in rows).encode(), Path("verl.jsonl"))
+    rows[1]["request_id"], rows[3] = "b", {"id": "req-a", "input": "s", "output": "e"}  # an explicit id, later
+    with pytest.raises(InputErrors, match=r"verl.jsonl:1: duplicate id 'req-a' \(also on line 4\)"):
+        parse_rollouts("".join(json.dumps(r) + "\n" for r in rows).encode(), Path("verl.jsonl"))
 
 
 def test_arts_parquet_trajectory_log_is_a_step_file_read_as_art_reads_it(tmp_path: Path, sim) -> None:
@@ -168,11 +171,15 @@ def test_an_art_step_file_is_read_by_its_content_and_given_to_loop_says_to_pass_
     shutil.copyfile(TRAINERS / "art" / "0002.parquet", shouted)
     result = invoke("score", shouted, "--run", new_run(tmp_path), "--step", "2", env=judge_env(sim))
     assert result.exit_code == 0, result.stderr
+    misnamed = tmp_path / "step2.jsonl"  # told by its bytes, not its name
+    shutil.copyfile(TRAINERS / "art" / "0002.parquet", misnamed)
+    result = invoke("score", misnamed, "--run", new_run(tmp_path, "misnamed"), "--step", "2", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
     result = invoke("loop", TRAINERS / "art" / "0002.parquet", "--run", new_run(tmp_path, "loop"), env=judge_env(sim))
     said = " ".join(result.stderr.split())
     assert result.exit_code == 2 and said.count("step field") == 1, said
-    assert (f"{TRAINERS / 'art' / '0002.parquet'}:1: none of the file's 6 lines has a step field, which one file that holds many "
-            "steps needs; its name says it is step 2: give `loop` the directory") in said, said
+    assert (f"{TRAINERS / 'art' / '0002.parquet'}:1: no line of the file has a step field, which one file that holds "
+            "many steps needs; its name says it is step 2: give `loop` the directory") in said, said
     # Another ART version's rows (other message fields) are not read as generic rows with JSON held as text.
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -186,6 +193,12 @@ def test_an_art_step_file_is_read_by_its_content_and_given_to_loop_says_to_pass_
     assert result.exit_code == 2 and (f"{near}:1: the row looks like an OpenPipe ART trajectory (its messages carry "
                                       "'trainable') but its messages' fields are ['content', 'name', 'role', "
                                       "'trainable']") in " ".join(result.stderr.split()), result.stderr
+    # Such a row whose metadata is not text read before, and still does (its other columns are not amaris's).
+    pq.write_table(pa.Table.from_pylist([{"metrics": '{"x": 1}', "messages": [
+        {"role": "user", "content": "What is 2+2?", "trainable": False},
+        {"role": "assistant", "content": "4", "trainable": True}]}]), near)
+    result = invoke("score", near, "--run", new_run(tmp_path, "near-ok"), "--step", "3", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
     # A file where some lines carry a step still names each line that does not.
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"input": "p", "output": "o", "step": 0}\n{"input": "q", "output": "o"}\n')
