@@ -448,6 +448,7 @@ def parse_rollouts(
     sample_ids: dict[int, str] = {}  # by index: the `request_id` of a rollout whose id may name its prompt
     last_step: tuple[int, int] | None = None  # (step, line)
     stepless: list[int] = []  # lines without the step that `step_required` asks for
+    stepped = False  # a bad line that gives a step (the file is one of many steps, whatever its other lines)
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -468,6 +469,7 @@ def parse_rollouts(
             continue
         except InputError as exc:
             errors.append(exc)
+            stepped = stepped or (isinstance(record, dict) and any(k in record for k in ALIASES["step"]))
             continue
         if rollout.step is None and step_required:
             stepless.append(line_no)
@@ -515,7 +517,7 @@ def parse_rollouts(
             else:
                 explicit_ids[own] = line_no
     errors.extend(_assign_generated_ids(path, rollouts, sorted(generated), explicit_ids))
-    errors.extend(_stepless_errors(path, stepless, any_step=last_step is not None))
+    errors.extend(_stepless_errors(path, stepless, any_step=stepped or last_step is not None))
     if errors:
         raise InputErrors(sorted(errors, key=lambda e: e.line or 0))  # in line order (some are found at the end)
     return rollouts

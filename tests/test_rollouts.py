@@ -183,6 +183,10 @@ def test_step_directory_and_single_file_inputs(tmp_path: Path) -> None:
     with pytest.raises(InputErrors) as raised:  # in line order, though the step's is found after the file is read
         discover_steps(tmp_path / "mixed.jsonl")
     assert [e.line for e in raised.value.errors] == [1, 2]
+    # A line that gives a step but is bad otherwise still makes it a file of many steps: each stepless line is named.
+    (tmp_path / "bad.jsonl").write_text('{"step": 0, "input": 5, "output": "o"}\n{"input": "q", "output": "o"}\n')
+    with pytest.raises(InputErrors, match=r"bad.jsonl:2: the line has no step field \(needed when one file holds"):
+        discover_steps(tmp_path / "bad.jsonl")
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     with pytest.raises(InputError, match="no step files"):
