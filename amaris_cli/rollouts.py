@@ -289,15 +289,10 @@ class _LineReader:
         id_src, id_value = self.first(record, "id")
         if id_value is _MISSING:
             rollout_id = None
-        elif isinstance(id_value, bool) or not isinstance(id_value, str | int):
-            raise bad(f"field {id_src!r} must be a string or an integer, got {type(id_value).__name__}")
+        elif problem := _id_problem(id_value):
+            raise bad(f"field {id_src!r} {problem}")
         else:
             rollout_id = str(id_value)
-            if not rollout_id.strip():
-                raise bad(f"field {id_src!r} is empty")
-            if len(rollout_id) > MAX_ROLLOUT_ID_CHARS:
-                raise bad(f"field {id_src!r} has {len(rollout_id)} characters, more than {MAX_ROLLOUT_ID_CHARS} "
-                          f"({_short(rollout_id)}); an id names a rollout, it does not hold it")
 
         instance_id: str | None = None
         if self.instance_field:
@@ -339,10 +334,22 @@ class _LineReader:
             if source in PROMPT_ID_FIELDS or source == "id":
                 continue
             value = lookup(record, source)
-            if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip() \
-                    and len(str(value)) <= MAX_ROLLOUT_ID_CHARS:
+            if value is not _MISSING and value is not None and _id_problem(value) is None:
                 return str(value)
         return None
+
+
+def _id_problem(value: Any) -> str | None:
+    """Why a field's value cannot be a rollout's id (said after "field 'NAME'"), or None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return f"must be a string or an integer, got {type(value).__name__}"
+    text = str(value)
+    if not text.strip():
+        return "is empty"
+    if len(text) > MAX_ROLLOUT_ID_CHARS:
+        return (f"has {len(text)} characters, more than {MAX_ROLLOUT_ID_CHARS} ({_short(text)}); an id names a "
+                "rollout, it does not hold it")
+    return None
 
 
 def _step_number(source: str, value: Any) -> int:

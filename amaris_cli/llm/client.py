@@ -652,6 +652,24 @@ class LLMClient:
         attempt = counted = 0
         metered = False  # the attempt took from the rate limiter's budget (meter)
         endpoint, outage_budget = self._endpoint(agent), self.settings.llm.outage_budget
+
+        async def meter() -> None:
+            """The attempt's rate budget, taken by _attempt as the last thing before it sends: a budget taken
+            before a wait (the first contact's answer, a free slot, the SDK's import) refilled meanwhile, and
+            the requests after that wait went out in a burst above the limit. A step that spent its outage
+            budget sends nothing but a probe now and then: its requests do not wait for the rate budget, nor
+            take from it (they held a step for minutes under a limit)."""
+            nonlocal metered
+            metered = limiter is not None and not endpoint.spent(step, time.monotonic(), outage_budget)
+            if metered and limiter is not None:
+                self._client(agent)  # the first request waits for the SDK's import here, not after
+                try:  # also a request already waiting here when the step's budget runs out stops waiting
+                    usage.rate_limited_s += await limiter.acquire(
+                        estimate, give_up=lambda: endpoint.spent(step, time.monotonic(), outage_budget))
+                except GaveUp:
+                    metered = False
+                    raise self._outage_spent(name, agent, endpoint) from None
+
         while counted < agent.max_attempts:
             attempt += 1
             counted += 1
@@ -669,24 +687,6 @@ class LLMClient:
                                             f"{public_url(agent.base_url)} asked to wait "
                                             f"({last_error if attempt > 1 else 'Retry-After'})")
             metered = False
-
-            async def meter() -> None:
-                """The attempt's rate budget, taken by _attempt as the last thing before it sends: a budget taken
-                before a wait (the first contact's answer, a free slot, the SDK's import) refilled meanwhile, and
-                the requests after that wait went out in a burst above the limit. A step that spent its outage
-                budget sends nothing but a probe now and then: its requests do not wait for the rate budget, nor
-                take from it (they held a step for minutes under a limit)."""
-                nonlocal metered
-                metered = limiter is not None and not endpoint.spent(step, time.monotonic(), outage_budget)
-                if metered and limiter is not None:
-                    self._client(agent)  # the first request waits for the SDK's import here, not after
-                    try:  # also a request already waiting here when the step's budget runs out stops waiting
-                        usage.rate_limited_s += await limiter.acquire(
-                            estimate, give_up=lambda: endpoint.spent(step, time.monotonic(), outage_budget))
-                    except GaveUp:
-                        metered = False
-                        raise self._outage_spent(name, agent, endpoint) from None
-
             try:
                 reply = await self._attempt(name, agent, body, payload, usage, step, attempt == 1, meter)
             except _Transient as exc:
