@@ -93,6 +93,22 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["AMARIS_EMBEDDING_CACHE"] = config.amaris_embedding_cache  # type: ignore[attr-defined]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With TEST_CPU_LOG=FILE, append each test's CPU to FILE (bench/suite_cpu.py sums it): the suite is bound by
+    CPU on 2 cores, which --durations (wall time) does not show. Children count once waited for."""
+    log = os.environ.get("TEST_CPU_LOG")
+    before, started = os.times(), time.monotonic()
+    yield
+    if log:
+        after = os.times()
+        own = after.user + after.system - before.user - before.system
+        children = (after.children_user + after.children_system - before.children_user - before.children_system)
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"test": item.nodeid, "cpu": round(own, 3), "children_cpu": round(children, 3),
+                                  "wall": round(time.monotonic() - started, 3)}) + "\n")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     cache = getattr(config, "amaris_embedding_cache", None)
     if cache is not None:
