@@ -142,7 +142,7 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
     source, out = options.source, options.out
     flags = options.config_layer()
     src, dst = RunDir(source), RunDir(out)
-    src.require()
+    src.require("a replay's source is a run amaris wrote: give the directory that holds its run.json")
     steps = artifacts.steps_with_rollouts(src)
     if not steps:
         raise AmarisError(f"{source}: the run holds no steps to replay")

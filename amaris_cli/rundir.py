@@ -189,11 +189,11 @@ class RunDir:
     def exists(self) -> bool:
         return self.manifest_path.exists()
 
-    def require(self) -> None:
+    def require(self, advice: str | None = None) -> None:
+        """`advice`: what to do instead, where creating the run is not the answer (a replay's source)."""
         if not self.exists():
-            raise AmarisError(
-                f"{self.path}: not an amaris run directory (no run.json); create it with `amaris init {self.path} --config FILE`"
-            )
+            raise AmarisError(f"{self.path}: not an amaris run directory (no run.json); "
+                              f"{advice or f'create it with `amaris init {self.path} --config FILE`'}")
 
     # --- manifest -----------------------------------------------------------------------
     def load_manifest(self) -> Manifest:
