@@ -438,7 +438,7 @@ def test_make_demo_ends_by_saying_what_to_run_next() -> None:
     recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
     assert "$(BIN)/amaris report runs/demo" in recipe
     for said in ("$(BIN)/amaris inspect runs/demo", "$(BIN)/amaris report runs/demo", "source $(BIN)/activate",
-                 "runs/demo/report.html", "fixed example files", "the rubric got stricter"):
+                 "runs/demo/report.html", "fixed example files", "its own mix of correct", "gets stricter"):
         assert said in recipe, said
     readme = (ROOT / "README.md").read_text()
     assert ".venv/bin/amaris inspect runs/demo" in readme and "source .venv/bin/activate" in readme
