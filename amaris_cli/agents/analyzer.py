@@ -26,14 +26,15 @@ def verdicts_for_analyzer(rubric: RubricSet, score: ScoreRecord) -> Any:
 
 def analyzer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, score: ScoreRecord, step: int) -> list[dict[str, str]]:
     verdicts = verdicts_for_analyzer(rubric, score)
+    progress = kit.progress(step)
     return render(
         kit.template("analyzer"),
-        trusted={**kit.progress(step), "hacking_vocabulary": vocabulary_text(),
+        trusted={**progress.trusted, "hacking_vocabulary": vocabulary_text(),
                  "reward": "None" if score.reward is None or score.status != "scored" else f"{score.reward:.3f}"},
         untrusted={"prompt": rollout.input, "reference": rollout.supplemental_context or "",
                    "response": rollout.output, "verdicts": compact_json(verdicts)},
         max_chars=kit.max_chars,
-        system_untrusted={"rubric": rubric_json(rubric)},
+        system_untrusted={"rubric": rubric_json(rubric), **progress.system_data},
     )
 
 

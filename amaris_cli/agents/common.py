@@ -11,7 +11,7 @@ import orjson
 from amaris_cli.config import AGENTS, Settings, TrainingSettings
 from amaris_cli.llm.client import LLMClient
 from amaris_cli.models import RubricSet
-from amaris_cli.prompts import Template, block_tag, data_block, load_template
+from amaris_cli.prompts import LedData, Template, load_template
 from amaris_cli.rundir import RunDir
 from amaris_cli.training import TrainingMetadata, load_training, training_path
 
@@ -87,25 +87,30 @@ class AgentKit:
         metadata = self.step_training(step)
         return self.settings.training if metadata is None else metadata.applied_to(self.settings.training)
 
-    def training_context(self, step: int) -> str:
-        """The training context of a step for the agents that judge its progress: the run's (trusted text, as
-        the scorers get it), or, when the step's requests said something about training, all of it as data
-        in a block of its own (its tag a hash of its text, so it is the same for every request of the step)."""
-        if self.step_training(step) is None:
-            return self.training()
-        text = _context_lines(self.training_settings(step))
-        return f"{SENT_BY_TRAINER}\n{data_block('TRAINING', text, block_tag([text]))}"
-
     def stage(self, step: int) -> str:
         """Where training is, for the agents that judge progress (never the scorer)."""
         training: TrainingSettings = self.training_settings(step)
         total = training.total_steps
         return f"step {step} of {total}" if total else f"step {step}"
 
-    def progress(self, step: int) -> dict[str, Any]:
-        """The trusted fields of the agents that judge a step's progress (all but the scorers): the
-        training context, where training is, and the step."""
-        return {"training": self.training_context(step), "stage": self.stage(step), "step": step}
+    def progress(self, step: int) -> Progress:
+        """What the agents that judge a step's progress (all but the scorers) are told about training: the run's
+        training context as trusted text (as the scorers get it), or, when the step's requests said something
+        about training, all of it as data in a block of the system message (a trainer's text, untrusted like
+        a rollout's: it shares the rubric block's tag, so it can forge neither that block nor be forged by a
+        rollout); where training is; and the step."""
+        trusted: dict[str, Any] = {"stage": self.stage(step), "step": step}
+        if self.step_training(step) is None:
+            return Progress({**trusted, "training": self.training()}, {})
+        return Progress(trusted, {"training": LedData(SENT_BY_TRAINER, _context_lines(self.training_settings(step)))})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A step's progress fields for `render`: the trusted ones, and the system message's data (a trainer's)."""
+
+    trusted: dict[str, Any]
+    system_data: dict[str, str | LedData]
 
 
 def _context_lines(t: TrainingSettings) -> str:

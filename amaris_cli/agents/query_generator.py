@@ -20,13 +20,15 @@ def query_budget(max_queries: int | None) -> str:
 
 async def generate_queries(kit: AgentKit, step: int, summary: SummaryRecord, max_queries: int | None) -> Answer[QueriesAnswer]:
     cap = max_queries or ADAPTIVE_QUERY_CAP
+    progress = kit.progress(step)
     messages = render(
         kit.template("query_generator"),
-        trusted={**kit.progress(step), "query_budget": query_budget(max_queries),
+        trusted={**progress.trusted, "query_budget": query_budget(max_queries),
                  "stats": stats_json(summary.stats)},
         untrusted={"summary": compact_json(summary.summary.model_dump(mode="json")),
                    "hacking": hacking_lines(summary.hacking, summary.n_analyzed)},
         max_chars=max(kit.max_chars, 20000),
+        system_untrusted=progress.system_data,
     )
 
     def check(answer: QueriesAnswer) -> None:

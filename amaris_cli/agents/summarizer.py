@@ -36,14 +36,15 @@ def stats_json(stats: StepStats) -> str:
 
 async def summarize_chunk(kit: AgentKit, rubric: RubricSet, step: int, analyses: list[AnalysisRecord],
                           stats: StepStats, hacking: list[HackingCount], scope: str) -> Answer[SummaryAnswer]:
+    progress = kit.progress(step)
     messages = render(
         kit.template("summarizer"),
-        trusted={**kit.progress(step), "scope": scope,
+        trusted={**progress.trusted, "scope": scope,
                  "n_rollouts": len(analyses), "mean_reward": fmt(stats.mean_reward), "stats": stats_json(stats)},
         untrusted={"hacking": hacking_lines(hacking, len(analyses)),
                    "analyses": json_lines([analysis_digest(a) for a in analyses])},
         max_chars=max(kit.max_chars, 4000 * max(1, len(analyses))),
-        system_untrusted={"rubric": rubric_json(rubric)},
+        system_untrusted={"rubric": rubric_json(rubric), **progress.system_data},
     )
     return await kit.client.ask("summarizer", messages, SummaryAnswer, step=step, context=scope)
 
@@ -51,12 +52,13 @@ async def summarize_chunk(kit: AgentKit, rubric: RubricSet, step: int, analyses:
 async def merge_chunks(kit: AgentKit, rubric: RubricSet, step: int, chunks: list[tuple[int, SummaryAnswer]],
                        stats: StepStats, hacking: list[HackingCount], analyzed: int) -> Answer[SummaryAnswer]:
     rows = [{"chunk": i, "n": n, "summary": s.model_dump(mode="json")} for i, (n, s) in enumerate(chunks)]
+    progress = kit.progress(step)
     messages = render(
         kit.template("meta_summarizer"),
-        trusted={**kit.progress(step), "n_rollouts": sum(n for n, _ in chunks), "n_chunks": len(chunks),
+        trusted={**progress.trusted, "n_rollouts": sum(n for n, _ in chunks), "n_chunks": len(chunks),
                  "mean_reward": fmt(stats.mean_reward), "stats": stats_json(stats)},
         untrusted={"hacking": hacking_lines(hacking, analyzed), "chunks": json_lines(rows)},
         max_chars=max(kit.max_chars, 8000 * len(chunks)),
-        system_untrusted={"rubric": rubric_json(rubric)},
+        system_untrusted={"rubric": rubric_json(rubric), **progress.system_data},
     )
     return await kit.client.ask("meta_summarizer", messages, SummaryAnswer, step=step, context="merge")

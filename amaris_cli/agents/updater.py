@@ -17,9 +17,10 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
                      reliability: str = NOT_MEASURED) -> list[dict[str, str]]:
     """`reliability`: the flip rates of the criteria (reliability.updater_reliability), a block of their own."""
     bounds = kit.settings.rubric
+    progress = kit.progress(step)
     return render(
         kit.template("updater"),
-        trusted={**kit.progress(step), "max_criterion_chars": MAX_CRITERION_CHARS,
+        trusted={**progress.trusted, "max_criterion_chars": MAX_CRITERION_CHARS,
                  "min_weight": f"{bounds.min_weight:g}", "max_weight": f"{bounds.max_weight:g}",
                  "max_adaptive": bounds.max_adaptive, "stats": stats_json(summary.stats)},
         untrusted={
@@ -30,7 +31,7 @@ def updater_messages(kit: AgentKit, rubric: RubricSet, step: int, summary: Summa
             "reliability": reliability,
         },
         max_chars=max(kit.max_chars, 60000),
-        system_untrusted={"rubric": rubric_json(rubric)},
+        system_untrusted={"rubric": rubric_json(rubric), **progress.system_data},
     )
 
 
