@@ -116,20 +116,43 @@ def lookup(record: Mapping[str, Any], path: str) -> Any:
     return resolve_path(record, path)[0]
 
 
-def _render_messages(messages: list[Any]) -> str:
-    parts = []
-    for m in messages:
-        if isinstance(m, Mapping):
-            parts.append(f"[{m.get('role', 'user')}]\n{_message_text(m)}")
-        else:
-            parts.append(str(m))
-    return "\n\n".join(parts)
+def _render_messages(messages: list[Mapping[str, Any]]) -> str:
+    """A chat as the judge reads it: a JSON list, one message a line (as RULER shows its judge a trajectory).
+    JSON escapes each message's text, so nothing inside a turn (the policy's own words, a tool's output) can
+    pass for another turn or a tool call: flattened as "[role]" headers and "[tool call]" lines, an assistant
+    that wrote "[tool]" and "PASSED 12/12" on lines of their own read exactly like the environment's answer."""
+    if not messages:
+        return ""
+    return "[\n" + ",\n".join(_message_json(m) for m in messages) + "\n]"
+
+
+def _message_json(message: Mapping[str, Any]) -> str:
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise _BadContent(f"a chat message's role must be a string, got {_short(role, 40)}")
+    text, calls = _said(message)
+    shown: dict[str, Any] = {"role": role, "content": text}
+    if calls:
+        shown["tool_calls"] = calls
+    for key in ("name", "tool_call_id"):  # which tool answered, and to which call
+        if isinstance(message.get(key), str):
+            shown[key] = message[key]
+    try:
+        return orjson.dumps(shown).decode()
+    except TypeError as exc:  # a tool call's arguments given as an object that is not JSON
+        raise _BadContent(f"a tool call's arguments cannot be written as JSON ({exc})") from None
 
 
 def _message_text(message: Mapping[str, Any]) -> str:
-    """A chat message as the judge reads it: its text, then each tool call it makes (an agent's action is part
-    of what is judged: a call rendered as an empty turn, or a response that is a call judged as "", would be
-    judged without it). Audio cannot be shown as text: refused rather than judged without it."""
+    """The response of a chat: the message's text, or, when it makes tool calls (an agent's action is part of what
+    is judged), the message as JSON, as a chat is shown, so that a call is never text the policy could write."""
+    text, calls = _said(message)
+    return _render_messages([message]) if calls else text
+
+
+def _said(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """A chat message's text and its tool calls. Audio cannot be shown as text: refused rather than judged
+    without it."""
     if message.get("audio"):
         raise _BadContent(f"a chat message ({_short(message.get('role'), 40)}) carries audio, which amaris cannot "
                           "show the judge (it judges text); give the text to judge with --map input=... --map output=...")
@@ -141,21 +164,19 @@ def _message_text(message: Mapping[str, Any]) -> str:
     text = _content_text(message.get("content"))
     if not text and isinstance(message.get("refusal"), str):  # the model refused: its refusal is what it said
         text = message["refusal"]
-    if not calls:
-        return text
-    return "\n".join([*([text] if text else []), *map(_tool_call_text, calls)])
+    return text, [_tool_call(call) for call in calls]
 
 
-def _tool_call_text(call: Any) -> str:
-    """`[tool call] name(arguments)`: the arguments as the model wrote them (a JSON string, or the object TRL
-    keeps, written as JSON)."""
+def _tool_call(call: Any) -> dict[str, Any]:
+    """A tool call as the judge is shown it: its name and its arguments as the model wrote them (a JSON string,
+    or the object TRL keeps), and its id when it has one (a tool message's tool_call_id names it)."""
     function = call.get("function") if isinstance(call, Mapping) else None
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
         raise _BadContent("a tool call has no function name (expected {\"function\": {\"name\", \"arguments\"}})")
-    arguments = function.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = orjson.dumps(arguments).decode()
-    return f"[tool call] {function['name']}({arguments})"
+    shown = {"name": function["name"], "arguments": function.get("arguments", "")}
+    if isinstance(call.get("id"), str):
+        shown["id"] = call["id"]
+    return shown
 
 
 class _BadContent(ValueError):

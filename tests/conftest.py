@@ -199,6 +199,16 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def chat_text(*messages: dict) -> str:
+    """A chat as amaris shows it to the judge, written here by hand: a JSON list, one compact message a line."""
+    return "[\n" + ",\n".join(json.dumps(m, separators=(",", ":"), ensure_ascii=False) for m in messages) + "\n]"
+
+
+def last_said(shown: str) -> str:
+    """The text of a shown input's last message (the question), or the input itself when it was text."""
+    return json.loads(shown)[-1]["content"] if shown.startswith("[\n{") else shown
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 

@@ -20,7 +20,7 @@ from amaris_cli.serve import adapters
 from amaris_cli.serve.adapters import TRLReward, VerlReward
 from amaris_cli.serve.api import Health
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import EXAMPLES, invoke, new_scenario_run, wait_until
+from tests.conftest import EXAMPLES, chat_text, invoke, new_scenario_run, wait_until
 from tests.served import serve_env, served
 
 TRL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "trl_grpo.jsonl").read_text().splitlines()]
@@ -148,7 +148,7 @@ def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, 
         assert got == [by_output[r["completion"][0]["content"]] for r in TRL_ROWS], f"step {step}"
     first, second = stored(run, 0), stored(run, 1)
     assert {r["supplemental_context"] for r in first} == {r["solution"] for r in TRL_ROWS}
-    assert all(r["input"].startswith("[user]\n") for r in second) and all(r["metadata"] == {"solution": r["supplemental_context"]} for r in second)
+    assert sorted(r["input"] for r in second) == sorted(chat_text(*r["prompt"]) for r in TRL_ROWS) and all(r["metadata"] == {"solution": r["supplemental_context"]} for r in second)
     assert {r["instance_id"] for r in first} == {"q0", "q1", "q2"}  # the id column names the prompt, not the rollout
     assert all(r["id"].startswith(content_id(Rollout(**{**r, "id": "x"}))) for r in first)
 
@@ -172,7 +172,7 @@ def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) 
     assert got == [s["reward"] for s in scores]
     assert any(s["status"] == "failed" and s["reward"] == 0.5 for s in scores), "neutral: a failure's reward is explicit"
     rollouts = stored(run, 1)
-    assert [r["input"] for r in rollouts] == [f"[user]\n{r['input']}" if i == chat else r["input"]
+    assert [r["input"] for r in rollouts] == [chat_text({"role": "user", "content": r["input"]}) if i == chat else r["input"]
                                               for i, r in enumerate(VERL_ROWS)]
     assert [r["instance_id"] for r in rollouts] == [str(i) for i in range(len(VERL_ROWS))]
     assert rollouts[0]["metadata"] == {"data_source": "openai/gsm8k", "index": 0, "split": "train",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run
+from tests.conftest import EXAMPLES, chat_text, invoke, judge_env, last_said, new_run
 
 TRAINERS = EXAMPLES / "trainers"
 CANONICAL = [json.loads(line) for line in (EXAMPLES / "math" / "step-002.jsonl").read_text().splitlines()][:6]
@@ -25,7 +25,7 @@ def test_each_trainer_log_scores_like_the_canonical_file(tmp_path: Path, sim, fi
     stored = [json.loads(line) for line in (run / "steps/000002/rollouts.jsonl").read_text().splitlines()]
     assert [r["output"] for r in stored] == [r["output"] for r in CANONICAL]
     assert [r["supplemental_context"] for r in stored] == [r["supplemental_context"] for r in CANONICAL]
-    assert all(r["input"].endswith(c["input"]) for r, c in zip(stored, CANONICAL, strict=True))
+    assert all(last_said(r["input"]).endswith(c["input"]) for r, c in zip(stored, CANONICAL, strict=True))
     listed = json.loads(invoke("rewards", "--run", run, "--step", "2", "--format", "list").stdout)
     assert len(listed) == 6 and all(isinstance(x, float) for x in listed)
 
@@ -78,7 +78,7 @@ def test_art_trajectories_with_the_sdks_choice_objects_are_read_as_art_reads_the
     assert result.exit_code == 0, result.stderr
     stored = [json.loads(line) for line in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
     assert [r["output"] for r in stored] == ["6*7 = 42.\nFinal answer: 42", "I can't help with that."]
-    assert stored[0]["input"] == "[system]\nSolve it.\n\n[user]\nWhat is 6*7?"
+    assert stored[0]["input"] == chat_text({"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 6*7?"})
 
 
 def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_path: Path, sim) -> None:
@@ -154,7 +154,7 @@ def test_arts_parquet_trajectory_log_is_a_step_file_read_as_art_reads_it(tmp_pat
     stored = [json.loads(line) for line in (run / "steps/000002/rollouts.jsonl").read_text().splitlines()]
     assert [r["output"] for r in stored] == [r["output"] for r in CANONICAL]
     assert [r["supplemental_context"] for r in stored] == [r["supplemental_context"] for r in CANONICAL]
-    assert all(r["input"].endswith(c["input"]) for r, c in zip(stored, CANONICAL, strict=True))
+    assert all(last_said(r["input"]).endswith(c["input"]) for r, c in zip(stored, CANONICAL, strict=True))
     dumped = new_run(tmp_path, "dumped")
     assert invoke("score", TRAINERS / "art.jsonl", "--run", dumped, "--step", "2", "--map",
                   "supplemental_context=metadata.reference", env=judge_env(sim)).exit_code == 0

@@ -15,7 +15,7 @@ import pytest
 
 from amaris_cli.serve.adapters import TRLReward
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import EXAMPLES, new_scenario_run
+from tests.conftest import EXAMPLES, chat_text, new_scenario_run
 from tests.real_trainers import IN_PROCESS_TRL, OTHERS
 from tests.served import served
 
@@ -83,7 +83,7 @@ def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(trainers, tm
         assert [g for g, _, _ in seen] == [0, 0, 1, 1]  # TRL's global_step alone cannot tell them apart
     if schedule == "steps_per_generation 2":
         assert [g for g, _, _ in seen] == [0, 2, 4]
-        assert rollouts(run, 0)[0]["input"].startswith("[user]\n")
+        assert rollouts(run, 0)[0]["input"].startswith('[\n{"role":"user","content":')  # TRL's chat prompt
     logged = [h["rewards/amaris/mean"] for h in trainer.state.log_history if "rewards/amaris/mean" in h]
     assert logged, "TRL logged no reward of the amaris function"
 
@@ -297,7 +297,7 @@ def test_verl_reward_loop_without_a_question_column_judges_the_agent_loops_raw_p
         asyncio.run(score())
         wait_evolved(server.url, 0)
     stored = rollouts(run, 0)
-    assert sorted(r["input"] for r in stored) == sorted(f"[user]\n{row['question']}" for row in ROWS)
+    assert sorted(r["input"] for r in stored) == sorted(chat_text({"role": "user", "content": row["question"]}) for row in ROWS)
 
 
 VALIDATION = [{"question": f"What is {i} * 3?", "response": f"{i} * 3 = {3 * i}. Final answer: {3 * i}",
