@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from amaris_cli import __version__
 from amaris_cli.config import Settings, validate_settings
-from amaris_cli.errors import AmarisError
+from amaris_cli.errors import AmarisError, ConfigError
 from amaris_cli.jsonio import read_model, write_json_atomic
 from amaris_cli.models import RubricSet, SummaryRecord
 
@@ -190,9 +190,10 @@ class RunDir:
         return self.manifest_path.exists()
 
     def require(self, advice: str | None = None) -> None:
-        """`advice`: what to do instead, where creating the run is not the answer (a replay's source)."""
+        """`advice`: what to do instead, where creating the run is not the answer (a replay's source). A path that is
+        not a run is bad input (exit 2), as the README's exit codes say."""
         if not self.exists():
-            raise AmarisError(f"{self.path}: not an amaris run directory (no run.json); "
+            raise ConfigError(f"{self.path}: not an amaris run directory (no run.json); "
                               f"{advice or f'create it with `amaris init {self.path} --config FILE`'}")
 
     # --- manifest -----------------------------------------------------------------------

@@ -384,7 +384,7 @@ def test_a_replay_asks_what_the_environment_of_each_recorded_command_set_whateve
 
 def test_a_missing_source_is_named_as_the_replay_s_source_not_a_run_to_create(tmp_path) -> None:
     result = invoke("replay", tmp_path / "nope", "--out", tmp_path / "out", "--offline")
-    assert result.exit_code != 0
+    assert result.exit_code == 2  # bad input
     assert f"{tmp_path / 'nope'}: not an amaris run directory (no run.json); a replay's source is a run" in result.stderr
     assert "amaris init" not in result.stderr
     assert not (tmp_path / "out").exists()

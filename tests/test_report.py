@@ -428,7 +428,7 @@ def test_rubric_diff_names_added_removed_and_changed_fields() -> None:
 
 def test_report_of_a_missing_run_is_an_error(tmp_path: Path) -> None:
     result = invoke("report", tmp_path / "nothing")
-    assert result.exit_code != 0 and "not an amaris run directory" in result.stderr
+    assert result.exit_code == 2 and "not an amaris run directory" in result.stderr  # bad input
     assert not (tmp_path / "nothing").exists(), "a report of nothing creates nothing"
 
 
