@@ -527,7 +527,7 @@ class ServeCore:
     async def _score_in(self, st: OpenStep, rollout: Rollout, explicit_id: bool,
                         training: TrainingMetadata | None, retried_if_failed: bool = False) -> ScoreResponse:
         step = st.step
-        if training != st.training and not st.told_differing:
+        if training is not None and training != st.training and not st.told_differing:  # None: said nothing
             st.told_differing = True
             fields = (training or TrainingMetadata()).differences(st.training or TrainingMetadata())
             self.say(f"step {step}: a request's training metadata differs from the step's ({', '.join(fields)}); "
