@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import fields
+from enum import StrEnum
 from inspect import Parameter, Signature
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,6 +36,7 @@ from amaris_cli.options import (
     ServeOptions,
     SummarizeOptions,
     UpdateOptions,
+    plain_type,
     required,
 )
 from amaris_cli.simjudge.faults import faults_help
@@ -95,10 +97,31 @@ def _errors() -> Any:
         raise typer.Exit(1) from None
 
 
+def _choice(kind: type[StrEnum]) -> dict[str, Any]:
+    """An enum option's parser: typer 0.29 checks an enum's value in a pydantic validator and prints its error as
+    "Invalid value for '--judge': Value error, 'sims' is not one of ...". Parsed here, the error is the sentence."""
+    names = [member.value for member in kind]
+
+    def parse(value: Any) -> StrEnum:
+        try:
+            return kind(value)
+        except ValueError:
+            from pydantic_core import PydanticCustomError  # only when the value is bad: kept out of start-up
+
+            said = f"{str(value)!r} is not one of {', '.join(map(repr, names))}."
+            raise PydanticCustomError("choice", "{said}", {"said": said}) from None
+
+    return {"parser": parse, "metavar": "|".join(names)}
+
+
 def _parameter(name: str, decl: Opt, annotation: Any, default: Any) -> Parameter:
-    bounds = {k: v for k, v in (("min", decl.min), ("max", decl.max)) if v is not None}
-    info = (typer.Argument(help=decl.help, metavar=decl.metavar) if decl.positional else
-            typer.Option(*decl.flags, help=decl.help, metavar=decl.metavar, **bounds))
+    extra: dict[str, Any] = {k: v for k, v in (("min", decl.min), ("max", decl.max)) if v is not None}
+    kind = plain_type(annotation)
+    if isinstance(kind, type) and issubclass(kind, StrEnum):
+        extra.update(_choice(kind))
+    metavar = decl.metavar or extra.pop("metavar", None)
+    info = (typer.Argument(help=decl.help, metavar=metavar) if decl.positional else
+            typer.Option(*decl.flags, help=decl.help, metavar=metavar, **extra))
     return Parameter(name, Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[annotation, info])
 
@@ -267,7 +290,7 @@ def hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
 def rewards(
     run: RunOpt,
     step: StepOpt,
-    format_: Annotated[RewardFormat, typer.Option("--format", help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
+    format_: Annotated[RewardFormat, typer.Option("--format", **_choice(RewardFormat), help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
     rescored: Annotated[bool, typer.Option("--rescored", help="Rewards from rescores.jsonl (the step's own update's rubric).")] = False,
     failed_as: Annotated[float | None, typer.Option("--failed-as", help="Reward for rollouts that could not be judged and have none (default null; under --on-error neutral they have the neutral reward).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")] = None,

@@ -103,7 +103,7 @@ class Options:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value, kind = getattr(self, f.name), _plain_type(f.type)
+            value, kind = getattr(self, f.name), plain_type(f.type)
             if kind in _COERCE and value is not None and not isinstance(value, kind):
                 object.__setattr__(self, f.name, kind(value))
 
@@ -155,7 +155,7 @@ class Options:
         return positional + flags
 
 
-def _plain_type(annotation: Any) -> Any:
+def plain_type(annotation: Any) -> Any:
     """`X` of `X`, `X | None`."""
     args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
     return args[0] if len(args) == 1 else annotation
@@ -209,12 +209,16 @@ class Endpoint(Options):
                                   min=1, config=("agents.{agent}.concurrency", "llm.concurrency"))
 
 
+def _failure_policy(help: str, default: OnError | None = None) -> Any:
+    return opt(default, help, "--on-error", config="pipeline.on_error")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Failure(Options):
-    on_error: OnError | None = opt(
-        None, "What a rollout that cannot be judged or analyzed does: fail (exit 4 once the file is written; the step "
+    on_error: OnError | None = _failure_policy(
+        "What a rollout that cannot be judged or analyzed does: fail (exit 4 once the file is written; the step "
         "goes no further), skip (left failed, reward null), neutral (left failed with pipeline.neutral_reward as its "
-        "reward). Default: pipeline.on_error (fail).", "--on-error", config="pipeline.on_error")
+        "reward). Default: pipeline.on_error (fail).")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -386,6 +390,10 @@ class ServeOptions(Failure, Waiting, Endpoint, Memory):
     # carry: a trainer was answered for every rollout, failed ones as failed, and nothing over HTTP can score a
     # complete step again; stopping would end training at the next step that needs the step's rubric version.
     failed_step: FailedStep = _failed_step(FailedStep.carry, "carry (the trainer was answered already)")
+    on_error: OnError | None = _failure_policy(  # a server answers a failure; it has no exit code to give
+        "What a rollout that cannot be judged does: fail or skip (/score answers it as failed, with no reward: "
+        "the reference's client raises ScoreFailed; under fail its step follows --failed-step), neutral (answered "
+        "with pipeline.neutral_reward as its reward). Default: pipeline.on_error (fail).")
     recheck_after: float = opt(30.0, "After an answer no request can get past (the key rejected, the model or path "
                                "unknown: HTTP 401, 403, 404), /score fails at once (502) for this long, then the "
                                "server tries the endpoint again.", "--recheck-after", metavar="SECONDS", min=0)
@@ -417,9 +425,9 @@ class HackbenchOptions(Failure, Waiting, Endpoint, Retrieval):
     limit: int | None = opt(None, "Only the first N answers (or lines) of SOURCE.", "--limit", min=1)
     seed: int = opt(0, "Seed of the bootstrap intervals.", "--seed")
     bootstrap: int = opt(2000, "Resamples per 95% interval.", "--bootstrap", min=0)
-    on_error: OnError | None = opt(OnError.skip, "What a rollout that cannot be judged does: skip (default: left out of "
-                                   "the figures and counted), neutral, or fail (the benchmark stops, exit 4).",
-                                   "--on-error", config="pipeline.on_error")
+    on_error: OnError | None = _failure_policy("What a rollout that cannot be judged does: skip (default: left out of the "
+                                         "figures and counted), neutral, or fail (the benchmark stops, exit 4).",
+                                         OnError.skip)
 
     def family_names(self) -> list[str] | None:
         return [f.strip() for f in self.families.split(",") if f.strip()] if self.families else None
