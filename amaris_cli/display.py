@@ -45,7 +45,8 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 
 def usage_table(usage: dict[str, Any]) -> Table:
-    table = Table(title="LLM calls by agent (tokens from the endpoint's usage)", title_justify="left")
+    table = Table(title="LLM calls by agent (tokens spent, from the endpoint's usage; a call answered from a record "
+                  "spent none)", title_justify="left")
     for col in ("agent", "req", "replay", "retry", "reask", "fail", "faults", "prompt", "compl"):
         table.add_column(col, justify="right" if col != "agent" else "left")
     for agent, u in sorted(usage.items()):

@@ -79,8 +79,12 @@ def test_tokens_count_only_calls_sent_to_a_model(tmp_path: Path, sim) -> None:
     source, replayed = tmp_path / "run", tmp_path / "replayed"
     assert invoke("init", source, "--config", config).exit_code == 0
     assert invoke("loop", EXAMPLES / "math", "--run", source, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
-    result = invoke("replay", source, "--out", replayed, "--offline", env=judge_env(sim))
+    result = invoke("replay", source, "--out", replayed, "--offline", "--json", env=judge_env(sim))
     assert result.exit_code == 0, result.stderr
+    # The replay's own figures agree: it printed the record's tokens as its own (found by a new-user walkthrough).
+    usage = json.loads(result.stdout)["usage"].values()
+    assert sum(u["replayed"] for u in usage) > 0 and sum(u["requests"] for u in usage) == 0
+    assert sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage) == 0
     original = json.loads(invoke("inspect", source, "--json").stdout)["totals"]
     again = json.loads(invoke("inspect", replayed, "--json").stdout)["totals"]
     assert original["model_calls"] > 0 and original["recorded_calls"] == 0 and original["prompt_tokens"] > 0

@@ -628,9 +628,7 @@ class LLMClient:
                 reply = _Reply(text=cached.record.response or "", usage=cached.record.usage,
                                finish_reason=cached.record.finish_reason, request_hash=rhash,
                                source_accepted=cached.accepted)
-                usage.replayed += 1
-                usage.prompt_tokens += reply.usage.prompt_tokens
-                usage.completion_tokens += reply.usage.completion_tokens
+                usage.replayed += 1  # its tokens were spent by the recorded run: this one spent none
                 # A replay's answer is recorded in full (this run then replays on its own); an answer from
                 # this run's own log is recorded as a pointer to the line that holds it.
                 pointer = cached.origin == "cache"
