@@ -16,7 +16,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from amaris_cli.display import count, emit_json, err, fmt, usage_json, usage_table
+from amaris_cli.display import (
+    add_column,
+    count,
+    distinct_names,
+    emit_json,
+    err,
+    fmt,
+    plain_table,
+    usage_json,
+    usage_table,
+)
 from amaris_cli.options import (
     AnalyzeOptions,
     EvolveOptions,
@@ -118,9 +128,9 @@ def run_score(options: ScoreOptions, json_out: bool, quiet: bool) -> None:
                    "mean_reward": outcome.mean_reward, "wall_s": result.wall_s, "scores": str(result.scores_path),
                    "rewards": str(result.rewards_path) if result.rewards_path else None, "usage": usage_json(result.usage)})
     elif not quiet:
-        table = Table(title=f"step {step}: scores with rubric v{result.rubric_version}", title_justify="left")
+        table = plain_table(f"step {step}: scores with rubric v{result.rubric_version}")
         for col in ("rollouts", "scored", "failed", "reused", "mean reward", "tokens", "wall s"):
-            table.add_column(col, justify="right")
+            add_column(table, col, numeric=True)
         table.add_row(str(outcome.total), str(outcome.done), str(outcome.failed), str(outcome.reused),
                       fmt(outcome.mean_reward), str(tokens), f"{result.wall_s:.2f}")
         err.print(table)
@@ -300,7 +310,7 @@ def _multi_step_hooks(json_out: bool, quiet: bool, run_path: Path) -> Iterator[A
 
     def on_step(report: Any) -> None:
         if not quiet and not json_out:
-            err.print(_step_line(report))
+            err.print(_step_line(report), soft_wrap=True)  # one line a step, for logs and grep
         say_alarms(run_path, report.step)
 
     with StageProgress(quiet or json_out, {}) as bar:
@@ -367,27 +377,30 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
         emit_json(table)
         return
     steps = sorted({int(s) for run in table["runs"] for s in run["mean_reward"]})
-    per_step = Table(title="mean reward per step (* : the arms scored this step with different rubrics)",
-                     title_justify="left")
-    per_step.add_column("step", justify="right")
-    for run in table["runs"]:
-        per_step.add_column(Path(run["run"]).name, justify="right")
-    per_step.add_column("comparable", justify="left")
+    names = distinct_names([run["run"] for run in table["runs"]])
+    runs = table["runs"]
+    per_step = plain_table("mean reward per step")
+    add_column(per_step, "step", numeric=True)
+    for name in names:
+        add_column(per_step, name, numeric=True)
+    add_column(per_step, "comparable")
     for step in steps:
         same = table["comparable"].get(str(step), False)
-        per_step.add_row(str(step) + ("" if same else " *"), *[fmt(run["mean_reward"].get(str(step))) for run in table["runs"]],
+        per_step.add_row(str(step), *[fmt(run["mean_reward"].get(str(step))) for run in runs],
                          "yes" if same else "no: rubrics differ")
     err.print(per_step)
-    totals = Table(title="runs", title_justify="left")
-    for col in ("run", "steps", "rubric", "strategies", "edits", "reversals", "tokens", "made", "reused"):
-        totals.add_column(col, justify="left" if col in ("run", "strategies") else "right")
-    for run in table["runs"]:
-        strategies = " ".join(f"{k[:4]}:{v}" for k, v in sorted(run["strategies"].items()))
-        totals.add_row(Path(run["run"]).name, str(len(run["mean_reward"])), str(run["final_rubric_size"]),
-                       strategies, str(run["edits"]), str(run["reversals"]), str(run["tokens"]),
-                       str(run["calls_made"]), str(run["calls_reused"]))
-    totals.caption = "tokens: spent on calls made (calls answered from a record cost nothing)"
-    totals.caption_justify = "left"
+    # One column a run, as above: a row a run would need nine columns, which do not fit 80.
+    totals = plain_table("runs")
+    add_column(totals, "measure")
+    for name in names:
+        add_column(totals, name, numeric=True)
+    rows = [("steps", lambda r: len(r["mean_reward"])), ("criteria in the last rubric", lambda r: r["final_rubric_size"]),
+            ("updates by strategy", lambda r: " ".join(f"{k[:4]}:{v}" for k, v in sorted(r["strategies"].items())) or "-"),
+            ("edits", lambda r: r["edits"]), ("reversals", lambda r: r["reversals"]),
+            ("calls sent to a model", lambda r: r["calls_made"]), ("calls answered from a record", lambda r: r["calls_reused"]),
+            ("tokens spent", lambda r: r["tokens"])]
+    for label, value in rows:
+        totals.add_row(label, *[str(value(run)) for run in runs])
     err.print(totals)
 
 
@@ -409,9 +422,9 @@ def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None
     if json_out:
         emit_json([h.model_dump(mode="json") for h in hits])
         return
-    table = Table(title=f"memory hits for {text!r} (steps < {limit})", title_justify="left")
+    table = plain_table(f"memory hits for {text!r} (steps < {limit})")
     for col in ("distance", "step", "type", "id", "text"):
-        table.add_column(col, overflow="fold")
+        add_column(table, col, numeric=col in ("distance", "step"))
     for h in hits:
         table.add_row(f"{h.distance:.4f}", str(h.step), h.type, h.id, h.text[:300])
     err.print(table)

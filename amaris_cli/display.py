@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import orjson
+from rich import box
 from rich.console import Console
 from rich.segment import Segment
 from rich.table import Table
@@ -44,21 +46,50 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return shown_number(value, digits)
 
 
+def distinct_names(paths: list[str]) -> list[str]:
+    """Each path's last parts, as few as tell it from the others: two runs named `demo` in different directories
+    are `a/demo` and `b/demo`, not two columns called `demo`."""
+    parts = [Path(p).parts or (p,) for p in paths]
+    for depth in range(1, max((len(x) for x in parts), default=1) + 1):
+        names = [str(Path(*x[-depth:])) for x in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(p) for p in paths]  # the same path given twice: shown as given
+
+
+def plain_table(title: str, caption: str | None = None) -> Table:
+    """The style of every table a person reads: no outer box, so it fits 80 columns wherever it can."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=caption, caption_justify="left",
+                 title_style="bold", caption_style="dim", pad_edge=False, show_edge=False)
+
+
+def add_column(table: Table, header: str, numeric: bool = False, ratio: int | None = None) -> None:
+    # min_width keeps short columns whole (no "st…"); fold wraps a value too long for its column, never cuts it.
+    table.add_column(header, justify="right" if numeric else "left", overflow="fold", ratio=ratio,
+                     min_width=max((len(w) for w in header.split()), default=0))
+
+
 def usage_table(usage: dict[str, Any]) -> Table:
-    table = Table(title="LLM calls by agent (tokens spent, from the endpoint's usage; a call answered from a record "
-                  "spent none)", title_justify="left")
-    for col in ("agent", "req", "replay", "retry", "reask", "fail", "faults", "prompt", "compl"):
-        table.add_column(col, justify="right" if col != "agent" else "left")
-    for agent, u in sorted(usage.items()):
-        table.add_row(agent, str(u.requests), str(u.replayed), str(u.retries), str(u.reasks), str(u.failures),
-                      str(sum(u.faults.values())), str(u.prompt_tokens), str(u.completion_tokens))
+    """A command's own calls, in the words `inspect` uses for a run's. Retries, re-asks and failures are columns
+    only when there were some: nine columns do not fit 80, and they are zero in a run that went well."""
     faults: dict[str, int] = {}
     for u in usage.values():
         for kind, n in u.faults.items():
             faults[kind] = faults.get(kind, 0) + n
+    caption = ("calls: requests sent to a model; from record: answered from a recorded run, which spent no tokens; "
+               "tokens in/out: prompt/completion tokens spent (the endpoint's usage)")
     if faults:
-        table.caption = "faults seen: " + ", ".join(f"{k} {n}" for k, n in sorted(faults.items()))
-        table.caption_justify = "left"
+        caption += "; faults seen: " + ", ".join(f"{k} {n}" for k, n in sorted(faults.items()))
+    columns = [("calls", "requests"), ("from record", "replayed"), ("tokens in", "prompt_tokens"),
+               ("tokens out", "completion_tokens")]
+    columns += [(header, name) for header, name in (("retries", "retries"), ("re-asks", "reasks"), ("failed", "failures"))
+                if any(getattr(u, name) for u in usage.values())]
+    table = plain_table("LLM calls by agent", caption)
+    add_column(table, "agent")
+    for header, _ in columns:
+        add_column(table, header, numeric=True)
+    for agent, u in sorted(usage.items()):
+        table.add_row(agent, *(str(getattr(u, name)) for _, name in columns))
     return table
 
 

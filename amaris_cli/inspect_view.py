@@ -6,30 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from amaris_cli.display import count
+from amaris_cli.display import add_column, count, plain_table
 from amaris_cli.figures import shown_number, shown_percent
 from amaris_cli.reader import by_agent, describe_steps
 from amaris_cli.training import TrainingMetadata
 
 BARS = " ▁▂▃▄▅▆▇█"
-
-
-def _table(title: str, caption: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=caption, caption_justify="left",
-                  title_style="bold", caption_style="dim", pad_edge=False, show_edge=False)
-    return table
-
-
-def _col(table: Table, header: str, numeric: bool = False, ratio: int | None = None) -> None:
-    # min_width keeps short columns whole (no "st…"); fold wraps values too long for their column.
-    table.add_column(header, justify="right" if numeric else "left", overflow="fold", ratio=ratio,
-                     min_width=max(len(w) for w in header.split()))
 
 
 def sparkline(counts: list[int]) -> str:
@@ -61,13 +48,13 @@ def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
 
 
 def rewards_table(data: dict[str, Any]) -> Table:
-    table = _table("reward per step",
+    table = plain_table("reward per step",
                    "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
                    "deviation over the scored rollouts; distribution: rollouts in each tenth of the reward range, "
                    "from 0-0.1 to 0.9-1, as bars relative to the step's fullest tenth")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True),
                             ("mean", True), ("sd", True), ("distribution", False)):
-        _col(table, header, numeric)
+        add_column(table, header, numeric)
     for s in data["steps"]:
         version = "-" if s["rubric_version"] is None else f"v{s['rubric_version']}"
         table.add_row(str(s["step"]), version, str(s["rollouts"]), str(s["failed"]), shown_number(s["mean_reward"]),
@@ -76,13 +63,13 @@ def rewards_table(data: dict[str, Any]) -> Table:
 
 
 def validation_table(data: dict[str, Any]) -> Table:
-    table = _table("validation rollouts per step",
+    table = plain_table("validation rollouts per step",
                    "a trainer's evaluation sent to `amaris serve`'s POST /validate: judged with the rubric version a "
                    "training rollout of the step gets, but in no step (RUN/validation/), so no evolution learns "
                    "from it and the step's figures above leave it out; failed: rollouts the judge could not score")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True), ("mean", True),
                             ("sd", True)):
-        _col(table, header, numeric)
+        add_column(table, header, numeric)
     for v in data["validation"]:
         table.add_row(str(v["step"]), ", ".join(f"v{n}" for n in v["rubric_versions"]), str(v["rollouts"]),
                       str(v["failed"]), shown_number(v["mean_reward"]), shown_number(v["std_reward"], 2))
@@ -90,7 +77,7 @@ def validation_table(data: dict[str, Any]) -> Table:
 
 
 def updates_table(data: dict[str, Any]) -> Table:
-    table = _table("update and reward hacking per step",
+    table = plain_table("update and reward hacking per step",
                    "state: new (no complete scores), stale (a file of the step was edited since written, or made "
                    "from one that changed: `--step N` names them), scored, evolved (analyzed and summarized), updated (and its "
                    "rubric updated), skipped (it could not be evaluated: the judge was unreachable, or it has failed "
@@ -98,11 +85,11 @@ def updates_table(data: dict[str, Any]) -> Table:
                    "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
                    "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
                    "rollouts showing each")
-    _col(table, "step", numeric=True)
-    _col(table, "state")
-    _col(table, "update")
-    _col(table, "edits")
-    _col(table, "hacking", ratio=1)
+    add_column(table, "step", numeric=True)
+    add_column(table, "state")
+    add_column(table, "update")
+    add_column(table, "edits")
+    add_column(table, "hacking", ratio=1)
     for s in data["steps"]:
         table.add_row(str(s["step"]), s.get("state", "-"), s["strategy"] or "-", edit_counts(s), hacking_list(s))
     return table
@@ -116,11 +103,11 @@ def usage_rows(table: Table, agents: dict[str, dict[str, float]], priced: bool) 
 
 
 def usage_table(title: str, agents: dict[str, dict[str, float]], priced: bool) -> Table:
-    table = _table(title, "calls and tokens in/out (prompt/completion) of requests sent to a model; from record: "
+    table = plain_table(title, "calls and tokens in/out (prompt/completion) of requests sent to a model; from record: "
                           "requests answered from a recorded run (replay), which spent no tokens")
     for header, numeric in (("agent", False), ("calls", True), ("tokens in", True), ("tokens out", True),
                             ("from record", True), ("cost $", True)):
-        _col(table, header, numeric)
+        add_column(table, header, numeric)
     usage_rows(table, agents, priced)
     return table
 
@@ -154,11 +141,11 @@ def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
     if not data.get("alarms"):
         what = " and ".join(checked) if checked else "nothing yet (no verifiable reward, no step analyzed)"
         return [Text(f"hacking-onset alarms: none (checked: {what})")]
-    table = _table("hacking-onset alarms", "an alarm reports, it changes no reward; kind: judge_gold_divergence (the "
+    table = plain_table("hacking-onset alarms", "an alarm reports, it changes no reward; kind: judge_gold_divergence (the "
                    "judge rewards rollouts the verifiable reward fails, more than before) or pattern_prevalence (a "
                    "pattern the analyzer names grows); step: where it started")
     for header, numeric, ratio in (("step", True, None), ("kind", False, None), ("reason", False, 1)):
-        _col(table, header, numeric, ratio)
+        add_column(table, header, numeric, ratio)
     for alarm in data["alarms"]:
         kind = alarm["kind"] + (f" ({alarm['pattern']})" if alarm.get("pattern") else "")
         table.add_row(str(alarm["step"]), kind, alarm["reason"])
@@ -167,13 +154,13 @@ def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
 
 def criteria_table(detail: dict[str, Any]) -> Table:
     origin = f" (statistics computed from the scores: {detail['criteria_why']})" if detail.get("criteria_from") == "scores" else ""
-    table = _table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}{origin}",
+    table = plain_table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}{origin}",
                    "* anchor (never edited by updates); rate: mean verdict, the pass rate of a reward criterion or "
                    "the prevalence of a pitfall (higher = worse); spread: standard deviation of the verdicts; "
                    "at 1 / at 0: share of rollouts with verdict 1 / 0")
-    _col(table, "criterion", ratio=1)
+    add_column(table, "criterion", ratio=1)
     for header in ("kind", "weight", "rate", "spread", "at 1", "at 0"):
-        _col(table, header, numeric=header != "kind")
+        add_column(table, header, numeric=header != "kind")
     stats = {c["criterion_id"]: c for c in detail["criteria"]}
     for c in detail.get("rubric", []):
         st = stats.get(c["id"], {})
@@ -250,15 +237,15 @@ def reliability_part(detail: dict[str, Any]) -> list[RenderableType]:
     for version in rel["versions"]:
         instance = f" (instance {version['instance_id']})" if version["instance_id"] is not None else ""
         tolerance = ", ".join(f"{t:g}" for t in version["tolerance"])
-        table = _table(f"flip rates of rubric v{version['rubric_version']}{instance}, re-judged at step "
+        table = plain_table(f"flip rates of rubric v{version['rubric_version']}{instance}, re-judged at step "
                        f"{describe_steps(version['steps'])}",
                        "judged again: verdicts given again (repeat: the same request, only its block tag drawn again; "
                        f"permuted: the criteria in another order); flipped: of them, those that differ from the first "
                        f"verdict by more than {tolerance}; flip rate: flipped / judged again. A criterion that flips "
                        "is a candidate to rewrite; flips only in permuted order show position bias")
-        _col(table, "criterion", ratio=1)
+        add_column(table, "criterion", ratio=1)
         for header in ("judged again", "flipped", "flip rate", "repeat", "permuted"):
-            _col(table, header, numeric=True)
+            add_column(table, header, numeric=True)
         for c in version["criteria"]:
             name = Text(texts.get(c["criterion_id"], ""))
             name.append(("\n" if name.plain else "") + c["criterion_id"], style="dim")

@@ -73,6 +73,40 @@ def test_inspect_reads_at_80_columns_and_a_missing_step_is_an_error(tmp_path: Pa
     assert invoke("inspect", run, "--step", "9", "--json").exit_code == 2
 
 
+def test_loop_and_compare_read_at_80_columns_with_nothing_cut_and_runs_told_apart(tmp_path: Path, sim) -> None:
+    """Found by a new-user walkthrough, with stderr not a terminal: `loop`'s step lines were wrapped mid-sentence,
+    its calls table cut agent names ("meta_summar…") and its last column, and `compare` named two runs called
+    `run` in different directories `run` both, and cut its table of runs."""
+    runs = [tmp_path / "a" / "run", tmp_path / "b" / "run"]
+    env = clean_env(COLUMNS="80", **judge_env(sim))
+    for run in runs:
+        run.parent.mkdir()
+        assert invoke("init", run, "--config", write_config(tmp_path)).exit_code == 0
+        looped = subprocess.run([sys.executable, "-m", "amaris_cli", "loop", str(EXAMPLES / "math"), "--run", str(run),
+                                 "--steps", "0:1"], env=env, capture_output=True, text=True, timeout=300)
+        assert looped.returncode == 0, looped.stderr
+        lines = looped.stderr.splitlines()
+        steps = [line for line in lines if line.startswith("step ")]
+        assert len(steps) == 2 and all(line.rstrip().endswith("s") and " tokens, " in line for line in steps), lines
+        table = lines[lines.index(next(line for line in lines if line.startswith("LLM calls by agent"))):]
+        assert max(len(line) for line in table) <= 80 and "…" not in looped.stderr
+        for agent in ("meta_summarizer", "query_generator", "summarizer", "analyzer", "scorer", "updater"):
+            assert any(line.split()[:1] == [agent] for line in table), agent
+        assert re.search(r"agent\s+calls\s+from record\s+tokens in\s+tokens out", looped.stderr)
+    shown = subprocess.run([sys.executable, "-m", "amaris_cli", "compare", *map(str, runs)], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert max(len(line) for line in shown.stderr.splitlines()) <= 80 and "…" not in shown.stderr
+    assert re.search(r"step\s+a/run\s+b/run\s+comparable", shown.stderr), shown.stderr
+    assert re.search(r"calls sent to a model\s+\d+\s+\d+", shown.stderr) and "tokens spent" in shown.stderr
+
+
+def write_config(tmp_path: Path) -> Path:
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    return config
+
+
 def test_tokens_count_only_calls_sent_to_a_model(tmp_path: Path, sim) -> None:
     config = tmp_path / "c.toml"
     config.write_text(TEST_CONFIG)
