@@ -80,8 +80,8 @@ def usage_table(usage: dict[str, Any]) -> Table:
                "tokens in/out: prompt/completion tokens spent (the endpoint's usage)")
     if faults:
         caption += "; faults seen: " + ", ".join(f"{k} {n}" for k, n in sorted(faults.items()))
-    columns = [("calls", "requests"), ("from record", "replayed"), ("tokens in", "prompt_tokens"),
-               ("tokens out", "completion_tokens")]
+    columns = [("calls", "requests"), ("tokens in", "prompt_tokens"), ("tokens out", "completion_tokens"),
+               ("from record", "replayed")]
     columns += [(header, name) for header, name in (("retries", "retries"), ("re-asks", "reasks"), ("failed", "failures"))
                 if any(getattr(u, name) for u in usage.values())]
     table = plain_table("LLM calls by agent", caption)

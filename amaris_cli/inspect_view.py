@@ -133,6 +133,12 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
     return parts
 
 
+def step_overview(data: dict[str, Any], step: int) -> list[RenderableType]:
+    one = {**data, "steps": [s for s in data["steps"] if s["step"] == step]}
+    return [Text(f"run {data['run']}: step {step} of {count(len(data['steps']), 'step')} (`amaris inspect` without "
+                 "--step shows them all)", style="bold"), rewards_table(one), updates_table(one)]
+
+
 def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
     """Hacking-onset alarms (alarms.py): a table when there are any, else one line saying what was checked."""
     signals = data.get("alarm_signals") or {}
@@ -289,10 +295,11 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
 
 
 def inspect_view(data: dict[str, Any]) -> Group:
-    """Everything `inspect` prints, as one renderable (the step's detail after the overview)."""
-    parts = overview(data)
-    if data.get("detail"):
-        parts += detail_view(data["detail"], bool(data["totals"]["priced_models"]))
+    """Everything `inspect` prints, as one renderable: the run's overview, or (`--step N`) the step's rows of it
+    and then the step's detail, without the other steps and the run's totals (found by a new-user walkthrough)."""
+    detail = data.get("detail")
+    parts = overview(data) if not detail else [
+        *step_overview(data, detail["step"]), *detail_view(detail, bool(data["totals"]["priced_models"]))]
     spaced: list[RenderableType] = []
     for part in parts:  # a blank line before every table and section heading
         if spaced and (isinstance(part, Table) or (isinstance(part, Text) and part.style == "bold")):

@@ -35,6 +35,10 @@ def test_inspect_reports_steps_updates_hacking_memory_and_cost(tmp_path: Path, s
     assert set(detail["usage"]) >= {"scorer", "analyzer", "updater"}
     shown = invoke("inspect", run, "--step", "1")
     assert shown.exit_code == 0 and "tokens and cost by agent" in shown.stderr and "criteria" in shown.stderr
+    # The step alone: its rows of the overview, not the other steps' nor the run's totals (it printed them first).
+    assert "step 1 of 3 steps" in " ".join(shown.stderr.split()) and "memory entries" not in shown.stderr
+    rows = [line.split()[0] for line in shown.stderr.splitlines() if re.match(r"\s+\d+\s+(v\d|updated|evolved)", line)]
+    assert rows == ["1", "1"], shown.stderr
 
 
 def test_inspect_reads_at_80_columns_and_a_missing_step_is_an_error(tmp_path: Path, sim) -> None:
@@ -92,7 +96,7 @@ def test_loop_and_compare_read_at_80_columns_with_nothing_cut_and_runs_told_apar
         assert max(len(line) for line in table) <= 80 and "…" not in looped.stderr
         for agent in ("meta_summarizer", "query_generator", "summarizer", "analyzer", "scorer", "updater"):
             assert any(line.split()[:1] == [agent] for line in table), agent
-        assert re.search(r"agent\s+calls\s+from record\s+tokens in\s+tokens out", looped.stderr)
+        assert re.search(r"agent\s+calls\s+tokens in\s+tokens out\s+from record", looped.stderr)  # as inspect's
     shown = subprocess.run([sys.executable, "-m", "amaris_cli", "compare", *map(str, runs)], env=env,
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
