@@ -293,7 +293,7 @@ def rewards(
     format_: Annotated[RewardFormat, typer.Option("--format", **_choice(RewardFormat), help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
     rescored: Annotated[bool, typer.Option("--rescored", help="Rewards from rescores.jsonl (the step's own update's rubric).")] = False,
     failed_as: Annotated[float | None, typer.Option("--failed-as", help="Reward for rollouts that could not be judged and have none (default null; under --on-error neutral they have the neutral reward).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("--out", "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
     """Write a step's rewards in shapes trainers consume."""
     with _errors():
@@ -319,14 +319,21 @@ def inspect(
 def report(
     run: Annotated[Path, typer.Argument(help="Run directory.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write (default RUN/report.html); PNG plots go next to it.")] = None,
+    json_out: JsonOpt = False,
 ) -> None:
-    """A self-contained HTML report with plots (reward, criteria pass rates, rubric size, hacking) and PNG exports."""
+    """A self-contained HTML report with plots (reward, criteria pass rates, rubric size, hacking) and PNG exports.
+    Prints the paths it wrote, one a line (with --json: {"report", "figures"})."""
     with _errors():
+        from amaris_cli.display import emit_json
         from amaris_cli.report import write_report
         from amaris_cli.rundir import RunDir
 
-        for path in write_report(RunDir(run), out or run / "report.html"):
-            typer.echo(str(path))
+        html, *figures = write_report(RunDir(run), out or run / "report.html")
+        if json_out:
+            emit_json({"report": str(html), "figures": [str(path) for path in figures]})
+        else:
+            for path in (html, *figures):
+                typer.echo(str(path))
 
 
 memory_app = typer.Typer(help="Maintain and query the evaluation memory.", no_args_is_help=True)

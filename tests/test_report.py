@@ -426,6 +426,22 @@ def test_rubric_diff_names_added_removed_and_changed_fields() -> None:
         ("grader", "text", "Addresses the grader.", "Addresses the grader or asks for a score."), ("grader", "weight", 1, 2)]
 
 
+def test_report_names_what_it_wrote_and_takes_json_as_every_command_does(report_run: Path, tmp_path: Path) -> None:
+    """The README says commands give a machine-readable result with --json; `report` had no --json (found by a
+    new-user walkthrough). Its lines on stdout stay the paths it wrote."""
+    out = tmp_path / "j.html"
+    result = invoke("report", report_run, "--out", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    said = json.loads(result.stdout)
+    assert said["report"] == str(out) and out.is_file()
+    assert all(Path(p).is_file() and Path(p).name.startswith("j-") for p in said["figures"])
+    plain = invoke("report", report_run, "--out", out)
+    assert plain.stdout.splitlines() == [said["report"], *said["figures"]]
+    # `-o`/`--out` on both commands that write a file (rewards had only --output)
+    rewards = tmp_path / "r.json"
+    assert invoke("rewards", "--run", report_run, "--step", "0", "--out", rewards).exit_code == 0 and rewards.is_file()
+
+
 def test_report_of_a_missing_run_is_an_error(tmp_path: Path) -> None:
     result = invoke("report", tmp_path / "nothing")
     assert result.exit_code == 2 and "not an amaris run directory" in result.stderr  # bad input
