@@ -134,9 +134,11 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
 
 
 def step_overview(data: dict[str, Any], step: int) -> list[RenderableType]:
-    one = {**data, "steps": [s for s in data["steps"] if s["step"] == step]}
+    one = {**data, "steps": [s for s in data["steps"] if s["step"] == step],
+           "validation": [v for v in data.get("validation") or [] if v["step"] == step]}
     return [Text(f"run {data['run']}: step {step} of {count(len(data['steps']), 'step')} (`amaris inspect` without "
-                 "--step shows them all)", style="bold"), rewards_table(one), updates_table(one)]
+                 "--step shows them all)", style="bold"), rewards_table(one),
+            *([validation_table(one)] if one["validation"] else []), updates_table(one)]
 
 
 def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
