@@ -153,6 +153,29 @@ def test_trl_reward_takes_strings_and_chat_lists_with_dataset_columns(tmp_path, 
     assert all(r["id"].startswith(content_id(Rollout(**{**r, "id": "x"}))) for r in first)
 
 
+def test_a_pickled_copy_of_the_verl_reward_does_not_complete_the_step_its_training_opened(tmp_path, sim) -> None:
+    """verl's prime manager pickles compute_score into a process pool task by task. Each copy took the moment it
+    was unpickled for the moment the training began, so a copy made after a sibling had opened the step took that
+    step for a crashed run's leftover and completed it: under load a batch of 6 became steps of 1 and 5. A copy
+    keeps its original's start now."""
+    import pickle
+
+    run = new_scenario_run(tmp_path, "verl-copies")
+    rows = VERL_ROWS[:3]
+    with served(run, sim, "--rollouts-per-step", len(rows)) as server:
+        reward = VerlReward(server.url)  # the legacy managers give no step: each rollout joins the open step
+        first = rows[0]
+        reward("openai/gsm8k", first["output"], first["gts"], {"index": 0, "question": first["input"]})
+        time.sleep(0.05)  # the copies are made after the step opened, as the pool's tasks are
+        for i, r in enumerate(rows[1:], start=1):
+            copy = pickle.loads(pickle.dumps(reward))
+            copy("openai/gsm8k", r["output"], r["gts"], {"index": i, "question": r["input"]})
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+        assert AmarisClient(server.url).health().open == []
+    assert [r["instance_id"] for r in stored(run, 0)] == ["0", "1", "2"]
+    assert not (run / "steps" / "000001").exists()
+
+
 def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) -> None:
     run = new_scenario_run(tmp_path, "verl")
     with served(run, sim_factory(agent_fault_rate={"scorer": 0.3}), "--on-error", "neutral") as server:

@@ -392,9 +392,11 @@ class VerlReward(_ServedReward):
         self.__name__ = "compute_score"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """verl's prime manager sends compute_score to a process pool, pickled: the copy there is built
-        anew from the settings, with its own connections and nothing pending."""
-        return (_verl_reward, self._settings)
+        """verl's prime manager sends compute_score to a process pool, pickled, task by task: the copy there is
+        built anew from the settings, with its own connections and nothing pending, but with the moment its
+        training began (a copy made after a sibling opened the step took that step for a crashed run's leftover
+        and completed it)."""
+        return (_verl_reward, (*self._settings, (self.stepper.started, self.batch_stepper.started)))
 
     def __call__(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
                  **kwargs: Any) -> float:
@@ -483,9 +485,13 @@ class VerlReward(_ServedReward):
 
 
 def _verl_reward(url: str, complete: Complete, step: StepSource, failed_as: float | None,
-                 max_workers: int, validation_splits: tuple[str, ...] = VERL_VALIDATION_SPLITS) -> VerlReward:
-    return VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers,
-                      validation_splits=validation_splits)
+                 max_workers: int, validation_splits: tuple[str, ...] = VERL_VALIDATION_SPLITS,
+                 started: tuple[float, float] | None = None) -> VerlReward:
+    reward = VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers,
+                        validation_splits=validation_splits)
+    if started is not None:  # the original's: its training began then, whenever this copy was made
+        reward.stepper.started, reward.batch_stepper.started = started
+    return reward
 
 
 def _evaluating(kwargs: dict[str, Any]) -> bool:
