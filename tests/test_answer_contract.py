@@ -43,6 +43,8 @@ PERSISTENT = [  # the judge answers every request of the scorer this way
     ("retracted_zh", "takes it back"),  # a judge answering rollouts in another language takes it back in that one
     ("retracted_de", "takes it back"),
     ("length", "cut at the token limit"),
+    ("max_tokens", "cut at the token limit"),  # another server's name for it, in capitals
+    ("content_filter", "not as a finished answer"),  # a whole verdict, then a cut take-back: never read
     ("unclosed_think", "never closed"),
     ("truncated", "cut off before its closing brace"),
 ]

@@ -84,6 +84,14 @@ OUTAGE_MAX_DELAY_S = 5.0  # during an outage each request tries again at least t
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529}
 
 
+# How a reply ended (`finish_reason`, any case): cut at the token limit, the names servers give it (OpenAI "length",
+# Gemini's gateways "MAX_TOKENS", Anthropic's "max_tokens"); or finished, as the servers amaris meets say it (vLLM,
+# llama.cpp and Ollama "stop", TGI "eos_token" and "stop_sequence", Anthropic's "end_turn"; none given: finished).
+# Anything else (a content filter, an abort, an error) is an unfinished reply: re-asked, never read.
+CUT_AT_TOKEN_LIMIT = frozenset({"length", "max_tokens", "max_output_tokens", "token_limit", "model_length"})
+FINISHED = frozenset({"stop", "eos", "eos_token", "stop_sequence", "end_turn"})
+
+
 @dataclass
 class AgentUsage:
     requests: int = 0
@@ -836,11 +844,12 @@ class LLMClient:
                     "--offline to ask the model again, or replay with the amaris version that recorded it") from None
             answer.prompt_tokens += reply.usage.prompt_tokens
             answer.completion_tokens += reply.usage.completion_tokens
-            if reply.finish_reason == "length":
+            ending = (reply.finish_reason or "stop").lower()
+            if ending in CUT_AT_TOKEN_LIMIT:
                 # A cut reply is never repaired into an answer: ask again with room for the whole of it.
                 self._remember(reply, accepted=False)
                 at_cap = budget >= cap
-                problem = f"the reply was cut at the token limit ({budget} tokens, finish_reason \"length\")"
+                problem = f"the reply was cut at the token limit ({budget} tokens, finish_reason {reply.finish_reason!r})"
                 rejected_as_recorded = problem if reply.source_accepted else None
                 answer.error = f"invalid answer: {problem}" + (
                     f"; the budget is at agents.{agent}.max_tokens_cap ({cap})" if at_cap else "")
@@ -858,6 +867,9 @@ class LLMClient:
                         ]
                 continue
             try:
+                if ending not in FINISHED:  # stopped by a filter, an abort, an error: what it says may be cut short
+                    raise ReplyError(f"the reply ended with finish_reason {one_line(repr(reply.finish_reason), 60)}, "
+                                     "not as a finished answer")
                 data = extract_json_object(reply.text)
                 value = parse(data) if parse else schema.model_validate(data)
                 if check:

@@ -5,8 +5,8 @@ described in server.py."""
 from __future__ import annotations
 
 FAULT_KINDS = ("429", "500", "503", "reset", "hang", "malformed", "truncated", "wrong_shape", "empty_choices")
-REPLY_KINDS = ("scale10", "two_objects", "retracted", "retracted_zh", "retracted_de", "length", "unclosed_think",
-               "echo_auth")
+REPLY_KINDS = ("scale10", "two_objects", "retracted", "retracted_zh", "retracted_de", "length", "max_tokens",
+               "content_filter", "unclosed_think", "echo_auth")
 WIRE_KINDS = ("drip", "bad_usage", "choices_object", "choices_number", "content_not_string")
 ENDPOINT_KINDS = ("401", "403", "404", "quota", "redirect", "html", "event_stream")
 REQUEST_KINDS = ("400",)  # this request is refused (context too long), the endpoint is fine

@@ -15,7 +15,8 @@ Answers a real judge gives that do not mean what a naive reader takes (REPLY_KIN
 score on a 0-10 scale: 9 met, 1 not met, 5 half), two_objects (the verdict, then "if the rubric were lenient: {...}"),
 retracted (the verdict, then "Actually, I made a mistake: ..." in prose; retracted_zh and retracted_de the same
 in Chinese and German, as a judge answers rollouts in those languages), length
-(cut at `"score": 0.` with finish_reason "length"), unclosed_think (`<think>` and a draft, never
+(cut at `"score": 0.` with finish_reason "length"; max_tokens the same with "MAX_TOKENS"), content_filter (the
+whole verdict, then "Actu" with finish_reason "content_filter"), unclosed_think (`<think>` and a draft, never
 closed), echo_auth (the request's Authorization header copied into every reason).
 
 Broken bodies and endpoints (WIRE_KINDS, ENDPOINT_KINDS): drip (the body one byte every
@@ -344,8 +345,10 @@ class SimJudge:
             content = "I cannot tell which amaris agent this prompt is for."
         else:
             content = self._reply(fault, answer, headers)
-            if fault == "length":
-                content, finish_reason = _cut_at_a_score(content), "length"
+            if fault in ("length", "max_tokens"):  # OpenAI's name, and the one Gemini's gateways give
+                content, finish_reason = _cut_at_a_score(content), "length" if fault == "length" else "MAX_TOKENS"
+            elif fault == "content_filter":  # the whole verdict, then a take-back the filter stopped
+                content, finish_reason = content + "\n\nActu", "content_filter"
         if fault == "truncated":
             content = content[: max(1, len(content) // 2)]
         elif fault == "wrong_shape":
