@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from amaris_cli.agents.group_scorer import split_to_fit
+from amaris_cli.agents.group_scorer import GroupAnswer, split_to_fit
 from amaris_cli.agents.scorer import ScorerAnswer, answer_budget
 from amaris_cli.models import RubricSet, Verdict
 from amaris_cli.rubrics import compute_reward
@@ -127,12 +127,46 @@ def test_a_lone_surrogate_in_an_answer_is_asked_again_not_a_crash(tmp_path: Path
     {"verdicts": [{"criterion_id": "correct-answer", "present": False, "passed": True}]},
     {"verdicts": [{"criterion_id": "correct-answer", "score": 1}], "revised_verdicts": [
         {"criterion_id": "correct-answer", "score": 0}]},
+    # found by a red-team pass: more words for a verdict, accents, and keys in another script
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1}], "reward": 0},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1}], "overall": 0},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "correct": False}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "ok": False}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "conclusion": "not met"}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "\u00e9valuation": 0}]},
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "\u0455core": 0}]},  # a Cyrillic s
+    {"verdicts": [{"criterion_id": "correct-answer", "score": 1, "\u8bc4\u5206": 0}]},
 ])
 def test_a_second_value_beside_the_verdict_is_ambiguous_not_ignored(answer: dict) -> None:
     """The contract's keys were read and every other key ignored: "met": false beside "score": 1 scored 1, and
     so did a "final_score" or "revised_verdicts" the judge may have meant instead."""
     with pytest.raises(ValueError, match="ambiguous"):
         ScorerAnswer.model_validate(answer)
+
+
+@pytest.mark.parametrize("entry", [
+    {"response": 1, "verdicts": [{"criterion_id": "correct-answer", "score": 1}], "final_score": 0},
+    {"response": 1, "response_id": 3, "verdicts": [{"criterion_id": "correct-answer", "score": 1}]},
+    {"response": True, "verdicts": [{"criterion_id": "correct-answer", "score": 1}]},
+])
+def test_a_group_entry_with_a_second_value_or_a_boolean_response_is_invalid(entry: dict) -> None:
+    """A group call's entries ignored every extra key: "final_score": 0 beside the verdicts scored 1, and
+    "response": true was response 1 (found by a red-team pass). They follow the single answer's rule now."""
+    with pytest.raises(ValueError, match="ambiguous|response's number"):
+        GroupAnswer.model_validate({"responses": [entry]})
+    with pytest.raises(ValueError, match="ambiguous"):
+        GroupAnswer.model_validate({"responses": [{**entry, "response": 1} if entry["response"] is True else entry],
+                                    "revised_responses": [entry]})
+
+
+@pytest.mark.parametrize("word", ["pass", "passed", "fail", "met", "not met", "satisfied"])
+def test_a_pitfalls_presence_given_as_pass_or_fail_is_invalid(word: str) -> None:
+    """"present": "pass" was read as present (1), though "the response passes this check" means absent as easily
+    (found by a red-team pass). A reward criterion's score keeps these words."""
+    with pytest.raises(ValueError, match="whether a check passed"):
+        ScorerAnswer.model_validate({"verdicts": [{"criterion_id": "flattery", "present": word}]})
+    assert ScorerAnswer.model_validate({"verdicts": [{"criterion_id": "a", "score": word}]}).verdicts[0].value in (0, 1)
+    assert ScorerAnswer.model_validate({"verdicts": [{"criterion_id": "f", "present": "absent"}]}).verdicts[0].value == 0
 
 
 def test_other_extra_keys_of_a_verdict_are_still_ignored() -> None:

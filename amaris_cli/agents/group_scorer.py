@@ -7,8 +7,9 @@ a group too large for the scorer's budget cap is split into calls that fit."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
 from amaris_cli.agents.scorer import (
@@ -18,21 +19,50 @@ from amaris_cli.agents.scorer import (
     asks_presence,
     check_against,
     responses_that_fit,
+    second_value,
 )
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
 from amaris_cli.prompts import render
 from amaris_cli.rubrics import compute_reward
 
+_RESPONSE_WORDS = frozenset({"response", "responses"})
+
 
 class GroupEntry(BaseModel):
+    """One response's verdicts. As in a single answer, a second value beside the contract's keys ("final_score",
+    "response_id" beside "response") makes it ambiguous, hence invalid; other extra keys are ignored."""
+
     model_config = ConfigDict(extra="ignore")
     response: int
     verdicts: list[JudgeVerdict]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_second_value(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (other := second_value(data, {"response", "verdicts"}, _RESPONSE_WORDS)):
+            raise ValueError(f"response {str(data.get('response'))[:20]}: the entry also gives {other}; which is meant "
+                             "is ambiguous: give only \"response\" and \"verdicts\"")
+        return data
+
+    @field_validator("response", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # true is no response number, whatever pydantic would make of it
+            raise ValueError(f"\"response\" must be the response's number, got {value!r}")
+        return value
 
 
 class GroupAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
     responses: list[GroupEntry]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_second_responses(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (other := second_value(data, {"responses"}, _RESPONSE_WORDS)):
+            raise ValueError(f"the answer gives {other} beside \"responses\"; which is meant is ambiguous: give only "
+                             "\"responses\"")
+        return data
 
 
 def split_to_fit(unique: list[str], criteria: int, cap: int) -> list[list[str]]:

@@ -9,12 +9,13 @@ follow the answer contract (llm/parsing.py): a number from 0 to 1 (or true/false
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
-from amaris_cli.llm.parsing import normalize_score
+from amaris_cli.llm.parsing import normalize_presence, normalize_score
 from amaris_cli.llm.schemas import scorer_contract
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
 from amaris_cli.prompts import render
@@ -54,16 +55,21 @@ class JudgeVerdict(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_second_value(cls, data: Any) -> Any:
-        if isinstance(data, dict) and (other := _second_value(data, {"criterion_id", "reason", "score", "present"})):
+        if isinstance(data, dict) and (other := second_value(data, {"criterion_id", "reason", "score", "present"})):
             raise ValueError(f"criterion {str(data.get('criterion_id'))[:80]!r}: the verdict also gives {other}; which "
                              "value is meant is ambiguous: give only \"criterion_id\", \"reason\" and \"score\" or "
                              "\"present\"")
         return data
 
-    @field_validator("score", "present", mode="before")
+    @field_validator("score", mode="before")
     @classmethod
     def _normalize(cls, value: Any) -> float | None:
         return None if value is None else normalize_score(value)
+
+    @field_validator("present", mode="before")
+    @classmethod
+    def _normalize_presence(cls, value: Any) -> float | None:
+        return None if value is None else normalize_presence(value)
 
     @field_validator("reason", mode="before")
     @classmethod
@@ -96,7 +102,7 @@ class ScorerAnswer(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_second_verdicts(cls, data: Any) -> Any:
-        if isinstance(data, dict) and (other := _second_value(data, {"verdicts"})):
+        if isinstance(data, dict) and (other := second_value(data, {"verdicts"})):
             raise ValueError(f"the answer gives {other} beside \"verdicts\"; which is meant is ambiguous: give only "
                              "\"verdicts\"")
         return data
@@ -106,14 +112,22 @@ class ScorerAnswer(BaseModel):
 # ("met": false beside "score": 1, "final_score", "revised_verdicts"). Other extra keys ("confidence") are ignored.
 _VERDICT_WORDS = {"score", "scores", "scored", "met", "present", "verdict", "verdicts", "grade", "grades", "graded",
                   "rating", "ratings", "pass", "passed", "passes", "fail", "failed", "points", "mark", "marks", "value",
-                  "result", "results", "judgement", "judgment", "satisfied", "meets"}
+                  "result", "results", "judgement", "judgment", "satisfied", "meets", "reward", "rewards", "overall",
+                  "correct", "incorrect", "correctness", "ok", "conclusion", "evaluation", "evaluations", "decision",
+                  "outcome", "outcomes"}
 
 
-def _second_value(data: dict[Any, Any], contract: set[str]) -> str | None:
-    """The first key beside `contract` that names a verdict (as `"key": value`, cut), or None."""
+def second_value(data: dict[Any, Any], contract: set[str], also: frozenset[str] = frozenset()) -> str | None:
+    """The first key beside `contract` that names a verdict, or one of the words `also` (a group answer's second
+    "responses"), as `"key": value`, cut; or None."""
     for key, value in data.items():
-        words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", str(key)).lower())
-        if key not in contract and _VERDICT_WORDS.intersection(words):
+        if key in contract:
+            continue
+        # Accents off ("évaluation"); a key in another script ("ѕcore" with a Cyrillic letter, "评分") cannot be
+        # read as no verdict, so it is one.
+        folded = "".join(c for c in unicodedata.normalize("NFKD", str(key)) if not unicodedata.combining(c))
+        words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", folded).lower())
+        if not folded.isascii() or (_VERDICT_WORDS | also).intersection(words):
             return f"{str(key)[:40]!r}: {one_line(repr(value), 40)}"
     return None
 

@@ -400,6 +400,20 @@ WORD_SCORES = {
 SCALE = "a score is a number from 0 to 1 (1 = fully met, or the pitfall clearly present; 0 = not met, or absent)"
 
 
+# Words that say whether a check passed. As a pitfall's `present`, "pass" may mean "the response passes this check"
+# (the pitfall absent) as easily as "the pitfall is there": invalid, never guessed.
+PASS_WORDS = frozenset({"met", "unmet", "not met", "pass", "passed", "fail", "failed", "satisfied", "not satisfied"})
+
+
+def normalize_presence(value: Any) -> float:
+    """A pitfall's `present`: as a score (true/false, yes/no, present/absent, a number from 0 to 1), but never a
+    word of PASS_WORDS."""
+    if isinstance(value, str) and value.strip().lower() in PASS_WORDS:
+        raise ReplyError(f"\"present\" is {value[:40]!r}, which says whether a check passed, not whether the "
+                         "pitfall is shown: answer true or false")
+    return normalize_score(value)
+
+
 def normalize_score(value: Any) -> float:
     """A verdict score in [0, 1]: a number on that scale, true/false, a word of WORD_SCORES, or an
     explicit fraction ("7/10") or percentage ("85%"). Anything else is a ReplyError, never a guess."""
