@@ -68,6 +68,39 @@ def test_an_explanation_after_the_object_does_not_take_it_back(after: str) -> No
     assert extract_json_object('```json\n{"verdicts": []}\n```\n' + after) == {"verdicts": []}
 
 
+_ANSWER = '{"verdicts": [{"criterion_id": "correct-answer", "reason": "r", "score": 1}, ' \
+          '{"criterion_id": "shows-reasoning", "reason": "r", "score": 0.5}]}'
+
+
+@pytest.mark.parametrize("after", [  # found by a red-team pass: 17 of 18 such phrasings were recorded as 1
+    "Scratch the above, correct-answer is 0.",
+    "Erratum: correct-answer = 0.",
+    "Revision: correct-answer: 0",
+    "Amended: correct-answer score 0, shows-reasoning score 0.5.",
+    "Final verdict: correct-answer score 0.",
+    "However, 108 does not match 109, so correct-answer is 0.",
+    "\u2014 actually, correct-answer is 0.",
+    'Final: "correct-answer": 0',
+    "So correct-answer is not met.",
+    "shows-reasoning should be 1 after all.",
+    "<think>Wait, correct-answer should be 0; I was wrong above.</think>",  # reasoning after the answer is no draft
+    "<think>correct-answer is 0 here</think>",
+])
+def test_a_verdict_said_again_after_the_object_with_another_value_is_invalid(after: str) -> None:
+    with pytest.raises(ReplyError, match="takes it back|gives (correct-answer|shows-reasoning)"):
+        extract_json_object(_ANSWER + "\n" + after)
+
+
+@pytest.mark.parametrize("after", [
+    "In short: correct-answer is met and shows-reasoning is 0.5.",  # the same values, said again
+    "correct-answer: the response gives 42, which matches the reference.",
+    "Both criteria were checked against the reference; see the reasons.",
+    "The response's correct-answer section is fine.",
+])
+def test_a_verdict_said_again_with_the_same_value_or_an_explanation_is_fine(after: str) -> None:
+    assert extract_json_object(_ANSWER + "\n" + after)["verdicts"][0]["score"] == 1
+
+
 def test_a_think_tag_quoted_inside_the_answer_is_text() -> None:
     reply = '{"reason": "the response leaves a <think> tag open", "score": 0}'
     assert extract_json_object(reply) == {"reason": "the response leaves a <think> tag open", "score": 0}

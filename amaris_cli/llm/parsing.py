@@ -172,6 +172,12 @@ def _strip_thinking(text: str) -> str:
         if _THINK_OPEN.fullmatch(tag.group()):
             if opened is None:
                 kept.append(text[pos:tag.start()])
+                closed = any(t.start() > tag.start() and not _THINK_OPEN.fullmatch(t.group()) for t in tags)
+                if closed and _holds_an_object(kept[-1]):
+                    # Reasoning after the answer is no draft of it: kept as written, so that a take-back in it
+                    # ("<think>Wait, correct-answer should be 0</think>") is read as one. (Never closed, it is
+                    # reasoning cut or unfinished: an error below.)
+                    return "".join(kept) + text[tag.start():]
                 opened = tag
         elif opened is None:  # an unopened close: everything before it was a draft
             kept, pos = [], tag.end()
@@ -183,6 +189,11 @@ def _strip_thinking(text: str) -> str:
         raise ReplyError(f"the reply has a {tag} block that is never closed (reasoning cut or unfinished); "
                          f"finish the reasoning, close it with {close}, then give the JSON object")
     return "".join(kept) + text[pos:]
+
+
+def _holds_an_object(text: str) -> bool:
+    """Whether a stretch of the reply outside reasoning blocks holds an answer (an object, not braces of prose)."""
+    return any(_candidate(text[a:b]) is not None for a, b in _object_spans(text))
 
 
 def _closing_brace(text: str, start: int) -> int:
@@ -389,7 +400,61 @@ def extract_json_object(text: str) -> dict[str, Any]:
     if revision := _revision(body[object_end:]):
         raise ReplyError(f"the reply goes on after its JSON object and takes it back (\"{revision}\"): "
                          "answer again with only the JSON object you mean, corrected")
+    if restated := _restated(value, body[object_end:]):
+        raise ReplyError(f"the reply goes on after its JSON object and gives {restated}, not the object's value: "
+                         "answer again with only the JSON object you mean")
     return value
+
+
+# A criterion's verdict said again in prose: its id, a few linking words ("is", "should be", "score", ":"), then a
+# value. The words a take-back opens with are many ("Scratch the above", "Erratum:", "Final verdict:"); the value it
+# gives is what counts: one that differs from the object's is a second answer, whatever words come before it.
+_LINK = (r"(?:\s*(?:[(:=\u2192\"'-]+|>|\b(?:is|are|was|be|should|would|must|now|gets?|got|scores?|scored|as|at|of|to)"
+         r"\b))*")
+_SAID = re.compile(_LINK + r"\s*[\"']?(not met|not present|not satisfied|unmet|met|passed|pass|failed|fail|present|"
+                   r"absent|satisfied|partially|partial|true|false|yes|no|-?\d+(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?|\s*%)?)"
+                   r"(?![\w.]*\d)", re.I)
+
+
+def _verdict_values(value: Any) -> dict[str, float]:
+    """The verdicts of an answer, anywhere in it: criterion id -> the value given (score, or present)."""
+    found: dict[str, float] = {}
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            given = node.get("score", node.get("present"))
+            if isinstance(node.get("criterion_id"), str) and given is not None:
+                try:
+                    found[node["criterion_id"]] = normalize_score(given)
+                except ReplyError:
+                    pass  # the answer's own checks say what is wrong with it
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def _restated(value: Any, after: str) -> str | None:
+    """`ID VALUE` (as the reply says it) where the text after the object gives a criterion another value."""
+    verdicts = _verdict_values(value) if after.strip() else {}
+    if not verdicts:
+        return None
+    ids = {criterion.lower() for criterion in verdicts}
+    # Quoted text is the response's, but a quoted id is the judge naming a criterion ("correct-answer": 0).
+    plain = _QUOTED.sub(lambda m: m.group() if m.group()[1:-1].strip().lower() in ids else '""', after)
+    for criterion, meant in verdicts.items():
+        for named in re.finditer(rf"(?<![\w-]){re.escape(criterion)}(?![\w-])", plain, re.I):
+            said = _SAID.match(plain, named.end())
+            if said is None:
+                continue
+            try:
+                again = normalize_score(said.group(1))
+            except ReplyError:
+                again = None
+            if again is None or abs(again - meant) > 1e-9:
+                return f"{criterion} {' '.join(said.group().split())!r}"
+    return None
 
 
 WORD_SCORES = {
