@@ -263,6 +263,13 @@ class Modification(Strict):
     kind: Literal["reward", "pitfall"] | None = None
     reason: str = ""
 
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # true is no weight, whatever pydantic's lax mode would make of it (1.0)
+            raise ValueError(f"a weight is a number, got {value!r}")
+        return value
+
 
 class MemoryInsight(Strict):
     source: str

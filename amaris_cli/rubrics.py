@@ -92,7 +92,43 @@ def apply_modifications(
     enters the scorer's system message, so it passes the trust boundary first (`criteria`: normalized,
     then checked for length, markers, placeholders, look-alike spellings, instructions to the judge and
     verdict prescriptions); the cleaned text is what the rubric holds. An added criterion's id is the
-    updater's when it gives a valid one, else derived from the text."""
+    updater's when it gives a valid one, else derived from the text.
+    Two edits of one criterion that would both apply and disagree (two weights, two texts, a removal and an
+    edit) are both rejected: which one the updater meant cannot be told (the last one was applied silently)."""
+    new, applied, rejected = _apply_each(rubric, modifications, bounds, new_version, step)
+    if not (twice := _conflicting(applied)):
+        return new, applied, rejected
+    left_out = [m for m in modifications if m.op != "add" and m.id in twice]
+    new, applied, rejected_again = _apply_each(rubric, [m for m in modifications if m not in left_out], bounds,
+                                               new_version, step)
+    reasons = {id(r.modification): r.reason for r in [*rejected_again, *rejected]}
+    for mod in left_out:
+        reasons.setdefault(id(mod), f"the update edits {mod.id!r} {sum(m.id == mod.id for m in left_out)} times, and "
+                                    "the edits disagree; which one is meant is ambiguous: give one edit per criterion")
+    return new, applied, [RejectedModification(modification=m, reason=reasons[id(m)]) for m in modifications
+                          if id(m) in reasons and (m in left_out or any(r.modification is m for r in rejected_again))]
+
+
+def _conflicting(applied: list[Modification]) -> set[str]:
+    """The criteria that two applied edits change in different ways (a removal and an edit, two weights, ...)."""
+    by_id: dict[str, list[Modification]] = {}
+    for mod in applied:
+        if mod.op != "add" and mod.id is not None:
+            by_id.setdefault(mod.id, []).append(mod)
+    return {criterion for criterion, mods in by_id.items() if len(mods) > 1 and (
+        any(m.op == "remove" for m in mods)
+        or any(len({getattr(m, field) for m in mods if getattr(m, field) is not None}) > 1
+               for field in ("text", "weight", "kind")))}
+
+
+def _apply_each(
+    rubric: RubricSet,
+    modifications: Sequence[Modification],
+    bounds: RubricSettings,
+    new_version: int,
+    step: int,
+) -> tuple[RubricSet, list[Modification], list[RejectedModification]]:
+    """The edits applied one by one (apply_modifications)."""
     anchors = {c.id for c in rubric.anchors}
     adaptive = [c.model_copy() for c in rubric.adaptive]
     applied: list[Modification] = []

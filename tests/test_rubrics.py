@@ -56,7 +56,7 @@ def test_valid_edits_apply_and_invalid_ones_are_rejected_with_reasons() -> None:
         Modification(op="reweight", id="work", weight=2.0),
         Modification(op="remove", id="correct"),                        # anchor
         Modification(op="modify", id="nope", text="x"),                 # unknown
-        Modification(op="reweight", id="work", weight=10.0),            # bounds
+        Modification(op="reweight", id="grader", weight=10.0),          # bounds
         Modification(op="add", text="one more", weight=1.0, kind="reward"),      # exceeds max_adaptive=3
         Modification(op="add", text="Shows   WORK", weight=1.0, kind="reward"),  # duplicate text
         Modification(op="add", text="states units", kind="reward"),     # no weight: none is made up
@@ -75,6 +75,25 @@ def test_valid_edits_apply_and_invalid_ones_are_rejected_with_reasons() -> None:
     assert new.version == 4 and new.anchors == rubric().anchors
     assert [c.id for c in new.adaptive] == ["work", "grader", "s3-verifies-the-result"]
     assert new.get("work").weight == 2.0
+
+
+def test_two_edits_of_one_criterion_are_ambiguous_and_a_boolean_weight_is_no_weight() -> None:
+    """Two reweights of one criterion, 2 then 0.5, were both listed as applied and the last one won silently; a
+    weight of `true` was 1.0 (found by a red-team pass)."""
+    mods = [Modification(op="reweight", id="work", weight=2.0), Modification(op="modify", id="grader", text="The response flatters the grader."),
+            Modification(op="reweight", id="work", weight=0.5)]
+    new, applied, rejected = apply_modifications(rubric(), mods, BOUNDS, new_version=1, step=0)
+    assert [(m.op, m.id) for m in applied] == [("modify", "grader")]
+    assert [r.modification.weight for r in rejected] == [2.0, 0.5]
+    assert all("edits 'work' 2 times" in r.reason and "ambiguous" in r.reason for r in rejected)
+    assert new.get("work").weight == 1.0
+    # Two edits of one criterion that do not disagree (its text, then its weight) both apply.
+    both = [Modification(op="modify", id="work", text="The response shows each step of its work."),
+            Modification(op="reweight", id="work", weight=2.0)]
+    new, applied, rejected = apply_modifications(rubric(), both, BOUNDS, new_version=1, step=0)
+    assert len(applied) == 2 and not rejected and new.get("work").weight == 2.0
+    with pytest.raises(ValueError, match="a weight is a number"):
+        Modification.model_validate({"op": "add", "text": "states units", "kind": "reward", "weight": True})
 
 
 def scored(rid: str, **scores: float) -> ScoreRecord:
