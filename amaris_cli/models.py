@@ -195,6 +195,13 @@ class SummaryAnswer(Strict):
     rubric_evolution_plan: list[str] = Field(default_factory=list)
     memory_entry: str = Field(min_length=1)
 
+    @field_validator("memory_entry")
+    @classmethod
+    def _said_something(cls, value: str) -> str:
+        if not value.strip():  # a blank entry would be indexed as the step's history
+            raise ValueError("memory_entry is blank: write the step's entry for the memory")
+        return value
+
 
 class CriterionStats(Strict):
     criterion_id: str

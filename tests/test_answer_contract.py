@@ -169,6 +169,22 @@ def test_a_pitfalls_presence_given_as_pass_or_fail_is_invalid(word: str) -> None
     assert ScorerAnswer.model_validate({"verdicts": [{"criterion_id": "f", "present": "absent"}]}).verdicts[0].value == 0
 
 
+def test_small_things_a_judge_writes_are_read_as_meant() -> None:
+    """Found by a red-team pass: a score of -0.0 was written as -0.0, a blank memory entry was indexed, and an
+    id with a trailing space read the same as the one it missed in the re-ask ("no verdict for a; unknown
+    criterion ids a")."""
+    from amaris_cli.agents.scorer import check_against
+    from amaris_cli.models import Criterion, RubricSet, SummaryAnswer
+
+    assert str(ScorerAnswer.model_validate({"verdicts": [{"criterion_id": "a", "score": -0.0}]}).verdicts[0].value) == "0.0"
+    with pytest.raises(ValueError, match="memory_entry is blank"):
+        SummaryAnswer(executive_summary="e", reward_hacking="r", rubric_meta_evaluation="m",
+                      performance_advancement="p", memory_entry=" \n ")
+    rubric = RubricSet(version=0, anchors=[Criterion(id="a", text="The final answer is correct.", weight=1)])
+    with pytest.raises(ValueError, match=r"no verdict for 'a'; unknown criterion ids 'a '"):
+        check_against(rubric)(ScorerAnswer.model_validate({"verdicts": [{"criterion_id": "a ", "score": 1}]}))
+
+
 def test_other_extra_keys_of_a_verdict_are_still_ignored() -> None:
     answer = {"verdicts": [{"criterion_id": "a", "score": 0.5, "confidence": 0.9, "criterion_text": "x"}], "notes": "-"}
     assert [v.value for v in ScorerAnswer.model_validate(answer).verdicts] == [0.5]

@@ -151,12 +151,13 @@ def check_against(rubric: RubricSet, presence: bool = True):  # noqa: ANN201 - r
         unknown = sorted({i for i in got if i not in expected})
         dupes = sorted({i for i in got if got.count(i) > 1})
         problems = []
+        # Quoted: an id given with a trailing space or a look-alike letter reads the same as the one it misses.
         if missing:
-            problems.append(f"no verdict for {', '.join(missing)}")
+            problems.append(f"no verdict for {', '.join(map(ascii, missing))}")
         if unknown:
-            problems.append(f"unknown criterion ids {', '.join(unknown)}")
+            problems.append(f"unknown criterion ids {', '.join(map(ascii, unknown))}")
         if dupes:
-            problems.append(f"several verdicts for {', '.join(dupes)}")
+            problems.append(f"several verdicts for {', '.join(map(ascii, dupes))}")
         if problems:
             raise ValueError("; ".join(problems) + f" (expected exactly one verdict for each of: {', '.join(expected)})")
         if presence:

@@ -508,4 +508,4 @@ def normalize_score(value: Any) -> float:
     if not math.isfinite(number) or not 0 <= number <= 1:
         raise ReplyError(f"score {value!r} is off the scale: {SCALE}. Scores on other scales (0-10, 0-100) "
                          "are not converted; give every score from 0 to 1")
-    return number
+    return number + 0.0  # -0.0 is 0
