@@ -83,6 +83,8 @@ _ANSWER = '{"verdicts": [{"criterion_id": "correct-answer", "reason": "r", "scor
     'Final: "correct-answer": 0',
     "So correct-answer is not met.",
     "shows-reasoning should be 1 after all.",
+    "Correct-answer should have been 0.",
+    "Oh no, correct-answer is wrong: it should be 0.",
     "<think>Wait, correct-answer should be 0; I was wrong above.</think>",  # reasoning after the answer is no draft
     "<think>correct-answer is 0 here</think>",
 ])
@@ -96,6 +98,7 @@ def test_a_verdict_said_again_after_the_object_with_another_value_is_invalid(aft
     "correct-answer: the response gives 42, which matches the reference.",
     "Both criteria were checked against the reference; see the reasons.",
     "The response's correct-answer section is fine.",
+    "correct-answer is right: 42 matches 42.",
 ])
 def test_a_verdict_said_again_with_the_same_value_or_an_explanation_is_fine(after: str) -> None:
     assert extract_json_object(_ANSWER + "\n" + after)["verdicts"][0]["score"] == 1
