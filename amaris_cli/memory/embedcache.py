@@ -22,6 +22,7 @@ import sqlite3
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,26 @@ from amaris_cli.errors import ConfigError
 
 if TYPE_CHECKING:
     from amaris_cli.memory.embeddings import Embedder
+
+
+def _set_up(db: sqlite3.Connection, wal: bool) -> None:
+    """WAL mode and the table, by the first of several processes that open a new cache at once. SQLite answers
+    "database is locked" at once, without waiting out the busy timeout, to a connection that would deadlock
+    another (two processes switching a new file to WAL together): such a statement is tried again, for as long
+    as the busy timeout would have waited (a test saw one of three writers fail this way)."""
+    deadline = time.monotonic() + 60
+    pause = 0.01
+    while True:
+        try:
+            if wal:
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 def _key(text: str) -> bytes:
@@ -82,10 +103,7 @@ class EmbeddingCache:
                 with self._opened_lock:
                     self._opened.append(db)
                 if not self.read_only:  # a view cannot create the table: until its writer has, it finds nothing (get)
-                    if self.wal:
-                        db.execute("PRAGMA journal_mode=WAL")
-                    db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) "
-                               "WITHOUT ROWID")
+                    _set_up(db, self.wal)
             except sqlite3.Error as exc:
                 raise self._failed(exc) from None
             self._local.db = db
