@@ -106,15 +106,16 @@ def test_a_verdict_said_again_with_the_same_value_or_an_explanation_is_fine(afte
 
 def test_a_long_run_of_linking_text_after_an_id_ends() -> None:
     """The pattern that reads a verdict said again once split a run of dashes into its iterations in every way:
-    "correct-answer" and 24 dashes took 8 s, and each dash doubled it (a reply can hold a thousand). Run in a
-    process of its own, bounded: the check is that it ends, not how fast."""
+    "correct-answer" and 24 dashes took 8 s, and each dash doubled it (a reply can hold a thousand); the take-back
+    openings read interjections across sentence ends (". so" 5,000 times: 11 s, growing with its square). Run in
+    a process of its own, bounded: the check is that it ends, not how fast."""
     import subprocess
     import sys
 
     code = ("from amaris_cli.llm.parsing import extract_json_object, ReplyError\n"
             f"answer = {_ANSWER!r}\n"
             "for tail in ['correct-answer ' + '-' * 80 + ' x', 'correct-answer' + ' :' * 80 + 'x', "
-            "'correct-answer ' + ' is' * 80 + ' x']:\n"
+            "'correct-answer ' + ' is' * 80 + ' x', '. so ' * 20000, '\u3002\u55ef\uff0c' * 20000]:\n"
             "    extract_json_object(answer + chr(10) + tail)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

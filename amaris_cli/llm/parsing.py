@@ -73,7 +73,7 @@ _APOLOGY = (r"(?:(?:i['\u2019]?m|i am|we['\u2019]?re|we are)\s+(?:so\s+|very\s+|
 _REVISION_OPENING = rf"actually|wait|correction|hold on|oops|(?:up)?on reflection|disregard|edit(?=\s*:)|{_APOLOGY}"
 _REVISION = re.compile(
     rf"\b(?:{_REVISION_ANYWHERE})\b"
-    rf"|(?:\A|(?<=[.!?;:(\n]))[\s*_>#\-\u2022]*(?:(?:hmm+|oh|ah|uh|um+|no|but|ok(?:ay)?|well|so)\b[\s,.!\-\u2013\u2014]*)*"
+    rf"|(?:\A|(?<=[.!?;:(\n]))[\s*_>#\-\u2022]*(?:(?:hmm+|oh|ah|uh|um+|no|but|ok(?:ay)?|well|so)\b[\s,\-\u2013\u2014]*)*+"
     rf"\b(?:{_REVISION_OPENING})\b", re.I)
 # The same in the languages a judge most often answers in besides English, when the rollouts are in them: a
 # judge's own admission of an error counts anywhere; words an explanation also uses ("the response in fact ...",
@@ -104,8 +104,9 @@ _OTHER_OPENING = (
     r"(?:\b(?:eigentlich|moment mal|warte|en fait|attendez|oups|en realidad|espera|na verdade|espere|in realtà"
     r"|aspetta|на самом деле|подождите|погодите)\b"
     rf"|{_OTHER_APOLOGY}|{_OTHER_CORRECTION}|实际上|其实|等等|等一下|不对(?![称劲的之])|実は|待って|사실은|잠깐)")
-# Interjections a take-back may open with ("Hmm, eigentlich ...", "Oh, attendez", "嗯，其实").
-_OTHER_INTERJECTION = r"(?:(?:hmm+|oh|ah|äh|ach|nein|non|no|ok(?:ay)?|bon|bueno|pues|嗯|啊|哦|あ|ああ|아)[\s,，、.!！\-\u2013\u2014]*)*"
+# Interjections a take-back may open with ("Hmm, eigentlich ...", "Oh, attendez", "嗯，其实"), within one sentence (a
+# sentence's end starts another: across them, ". so" 5,000 times was read in 11 s).
+_OTHER_INTERJECTION = r"(?:(?:hmm+|oh|ah|äh|ach|nein|non|no|ok(?:ay)?|bon|bueno|pues|嗯|啊|哦|あ|ああ|아)[\s,，、\-\u2013\u2014]*)*+"
 _REVISION_OTHER = re.compile(
     rf"{_OTHER_ANYWHERE}|(?:\A|(?<=[.!?;:(\n。！？；：]))[\s*_>#\-\u2022]*{_OTHER_INTERJECTION}{_OTHER_OPENING}", re.I)
 # Quoted text after the object: what the judge quotes from the response (straight, curly, code, guillemet or corner
