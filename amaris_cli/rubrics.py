@@ -101,7 +101,7 @@ def apply_modifications(
     left_out = [m for m in modifications if m.op != "add" and m.id in twice]
     new, applied, rejected_again = _apply_each(rubric, [m for m in modifications if m not in left_out], bounds,
                                                new_version, step)
-    reasons = {id(r.modification): r.reason for r in [*rejected_again, *rejected]}
+    reasons = {id(r.modification): r.reason for r in [*rejected, *rejected_again]}  # the second pass's count
     for mod in left_out:
         reasons.setdefault(id(mod), f"the update edits {mod.id!r} {sum(m.id == mod.id for m in left_out)} times, and "
                                     "the edits disagree; which one is meant is ambiguous: give one edit per criterion")
