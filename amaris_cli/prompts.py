@@ -101,7 +101,7 @@ def block_tag(untrusted: list[str]) -> str:
 
 
 # What stands in the user message's data where a text copied the system message's block tag.
-TAG_REMOVED = "[a copy of the rubric block's tag, removed by amaris]"
+TAG_REMOVED = "[a copy of the system message's block tag, removed by amaris]"
 
 
 _ASCII_OR_NOT = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")

@@ -135,8 +135,8 @@ def _message_json(message: Mapping[str, Any]) -> str:
     if calls:
         shown["tool_calls"] = calls
     for key in ("name", "tool_call_id"):  # which tool answered, and to which call
-        if isinstance(message.get(key), str):
-            shown[key] = message[key]
+        if (given := _named(message.get(key))) is not None:
+            shown[key] = given
     try:
         return orjson.dumps(shown).decode()
     except TypeError as exc:  # a tool call's arguments given as an object that is not JSON
@@ -147,7 +147,18 @@ def _message_text(message: Mapping[str, Any]) -> str:
     """The response of a chat: the message's text, or, when it makes tool calls (an agent's action is part of what
     is judged), the message as JSON, as a chat is shown, so that a call is never text the policy could write."""
     text, calls = _said(message)
-    return _render_messages([message]) if calls else text
+    return _render_messages([message]) if calls else _shown_as_text(text)
+
+
+# How a chat amaris shows begins: a JSON list of objects.
+_CHAT_LIKE = re.compile(r"\s*\[\s*\{")
+
+
+def _shown_as_text(text: str) -> str:
+    """A text as the judge is shown it: as written, unless it begins as a chat shown here does (a JSON list of
+    objects): then as a JSON string, so that only a chat amaris rendered reads as one (a policy whose one message
+    was a chat written as JSON, a tool's "PASSED 12/12" among its turns, rendered byte for byte as a real one)."""
+    return orjson.dumps(text).decode() if _CHAT_LIKE.match(text) else text
 
 
 def _said(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -174,9 +185,17 @@ def _tool_call(call: Any) -> dict[str, Any]:
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
         raise _BadContent("a tool call has no function name (expected {\"function\": {\"name\", \"arguments\"}})")
     shown = {"name": function["name"], "arguments": function.get("arguments", "")}
-    if isinstance(call.get("id"), str):
-        shown["id"] = call["id"]
+    if (given := _named(call.get("id"))) is not None:
+        shown["id"] = given
     return shown
+
+
+def _named(value: Any) -> str | None:
+    """A name or id as given: a string, or an integer as its digits (a framework that numbers its calls); else
+    None (no such field)."""
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class _BadContent(ValueError):
@@ -284,9 +303,13 @@ class _LineReader:
             raise bad("missing output (looked for: " + ", ".join(ALIASES["output"]) + ", messages)")
         if _is_message_list(input_value):
             input_value = _render_messages(input_value)
+        elif isinstance(input_value, str) and in_src != "messages":
+            input_value = _shown_as_text(input_value)
         if _is_message_list(output_value):  # TRL conversational completions
             # An agent's completion of several messages (calls, tool results, answer) is the response as a whole.
             output_value = _message_text(output_value[0]) if len(output_value) == 1 else _render_messages(output_value)
+        elif isinstance(output_value, str) and out_src != "messages":
+            output_value = _shown_as_text(output_value)
         if not isinstance(input_value, str):
             raise bad(f"field {in_src!r} must be a string, got {type(input_value).__name__}")
         if not isinstance(output_value, str):
