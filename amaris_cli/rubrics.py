@@ -121,13 +121,8 @@ def _conflicting(applied: list[Modification]) -> set[str]:
                for field in ("text", "weight", "kind")))}
 
 
-def _apply_each(
-    rubric: RubricSet,
-    modifications: Sequence[Modification],
-    bounds: RubricSettings,
-    new_version: int,
-    step: int,
-) -> tuple[RubricSet, list[Modification], list[RejectedModification]]:
+def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds: RubricSettings, new_version: int,
+                step: int) -> tuple[RubricSet, list[Modification], list[RejectedModification]]:
     """The edits applied one by one (apply_modifications)."""
     anchors = {c.id for c in rubric.anchors}
     adaptive = [c.model_copy() for c in rubric.adaptive]
