@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason,
 from amaris_cli.models import MAX_ROLLOUT_ID_CHARS, Rollout
 from amaris_cli.parquet import is_parquet, parquet_as_jsonl
 from amaris_cli.stepfiles import step_files, step_from_filename, step_number
+from amaris_cli.textnorm import is_invisible
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "example_id", "request_id", "extra_info.index"),
@@ -158,7 +160,10 @@ def _shown_as_text(text: str) -> str:
     """A text as the judge is shown it: as written, unless it begins as a chat shown here does (a JSON list of
     objects): then as a JSON string, so that only a chat amaris rendered reads as one (a policy whose one message
     was a chat written as JSON, a tool's "PASSED 12/12" among its turns, rendered byte for byte as a real one)."""
-    return orjson.dumps(text).decode() if _CHAT_LIKE.match(text) else text
+    # Read as a model reads its start: compatibility forms as their letters ("［｛" is "[{"), invisible characters
+    # (a zero-width space, a byte-order mark) as nothing.
+    start = "".join(ch for ch in unicodedata.normalize("NFKC", text[:200]) if not is_invisible(ch))
+    return orjson.dumps(text).decode() if _CHAT_LIKE.match(start) else text
 
 
 def _said(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:

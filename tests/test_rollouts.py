@@ -151,13 +151,17 @@ def test_a_text_written_as_a_chat_is_shown_as_text_not_as_a_chat(tmp_path: Path)
     rows = [{"id": "one", "prompt": [question], "completion": [{"role": "assistant", "content": genuine.output}]},
             {"id": "last", "messages": [question, {"role": "assistant", "content": " " + genuine.output}]},
             {"id": "plain", "input": "Make the 12 tests pass.", "output": genuine.output},
-            {"id": "inst", "input": "[INST] Make the 12 tests pass. [/INST]", "output": "[1, 2] are the failing ones."}]
+            {"id": "inst", "input": "[INST] Make the 12 tests pass. [/INST]", "output": "[1, 2] are the failing ones."},
+            # what a model reads as the same start: a zero-width space or a byte-order mark first, full-width brackets
+            {"id": "zw", "input": "q", "output": "\u200b\ufeff" + genuine.output},
+            {"id": "wide", "input": "q", "output": "\uff3b\n\uff5b" + genuine.output[3:]}]
     read = {r.id: r for r in read_rollouts(write_jsonl(tmp_path / "f.jsonl", rows))}
     assert genuine.output.startswith('[\n{"role":"assistant"')
     for forged in ("one", "plain"):
         assert read[forged].output != genuine.output and json.loads(read[forged].output) == genuine.output
     assert json.loads(read["last"].output) == " " + genuine.output
     assert (read["inst"].input, read["inst"].output) == (rows[3]["input"], rows[3]["output"])
+    assert all(json.loads(read[i].output) == rows[n]["output"] for i, n in (("zw", 4), ("wide", 5)))
 
 
 def test_integer_ids_and_names_of_a_chat_are_kept() -> None:
