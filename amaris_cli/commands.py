@@ -376,9 +376,9 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
     if json_out:
         emit_json(table)
         return
-    steps = sorted({int(s) for run in table["runs"] for s in run["mean_reward"]})
-    names = distinct_names([run["run"] for run in table["runs"]])
     runs = table["runs"]
+    steps = sorted({int(s) for run in runs for s in run["mean_reward"]})
+    names = distinct_names([run["run"] for run in runs])
     per_step = plain_table("mean reward per step")
     add_column(per_step, "step", numeric=True)
     for name in names:

@@ -49,9 +49,9 @@ def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
 
 def rewards_table(data: dict[str, Any]) -> Table:
     table = plain_table("reward per step",
-                   "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
-                   "deviation over the scored rollouts; distribution: rollouts in each tenth of the reward range, "
-                   "from 0-0.1 to 0.9-1, as bars relative to the step's fullest tenth")
+                        "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
+                        "deviation over the scored rollouts; distribution: rollouts in each tenth of the reward range, "
+                        "from 0-0.1 to 0.9-1, as bars relative to the step's fullest tenth")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True),
                             ("mean", True), ("sd", True), ("distribution", False)):
         add_column(table, header, numeric)
@@ -64,9 +64,9 @@ def rewards_table(data: dict[str, Any]) -> Table:
 
 def validation_table(data: dict[str, Any]) -> Table:
     table = plain_table("validation rollouts per step",
-                   "a trainer's evaluation sent to `amaris serve`'s POST /validate: judged with the rubric version a "
-                   "training rollout of the step gets, but in no step (RUN/validation/), so no evolution learns "
-                   "from it and the step's figures above leave it out; failed: rollouts the judge could not score")
+                        "a trainer's evaluation sent to `amaris serve`'s POST /validate: judged with the rubric version a "
+                        "training rollout of the step gets, but in no step (RUN/validation/), so no evolution learns "
+                        "from it and the step's figures above leave it out; failed: rollouts the judge could not score")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True), ("mean", True),
                             ("sd", True)):
         add_column(table, header, numeric)
@@ -78,13 +78,13 @@ def validation_table(data: dict[str, Any]) -> Table:
 
 def updates_table(data: dict[str, Any]) -> Table:
     table = plain_table("update and reward hacking per step",
-                   "state: new (no complete scores), stale (a file of the step was edited since written, or made "
-                   "from one that changed: `--step N` names them), scored, evolved (analyzed and summarized), updated (and its "
-                   "rubric updated), skipped (it could not be evaluated: the judge was unreachable, or it has failed "
-                   "records under --failed-step carry; the rubric was carried forward), failed (its evolution ended in an error), running (a process writes it now); "
-                   "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
-                   "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
-                   "rollouts showing each")
+                        "state: new (no complete scores), stale (a file of the step was edited since written, or made "
+                        "from one that changed: `--step N` names them), scored, evolved (analyzed and summarized), updated (and its "
+                        "rubric updated), skipped (it could not be evaluated: the judge was unreachable, or it has failed "
+                        "records under --failed-step carry; the rubric was carried forward), failed (its evolution ended in an error), running (a process writes it now); "
+                        "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
+                        "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
+                        "rollouts showing each")
     add_column(table, "step", numeric=True)
     add_column(table, "state")
     add_column(table, "update")
@@ -104,7 +104,7 @@ def usage_rows(table: Table, agents: dict[str, dict[str, float]], priced: bool) 
 
 def usage_table(title: str, agents: dict[str, dict[str, float]], priced: bool) -> Table:
     table = plain_table(title, "calls and tokens in/out (prompt/completion) of requests sent to a model; from record: "
-                          "requests answered from a recorded run (replay), which spent no tokens")
+                               "requests answered from a recorded run (replay), which spent no tokens")
     for header, numeric in (("agent", False), ("calls", True), ("tokens in", True), ("tokens out", True),
                             ("from record", True), ("cost $", True)):
         add_column(table, header, numeric)
@@ -150,8 +150,8 @@ def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
         what = " and ".join(checked) if checked else "nothing yet (no verifiable reward, no step analyzed)"
         return [Text(f"hacking-onset alarms: none (checked: {what})")]
     table = plain_table("hacking-onset alarms", "an alarm reports, it changes no reward; kind: judge_gold_divergence (the "
-                   "judge rewards rollouts the verifiable reward fails, more than before) or pattern_prevalence (a "
-                   "pattern the analyzer names grows); step: where it started")
+                        "judge rewards rollouts the verifiable reward fails, more than before) or pattern_prevalence (a "
+                        "pattern the analyzer names grows); step: where it started")
     for header, numeric, ratio in (("step", True, None), ("kind", False, None), ("reason", False, 1)):
         add_column(table, header, numeric, ratio)
     for alarm in data["alarms"]:
@@ -163,9 +163,9 @@ def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
 def criteria_table(detail: dict[str, Any]) -> Table:
     origin = f" (statistics computed from the scores: {detail['criteria_why']})" if detail.get("criteria_from") == "scores" else ""
     table = plain_table(f"step {detail['step']}: criteria of rubric v{detail['rubric_version']}{origin}",
-                   "* anchor (never edited by updates); rate: mean verdict, the pass rate of a reward criterion or "
-                   "the prevalence of a pitfall (higher = worse); spread: standard deviation of the verdicts; "
-                   "at 1 / at 0: share of rollouts with verdict 1 / 0")
+                        "* anchor (never edited by updates); rate: mean verdict, the pass rate of a reward criterion or "
+                        "the prevalence of a pitfall (higher = worse); spread: standard deviation of the verdicts; "
+                        "at 1 / at 0: share of rollouts with verdict 1 / 0")
     add_column(table, "criterion", ratio=1)
     for header in ("kind", "weight", "rate", "spread", "at 1", "at 0"):
         add_column(table, header, numeric=header != "kind")

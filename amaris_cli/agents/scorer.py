@@ -120,6 +120,7 @@ _VERDICT_WORDS = {"score", "scores", "scored", "met", "present", "verdict", "ver
 def second_value(data: dict[Any, Any], contract: set[str], also: frozenset[str] = frozenset()) -> str | None:
     """The first key beside `contract` that names a verdict, or one of the words `also` (a group answer's second
     "responses"), as `"key": value`, cut; or None."""
+    words_of_a_verdict = _VERDICT_WORDS | also
     for key, value in data.items():
         if key in contract:
             continue
@@ -127,7 +128,7 @@ def second_value(data: dict[Any, Any], contract: set[str], also: frozenset[str] 
         # read as no verdict, so it is one.
         folded = "".join(c for c in unicodedata.normalize("NFKD", str(key)) if not unicodedata.combining(c))
         words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", folded).lower())
-        if not folded.isascii() or (_VERDICT_WORDS | also).intersection(words):
+        if not folded.isascii() or words_of_a_verdict.intersection(words):
             return f"{str(key)[:40]!r}: {one_line(repr(value), 40)}"
     return None
 

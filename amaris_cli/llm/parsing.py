@@ -174,7 +174,8 @@ def _strip_thinking(text: str) -> str:
             if opened is None:
                 kept.append(text[pos:tag.start()])
                 closed = any(t.start() > tag.start() and not _THINK_OPEN.fullmatch(t.group()) for t in tags)
-                if closed and _holds_an_object(kept[-1]):
+                answered = any(pos <= a and b <= tag.start() and _candidate(text[a:b]) is not None for a, b in spans)
+                if closed and answered:
                     # Reasoning after the answer is no draft of it: kept as written, so that a take-back in it
                     # ("<think>Wait, correct-answer should be 0</think>") is read as one. (Never closed, it is
                     # reasoning cut or unfinished: an error below.)
@@ -190,11 +191,6 @@ def _strip_thinking(text: str) -> str:
         raise ReplyError(f"the reply has a {tag} block that is never closed (reasoning cut or unfinished); "
                          f"finish the reasoning, close it with {close}, then give the JSON object")
     return "".join(kept) + text[pos:]
-
-
-def _holds_an_object(text: str) -> bool:
-    """Whether a stretch of the reply outside reasoning blocks holds an answer (an object, not braces of prose)."""
-    return any(_candidate(text[a:b]) is not None for a, b in _object_spans(text))
 
 
 def _closing_brace(text: str, start: int) -> int:
