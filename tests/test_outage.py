@@ -223,12 +223,18 @@ def test_bad_answers_for_a_while_from_a_judge_that_answered_are_waited_out_as_an
         env = judge_env(judge)
         assert invoke("score", step_file(0), "--run", run, "--step", "0", env=env).exit_code == 0
         judge.config.agent_faults["scorer"] = kind
-        timer = threading.Timer(1.5, lambda: judge.config.agent_faults.pop("scorer"))
-        timer.start()
+
+        def bad_for_a_while() -> None:  # from the first bad answer on: a fixed delay raced the score's start under load
+            wait_until(lambda: judge.stats[f"fault:{kind}"] > 0, timeout=60, what="the first bad answer")
+            time.sleep(1.5)
+            judge.config.agent_faults.pop("scorer")
+
+        thread = threading.Thread(target=bad_for_a_while)
+        thread.start()
         try:
             result = invoke("score", step_file(1), "--run", run, "--step", "1", "--lag", "1", env=env)
         finally:
-            timer.join()
+            thread.join()
     assert result.exit_code == 0, result.stderr
     assert judge.stats[f"fault:{kind}"] > 0
     assert [r["status"] for r in read_jsonl(run / "steps/000001/scores.jsonl")] == ["scored"] * 16
