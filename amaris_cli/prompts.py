@@ -260,6 +260,19 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     return "".join([*parts, text[kept:]])
 
 
+_BLOCK_HEADER = re.compile(r"<<<BEGIN [A-Z0-9_]+ ([0-9a-f]{16})>>>")
+
+
+def echoed(text: str, messages: list[dict[str, Any]]) -> str:
+    """What an agent wrote (its reply, or a reason that quotes it) as a re-ask sends it back. The agent read the
+    rollouts, and a rollout can ask it to copy the tag of a system-message block into what it writes (the agent
+    reads the tag there): such copies are taken out, as they are from the user message's data."""
+    system = "".join(m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str))
+    for tag in dict.fromkeys(_BLOCK_HEADER.findall(system)):
+        text = _without_tag(text, tag)
+    return text
+
+
 def _block(label: str, text: str, tag: str) -> str:
     return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
 

@@ -69,7 +69,7 @@ from amaris_cli.llm.wire import (
     read_completion,
     unparsable_answer,
 )
-from amaris_cli.prompts import reask_text
+from amaris_cli.prompts import echoed, reask_text
 from amaris_cli.rundir import now_iso
 from amaris_cli.terminal import one_line
 
@@ -861,7 +861,7 @@ class LLMClient:
                     else:
                         convo = [
                             *asked,
-                            {"role": "assistant", "content": reply.text[:4000]},
+                            {"role": "assistant", "content": echoed(reply.text[:4000], messages)},
                             {"role": "user", "content": f"Your answer could not be used: {problem}.\n"
                              "Reply again with only the JSON object, keeping every reason to one short line."},
                         ]
@@ -887,8 +887,8 @@ class LLMClient:
                     usage.reasks += 1
                     convo = [
                         *asked,
-                        {"role": "assistant", "content": reply.text[:4000]},
-                        {"role": "user", "content": reask_text(problem)},
+                        {"role": "assistant", "content": echoed(reply.text[:4000], messages)},
+                        {"role": "user", "content": reask_text(echoed(problem, messages))},
                     ]
         usage.failures += 1
         return answer
