@@ -94,10 +94,15 @@ def tag_candidates(untrusted: list[str]) -> Iterator[str]:
         salt += 1
 
 
-def block_tag(untrusted: list[str]) -> str:
+def block_tag(untrusted: list[str], read_beside: list[str] | None = None) -> str:
     """The first candidate tag that occurs in none of the untrusted texts: a text that holds the tag
-    (it would have to contain a hash of itself, or be made to collide) cannot close its block."""
-    return next(tag for tag in tag_candidates(untrusted) if not any(tag in text for text in untrusted))
+    (it would have to contain a hash of itself, or be made to collide) cannot close its block. `read_beside`:
+    untrusted texts of the same request that are not hashed into the tag (the system message's training
+    metadata), so could foretell it: a candidate one of them holds, in any form a model reads as it, is passed
+    over (none does in a request not made to: such a request renders as before)."""
+    beside = read_beside or []
+    return next(tag for tag in tag_candidates(untrusted) if not any(tag in text for text in untrusted)
+                and not any(_without_tag(text, tag) != text for text in beside))
 
 
 # What stands in the user message's data where a text copied the system message's block tag.
@@ -312,7 +317,8 @@ def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str
 
     texts = {name: data(value) for name, value in untrusted.items()}
     lists = {name: (label, [data(v) for v in values]) for name, (label, values) in (block_lists or {}).items()}
-    tag = block_tag([*texts.values(), *(v for _, values in lists.values() for v in values)])
+    tag = block_tag([*texts.values(), *(v for _, values in lists.values() for v in values)],
+                    [value.text for value in system.values()])
     values: dict[str, str] = {k: str(v) for k, v in trusted.items()}
     for name, text in texts.items():
         values[name] = _block(name.upper(), text, tag)
