@@ -446,8 +446,16 @@ def _answer_tables(tables: Mapping[str, AgentOverrides]) -> dict[str, dict[str, 
 def endpoint_configured(settings: Settings, environ: Mapping[str, str] | None = None) -> bool:
     """Whether the user pointed amaris at a judge (an endpoint or at least a key)."""
     env = os.environ if environ is None else environ
-    for agent in AGENTS:
-        resolved = settings.agent(agent)
-        if resolved.base_url or env.get(resolved.api_key_env):
-            return True
-    return False
+    return endpoint_named(settings) or key_without_endpoint(settings, env) is not None
+
+
+def endpoint_named(settings: Settings) -> bool:
+    """Whether a base URL names an endpoint for some agent (OPENAI_BASE_URL, --base-url, the config)."""
+    return any(settings.agent(agent).base_url for agent in AGENTS)
+
+
+def key_without_endpoint(settings: Settings, environ: Mapping[str, str]) -> str | None:
+    """The variable of a key that is set while no base URL names an endpoint (the SDK would take OpenAI's), or None."""
+    if endpoint_named(settings):
+        return None
+    return next((name for agent in AGENTS if environ.get(name := settings.agent(agent).api_key_env)), None)

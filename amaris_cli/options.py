@@ -199,7 +199,8 @@ class Endpoint(Options):
     """The judge: which one, and the model, endpoint and provider limits of every agent."""
 
     judge: Judge = opt(Judge.endpoint, "endpoint: the configured OpenAI-compatible endpoint; sim: the rule-based "
-                       "sim-judge (no LLM); auto: the endpoint if one is configured, else the sim-judge (said plainly).",
+                       "sim-judge (no LLM); auto: the endpoint if a base URL names one (OPENAI_BASE_URL, --base-url, the "
+                       "config; a key alone does not), else the sim-judge (said plainly).",
                        "--judge")
     model: str | None = _model()
     base_url: str | None = _base_url()

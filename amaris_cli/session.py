@@ -17,7 +17,15 @@ from typing import Any, Literal, TypeVar
 from amaris_cli import eventloop
 from amaris_cli.agents.common import AgentKit
 from amaris_cli.artifacts import How
-from amaris_cli.config import AGENTS, Settings, endpoint_configured, load_settings, without_credentials
+from amaris_cli.config import (
+    AGENTS,
+    Settings,
+    endpoint_configured,
+    endpoint_named,
+    key_without_endpoint,
+    load_settings,
+    without_credentials,
+)
 from amaris_cli.errors import ConfigError
 from amaris_cli.llm.cache import CallCache
 from amaris_cli.llm.calllog import CallLog
@@ -77,9 +85,9 @@ def resolve_judge(settings: Settings, judge: JudgeChoice, environ: Mapping[str, 
     """True when the sim-judge must be used."""
     if judge == "sim":
         return not offline
+    if judge == "auto":  # an endpoint named by a base URL: a key alone (often set for other tools) spends nothing
+        return not endpoint_named(settings) and not offline
     configured = endpoint_configured(settings, environ)
-    if judge == "auto":
-        return not configured and not offline
     if not configured and not offline:
         raise ConfigError(
             "no judge endpoint configured: set OPENAI_BASE_URL (or agents.default.base_url in the config) "
@@ -125,11 +133,14 @@ def open_session(
         if resolve_judge(settings, judge, env, offline):
             from amaris_cli.simjudge.server import SimJudge
 
+            # `sim`: asked for, or the judge of the run a replay repeats
+            why = "Judge `sim`" if judge == "sim" else "No OpenAI-compatible endpoint is configured"
+            if judge == "auto" and (key := key_without_endpoint(settings, env)) is not None:
+                why += (f" (${key} is set, but no base URL: `--judge auto` judges with an endpoint only when "
+                        "OPENAI_BASE_URL, --base-url or the config names one, e.g. https://api.openai.com/v1)")
             sim = stack.enter_context(SimJudge())
             sim_url = sim.base_url
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge")
-            # `sim`: asked for, or the judge of the run a replay repeats
-            why = "Judge `sim`" if judge == "sim" else "No OpenAI-compatible endpoint is configured"
             say(f"{why}: using amaris's rule-based sim-judge at {sim_url}. "
                 "Its verdicts come from simple rules, not from an LLM.")
         elif offline and judge == "sim":  # the record holds the sim-judge's requests: looked up as its own

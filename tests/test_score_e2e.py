@@ -177,6 +177,27 @@ def test_no_endpoint_means_a_clear_error_unless_sim_is_asked_for(run_cli, tmp_pa
         in result.stderr
 
 
+def test_auto_with_a_key_alone_uses_the_sim_judge_and_says_why(run_cli, tmp_path, config_file) -> None:
+    """`make demo` is `--judge auto`: with only OPENAI_API_KEY set (as many machines have it for other tools), the
+    SDK's default base URL sent the demo to api.openai.com with a paid model. An endpoint is named by a base URL;
+    `--judge endpoint` still takes a key alone as OpenAI's (its base URL is the SDK's default)."""
+    from amaris_cli.config import load_settings
+    from amaris_cli.session import resolve_judge
+
+    run = init(run_cli, tmp_path, config_file)
+    result = run_cli("score", write_jsonl(tmp_path / "r.jsonl", PLANTED), "--run", run, "--step", "0", "--judge", "auto",
+                     env={"OPENAI_API_KEY": PLANTED_KEY})
+    assert result.exit_code == 0, result.stderr
+    assert ("No OpenAI-compatible endpoint is configured ($OPENAI_API_KEY is set, but no base URL" in result.stderr
+            and "using amaris's rule-based sim-judge" in result.stderr), result.stderr
+    assert PLANTED_KEY not in result.stderr
+    settings = load_settings(environ={})
+    assert resolve_judge(settings, "auto", {"OPENAI_API_KEY": "k"}) is True
+    assert resolve_judge(settings, "endpoint", {"OPENAI_API_KEY": "k"}) is False  # OpenAI's, by the SDK's default
+    named = load_settings(environ={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert resolve_judge(named, "auto", {}) is False
+
+
 def test_the_sim_judge_asked_for_beside_a_configured_endpoint_is_said_to_be_asked_for(run_cli, tmp_path,
                                                                                      config_file) -> None:
     run = init(run_cli, tmp_path, config_file)
