@@ -35,8 +35,8 @@ demo: $(STAMP) bytecode
 	$(BIN)/amaris loop examples/recurring --run runs/demo-memory --judge auto --quiet
 	$(BIN)/amaris replay runs/demo-memory --out runs/demo-no-memory --no-static --no-dynamic --judge auto --quiet
 	$(BIN)/amaris compare runs/demo-memory runs/demo-no-memory
-	@echo "With the sim-judge, the updater with memory saw the hack recur and added a pitfall against it (its reason"
-	@echo "cites the memory entries: $(BIN)/amaris inspect runs/demo-memory --step 2); without memory it never did."
+	@echo "With the sim-judge, the updater with memory saw the hack recur and added pitfalls against it (their reasons"
+	@echo "cite the memory entries: $(BIN)/amaris inspect runs/demo-memory --step 2); without memory it never did."
 	@echo "A real judge decides for itself: the table above shows what it did."
 	@echo ""
 	@echo "The rollouts are fixed example files (examples/math), one per step, each with its own mix of correct,"

@@ -369,7 +369,7 @@ def run_rewards(run_path: Path, step: int, fmt_: str, rescored: bool, failed_as:
 
 
 def run_compare(paths: list[Path], json_out: bool) -> None:
-    from amaris_cli.compare import compare_runs
+    from amaris_cli.compare import compare_runs, not_comparable
     from amaris_cli.rundir import RunDir
 
     table = compare_runs([RunDir(p) for p in paths])
@@ -385,9 +385,9 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
         add_column(per_step, name, numeric=True)
     add_column(per_step, "comparable")
     for step in steps:
-        same = table["comparable"].get(str(step), False)
+        why = not_comparable(runs, str(step))
         per_step.add_row(str(step), *[fmt(run["mean_reward"].get(str(step))) for run in runs],
-                         "yes" if same else "no: rubrics differ")
+                         "yes" if why is None else f"no: {why}")
     err.print(per_step)
     # One column a run, as above: a row a run would need nine columns, which do not fit 80.
     totals = plain_table("runs")

@@ -54,6 +54,11 @@ def run_figures(run: RunDir) -> dict[str, Any]:
 def compare_runs(runs: list[RunDir]) -> dict[str, Any]:
     figures = [run_figures(r) for r in runs]
     steps = sorted({s for f in figures for s in f["mean_reward"]}, key=int)
-    comparable = {s: all(s in f["rubrics"] for f in figures) and len({tuple(f["rubrics"][s]) for f in figures}) == 1
-                  for s in steps}
-    return {"runs": figures, "comparable": comparable}
+    return {"runs": figures, "comparable": {s: not_comparable(figures, s) is None for s in steps}}
+
+
+def not_comparable(figures: list[dict[str, Any]], step: str) -> str | None:
+    """Why the runs' mean rewards at a step (run_figures) do not measure the same thing, or None."""
+    if not all(step in f["rubrics"] for f in figures):
+        return "not in every run"
+    return None if len({tuple(f["rubrics"][step]) for f in figures}) == 1 else "rubrics differ"

@@ -9,7 +9,7 @@ from typing import Any
 from amaris_cli import locks
 from amaris_cli.config import deep_merge, load_settings
 from amaris_cli.criteria import clean_criterion_text, criterion_text_problem
-from amaris_cli.errors import AmarisError, ConfigError
+from amaris_cli.errors import ConfigError
 from amaris_cli.models import RubricSet
 from amaris_cli.rubrics import initial_rubric
 from amaris_cli.rundir import Manifest, RunDir, now_iso
@@ -96,9 +96,9 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
              instance_rubrics: Path | None = None) -> RubricSet:
     run = RunDir(path)
     if run.exists():
-        raise AmarisError(f"{path}: already an amaris run (run.json exists); choose another directory")
+        raise ConfigError(f"{path}: already an amaris run (run.json exists); choose another directory")
     if path.exists() and path.is_file():
-        raise AmarisError(f"{path}: exists and is a file")
+        raise ConfigError(f"{path}: exists and is a file")
     # The file and these flags are the run's config (saved whole, agent tables included); the environment
     # is read again by every command.
     from_file = load_settings(config_file=config_file, environ={})
@@ -112,7 +112,7 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
     run.path.mkdir(parents=True, exist_ok=True)
     with locks.brief(run.lock_path("manifest")):
         if run.exists():
-            raise AmarisError(f"{path}: already an amaris run (run.json exists); choose another directory")
+            raise ConfigError(f"{path}: already an amaris run (run.json exists); choose another directory")
         run.save_rubric(rubric)
         for instance_rubric in per_instance:
             run.save_rubric(instance_rubric)

@@ -167,6 +167,20 @@ def test_a_second_writer_of_a_step_gets_a_clear_error(run_cli, sim, tmp_path, co
     assert not (run / "steps").exists()
 
 
+def test_a_user_mistake_about_a_run_is_bad_input_exit_2(run_cli, sim, tmp_path, config_file) -> None:
+    """README: exit 2 is bad input. Scoring other rollouts into a step that holds some, and `init` of a directory
+    that is already a run, exited 1, as a file-system error does; nothing is written by either."""
+    run = init(run_cli, tmp_path, config_file)
+    first = run_cli("score", write_jsonl(tmp_path / "a.jsonl", PLANTED), "--run", run, "--step", "0", env=judge_env(sim))
+    assert first.exit_code == 0, first.stderr
+    before = snapshot(run)
+    other = run_cli("score", write_jsonl(tmp_path / "b.jsonl", PLANTED[:2]), "--run", run, "--step", "0", env=judge_env(sim))
+    assert other.exit_code == 2 and "step 0 already holds different rollouts" in other.stderr, other.stderr
+    again = run_cli("init", run, "--config", config_file)
+    assert again.exit_code == 2 and "already an amaris run" in again.stderr, again.stderr
+    assert snapshot(run) == before
+
+
 def test_no_endpoint_means_a_clear_error_unless_sim_is_asked_for(run_cli, tmp_path, config_file) -> None:
     run = init(run_cli, tmp_path, config_file)
     rollouts = write_jsonl(tmp_path / "r.jsonl", PLANTED)

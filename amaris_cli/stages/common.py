@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from amaris_cli import artifacts
 from amaris_cli.artifacts import How
-from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.errors import InputError
 from amaris_cli.jsonio import iter_jsonl
 from amaris_cli.models import Rollout, RubricSet
 from amaris_cli.rundir import RunDir
@@ -83,10 +83,8 @@ def store_rollouts(run: RunDir, step: int, rollouts: list[Rollout], source: dict
                 artifacts.record(run, step, artifacts.ROLLOUTS, {"source": source or {}}, how)
             return False
         if not force:
-            raise AmarisError(
-                f"{path}: step {step} already holds different rollouts; use another step, "
-                "or --force to replace the step and everything derived from it"
-            )
+            raise InputError(path, f"step {step} already holds different rollouts; use another step, "
+                             "or --force to replace the step and everything derived from it")
     artifacts.clear_evolved(run, step)
     artifacts.write_jsonl_recorded(run, step, artifacts.ROLLOUTS, rows, {"source": source or {}}, how)
     return True
