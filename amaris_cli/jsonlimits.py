@@ -39,12 +39,17 @@ def whole_file_problem(data: bytes) -> str | None:
 _JSON_POSITION = re.compile(r": line \d+ column (\d+) \(char \d+\)$")
 
 
+def too_deep(exc: orjson.JSONDecodeError) -> bool:
+    """JSON that orjson does not read for its depth (1024 levels): valid, but over MAX_DEPTH as well."""
+    return "depth limit exceeded" in str(exc)
+
+
 def json_error_reason(raw: bytes, exc: orjson.JSONDecodeError) -> str:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as bad:
         return f"not valid UTF-8 (byte {bad.start}: {raw[bad.start:bad.start + 1]!r})"
-    if "depth limit exceeded" in str(exc):  # orjson stops at 1024 levels
+    if too_deep(exc):
         return f"JSON nests deeper than {MAX_DEPTH} levels (the limit for one line)"
     if b"\xef\xbb\xbf" in raw:
         return "invalid JSON: a UTF-8 byte-order mark inside the file (only the file's first bytes may hold one)"

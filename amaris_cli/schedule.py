@@ -33,7 +33,7 @@ memory entries, and its update edits the rubric they wrote.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from amaris_cli.artifacts import SCORES, SUMMARY, UPDATE, evolution, read_provenance, steps_with_rollouts
 from amaris_cli.config import PipelineSettings
@@ -160,16 +160,9 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         missing = [span for span in missing if span not in being_scored]
         if missing:
             which, have = _steps_have(missing)
-            first = missing[0][0]
-            command = (f"send {which} first (POST /score with its rollouts, then POST /complete; its evolution "
-                       "writes the version)" if served else
-                       f"score and evolve {which} first (`amaris loop INPUT --run {run.path} --steps "
-                       f"{first}:{missing[-1][1]}`, or `amaris score ROLLOUTS.jsonl --run {run.path} --step {first}` "
-                       f"then `amaris evolve --run {run.path} --step {first}` for each)")
+            command = _send_first(run, missing, served)
             if fail_if_idle:
-                raise OutOfOrder(f"{needed_for} needs the evolutions of the run's steps before it; {which} {have} "
-                                 f"no rollouts: {command}"
-                                 + (f"; {instead}" if instead else ""))
+                raise _unscored(missing, needed_for, command, instead)
             key = tuple(missing)
             if key not in missing_told:
                 say(f"{needed_for}: waiting for {which}, which {have} no rollouts yet: {command}")
@@ -207,6 +200,34 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
         if now >= deadline:
             raise WaitTimeout(f"{needed_for}: gave up after {wait:g}s {message.removeprefix('waiting ')}")
         time.sleep(POLL_S)
+
+
+def _send_first(run: RunDir, missing: Sequence[tuple[int, int]], served: bool) -> str:
+    """What makes the steps of `missing` (spans with no rollouts) exist: HTTP requests, or commands."""
+    which, first = _steps_have(missing)[0], missing[0][0]
+    return (f"send {which} first (POST /score with its rollouts, then POST /complete; its evolution writes the "
+            "version)" if served else
+            f"score and evolve {which} first (`amaris loop INPUT --run {run.path} --steps {first}:{missing[-1][1]}`, "
+            f"or `amaris score ROLLOUTS.jsonl --run {run.path} --step {first}` then `amaris evolve --run {run.path} "
+            f"--step {first}` for each)")
+
+
+def _unscored(missing: Sequence[tuple[int, int]], needed_for: str, command: str, instead: str = "") -> OutOfOrder:
+    which, have = _steps_have(missing)
+    return OutOfOrder(f"{needed_for} needs the evolutions of the run's steps before it; {which} {have} no rollouts: "
+                      f"{command}" + (f"; {instead}" if instead else ""))
+
+
+def refuse_unscored(run: RunDir, step: int, lag: int, *, served: bool, held: Collection[int] = ()) -> None:
+    """OutOfOrder at once when a step that decides `step`'s rubric version has no rollouts and no process is
+    scoring it (`held`: steps the caller is opening or holds): a served step waited first for the evolutions of
+    the steps before it, and one of those waits in turn for the missing step, so a trainer that numbers its steps
+    with gaps (0, 2, 4) waited --wait (an hour) for a 503 that named the wrong step."""
+    deciding = range(earlier_steps(run, step).start, min(scoring_limit(step, lag), step))
+    present = sorted({*steps_with_rollouts(run), *(s for s in held if s in deciding)})
+    missing = [(a, b) for a, b in gaps(present, deciding) if not (a == b and holder(run.step_lock_path(a)) is not None)]
+    if missing:
+        raise _unscored(missing, f"scoring step {step} with --lag {lag}", _send_first(run, missing, served))
 
 
 def _not_evolved(run: RunDir, idle: Sequence[int], needed_for: str, served: bool) -> str:

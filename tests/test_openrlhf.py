@@ -158,6 +158,40 @@ def test_under_neutral_a_failed_response_is_answered_so_an_equal_one_is_a_new_ro
     assert [(s["status"], s["reward"]) for s in scores] == [("failed", 0.5), ("scored", again["rewards"][0])]
 
 
+def test_two_samples_with_the_same_response_that_failed_are_each_judged_again_in_their_own_place(tmp_path,
+                                                                                                  sim) -> None:
+    """Two samples of a prompt with the same response send the same body. When both failed, the second failure's
+    places replaced the first's: one retry was judged into the other's place, the other retry became a new
+    rollout of the next step (every later batch one rollout off), and the first's rollout stayed failed in the
+    step, which then evolved as skipped although the trainer had a reward for every sample."""
+    import asyncio
+
+    import httpx
+
+    run = new_scenario_run(tmp_path, "twins")
+    twin = {"query": [PROMPT + RESPONSE], "prompts": [PROMPT], "labels": ["42"]}
+    other = {"query": [PROMPT + "6*7 = 41. Final answer: 41"], "prompts": [PROMPT], "labels": ["42"]}
+
+    def together(url: str, bodies: list[dict]) -> list[httpx.Response]:  # as OpenRLHF sends a batch's samples
+        async def send() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                return await asyncio.gather(*(http.post(OPENRLHF_PATH, json=b) for b in bodies))
+        return asyncio.run(send())
+
+    with served(run, sim, "--rollouts-per-step", 3) as server:
+        sim.config.agent_faults["scorer"] = "wrong_shape"
+        first = together(server.url, [twin, twin])
+        sim.config.agent_faults.clear()
+        retries = together(server.url, [twin, twin]) + together(server.url, [other])
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    assert [r.status_code for r in first] == [502, 502]
+    assert [r.status_code for r in retries] == [200, 200, 200], [r.json() for r in retries]
+    assert [r.json()["extra_logs"]["amaris_step"] for r in retries] == [[0.0]] * 3
+    scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
+    assert [s["status"] for s in scores] == ["scored"] * 3
+    assert not (run / "steps/000001").exists()
+
+
 def test_a_retried_request_of_several_responses_adds_none_of_them_again(tmp_path, sim_factory) -> None:
     """OpenRLHF's HTTP path can send several responses in one request, and retries the whole request when it
     fails. Its responses the judge scored were added again as new rollouts (taking later responses' places

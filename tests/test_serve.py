@@ -385,6 +385,11 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
     cases: list[tuple[str, str, Any, int, str]] = [
         ("POST", "/score", b"{not json", 400, "invalid JSON"),
         ("POST", "/score", b"", 400, "the body is empty"),
+        # too deep to read is still JSON, as a depth just over the limit is (422 both)
+        ("POST", "/score", b'{"prompt": "q", "response": "a", "metadata": ' + b"[" * 2000 + b"]" * 2000 + b"}", 422,
+         "nests deeper than 64 levels"),
+        ("POST", "/score", b'{"prompt": "q", "response": "a", "metadata": ' + b"[" * 70 + b"]" * 70 + b"}", 422,
+         "nests deeper than 64 levels"),
         ("POST", "/score", [1, 2], 422, "must be a JSON object"),
         ("POST", "/score", {"rollout": {"input": "q"}, "metadata": {"current_step": 0}}, 422, "missing output"),
         ("POST", "/score", {"rollout": {"input": "q", "output": "a"}, "metadata": {"total_steps": 0}}, 422,
@@ -904,7 +909,9 @@ def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
         assert http.get("/health").json()["open_steps"] == []
         answers = [http.post("/score", json=line).json() for line in training[:3]]
         stepless = {k: v for k, v in validation[0].items() if k not in ("step", "metadata")}
-        unnamed = http.post("/validate", json=stepless).json()  # names no step: the open step's
+        unnamed = http.post("/validate", json={**stepless, "id": "unnamed"}).json()  # names no step: the open step's
+        # A client's retry of a validation rollout (same id and content) is answered as it was, not counted again.
+        retried = http.post("/validate", json=validation[1]).json()
         answers.append(http.post("/score", json=training[3]).json())
         assert http.get("/rubric_status/wait", params={"step": 0, "timeout": 60}).json()["state"] == "done"
         bad = http.post("/validate", json={"prompt": "p", "metadata": {"current_step": 0}})
@@ -920,7 +927,8 @@ def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
     assert [a["status"] for a in answers] == ["scored"] * 4
     assert unnamed["step"] == 0 and unnamed["score"] == early[0]["score"]
     kept = [json.loads(x) for x in (run / "validation" / "step-000000.jsonl").read_text().splitlines()]
-    assert [e["rollout"]["id"] for e in kept] == [line["id"] for line in validation] + [validation[0]["id"]]
+    assert [e["rollout"]["id"] for e in kept] == [line["id"] for line in validation] + ["unnamed"]
+    assert retried == early[1]
     assert [e["record"]["reward"] for e in kept] == [a["score"] for a in early] + [unnamed["score"]]
     assert {e["record"]["rubric_version"] for e in kept} == {0}
     # The same rollout as training, at step 1 (also version 0 under lag 1): the same score.

@@ -64,6 +64,91 @@ def test_rollouts_without_a_step_join_the_open_step_and_the_reference_calls_clos
     assert [evolution(run, s)["update"] for s in range(3)] == [True, False, True]
 
 
+def test_a_retry_without_a_step_that_comes_while_its_step_completes_is_answered_from_that_step(tmp_path,
+                                                                                               sim_factory) -> None:
+    """Under --rollouts-per-step 4, the client of a batch's 4th rollout (an id, no step) times out while the judge
+    answers, and sends it again as the step completes. The retry was judged again as the first rollout of step 1,
+    and every later step then took one rollout of the batch before it."""
+    import asyncio
+
+    run = new_run(tmp_path, "retry")
+    batch, later = rows(0)[:4], rows(0)[4:8]
+    judge = sim_factory(latency=1.0)
+    with served(run, judge, "--rollouts-per-step", 4, "--no-early-analysis") as server:
+
+        async def first_try() -> list[Any]:
+            async with httpx.AsyncClient(base_url=server.url, timeout=60) as http, \
+                    httpx.AsyncClient(base_url=server.url, timeout=0.3) as impatient:
+                async def post(client: httpx.AsyncClient, row: dict[str, Any]) -> Any:
+                    try:
+                        return (await client.post("/score", json=line(row))).json()
+                    except httpx.TimeoutException:
+                        return (await http.post("/score", json=line(row))).json()  # at once, as a client retries
+                return await asyncio.gather(*(post(http, r) for r in batch[:3]), post(impatient, batch[3]))
+
+        answers = asyncio.run(first_try())
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            next_batch = [http.post("/score", json=line(r)).json() for r in later]
+        assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
+    assert [a["step"] for a in answers] == [0] * 4 and [a["step"] for a in next_batch] == [1] * 4, answers
+    assert sorted(r["id"] for r in step_rollouts(run, 0)) == sorted(r["id"] for r in batch)  # in order of arrival
+    assert [r["id"] for r in step_rollouts(run, 1)] == [r["id"] for r in later]
+    judged = [r for r in judge.requests if r["messages"][0]["content"].startswith("You are the scorer")
+              and batch[3]["output"] in r["messages"][-1]["content"]]
+    assert len(judged) == 1, "the retry was judged again"
+
+
+def test_rollouts_the_endpoint_refused_give_their_places_back_and_their_retries_complete_the_step(
+        tmp_path, sim_factory) -> None:
+    """Under --rollouts-per-step 4, the endpoint rejects the key (HTTP 401) for a batch's last two rollouts: the
+    trainer gets 502 for them and sends them again once the key works. The 4th rollout had begun the step's
+    completion, the refused ones left the step, and it completed with 2: the retries were a 409 and two samples
+    the trainer made were never in the run."""
+    import asyncio
+
+    run = new_run(tmp_path, "refused")
+    batch = rows(0)[:4]
+    judge = sim_factory(latency=0.5)  # the two refused rollouts are in the step together, as a batch's are
+
+    async def together(url: str, part: list[dict[str, Any]]) -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            return await asyncio.gather(*(client.post("/score", json=line(r)) for r in part))
+
+    with served(run, judge, "--rollouts-per-step", 4, "--recheck-after", 1, "--no-early-analysis") as server, \
+            httpx.Client(base_url=server.url, timeout=60) as http:
+        judged = [http.post("/score", json=line(r)) for r in batch[:2]]
+        judge.config.agent_faults["scorer"] = "401"
+        refused = asyncio.run(together(server.url, batch[2:]))
+        server.wait_for_line(r"step 0: 2 of its 4 rollouts could not be judged and gave their places back")
+        del judge.config.agent_faults["scorer"]  # the key works again
+        time.sleep(1.2)  # --recheck-after
+        retried = [http.post("/score", json=line(r)) for r in batch[2:]]
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    assert [r.status_code for r in judged + refused + retried] == [200, 200, 502, 502, 200, 200], \
+        [r.json() for r in refused + retried]
+    assert [r.json()["step"] for r in retried] == [0, 0]
+    scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
+    assert sorted(s["rollout_id"] for s in scores) == sorted(r["id"] for r in batch)
+    assert {s["status"] for s in scores} == {"scored"}
+
+
+def test_a_step_whose_version_waits_on_a_step_nobody_sent_is_refused_at_once(tmp_path, sim) -> None:
+    """A trainer that numbers its steps with gaps (an optimizer-step counter: 0, 2, 4). Step 2 is taken (its
+    version needs only step 0) and its evolution waits for step 1. Step 4's version needs step 2's evolution: its
+    /score waited --wait (an hour by default) for a 503 that named step 2; it is a 409 at once naming step 1."""
+    run = new_run(tmp_path, "gaps")
+    with served(run, sim, "--wait", 5) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        for step in (0, 2):
+            assert http.post("/score", json=line(rows(step)[0], current_step=step)).status_code == 200
+            assert http.post("/complete", json={"step": step}).status_code == 200
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+        started = time.monotonic()
+        refused = http.post("/score", json=line(rows(4)[0], current_step=4))
+        took = time.monotonic() - started
+    assert refused.status_code == 409 and "step 1 has no rollouts" in refused.json()["error"], refused.json()
+    assert took < 20, took
+
+
 def test_under_rollouts_per_step_the_reference_complete_is_a_noop(tmp_path, sim) -> None:
     run = new_run(tmp_path, "noop")
     data = rows(0)

@@ -157,7 +157,7 @@ class ServeApp:
     async def _validate(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None
         intake = read_score_request(body, self.core.session.settings.pipeline.instance_field, "POST /validate")
-        return await self.core.validate(intake.step, intake.rollout)
+        return await self.core.validate(intake.step, intake.rollout, intake.explicit_id)
 
     async def _complete(self, scope: Scope, body: bytes) -> BaseModel:
         request = read_complete_request(body)

@@ -44,7 +44,7 @@ from amaris_cli.options import ScoreOptions, ServeOptions
 from amaris_cli.reader import RunReader
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
-from amaris_cli.schedule import GRACE_S
+from amaris_cli.schedule import GRACE_S, refuse_unscored
 from amaris_cli.serve.analyses import EarlyAnalyses
 from amaris_cli.serve.api import (
     CompleteNoop,
@@ -72,7 +72,7 @@ from amaris_cli.serve.journal import (
     read_journal,
 )
 from amaris_cli.serve.openrlhf import OpenRLHFResponse
-from amaris_cli.serve.validation import record_validation
+from amaris_cli.serve.validation import ValidationAnswers, record_validation
 from amaris_cli.session import Session, open_session, run_settings
 from amaris_cli.stages.common import agent_inputs, training_inputs
 from amaris_cli.stages.score import rubric_for
@@ -165,8 +165,10 @@ class ServeCore:
         self._opening_now: set[int] = set()  # steps whose first rollout is opening them
         self._tasks: set[asyncio.Task[Any]] = set()
         self._disk_cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, Any] | None]] = {}
-        # OpenRLHF requests that failed, by a digest of their body: when (monotonic) and where each response went
-        self._failed_requests: dict[str, tuple[float, list[tuple[int, str]]]] = {}
+        # A failed OpenRLHF request's placements (step, rollout id) by its body's digest, oldest first: two samples
+        # with the same prompt and response send the same body, and each retry takes one try's places.
+        self._failed_requests: dict[str, list[tuple[float, list[tuple[int, str]]]]] = {}
+        self._validated = ValidationAnswers(self.run)
         self.session: Session | None = None
         self.analyses: EarlyAnalyses | None = None
         self.evolutions = Evolutions(self.run, options.evolve_options, say)
@@ -317,6 +319,7 @@ class ServeCore:
                 return self.steps.get(step)
             lag = self.options.lag
             rule = VersionRule(lag=lag)
+            self._refuse_unscored(step)
             await self._await_served(range(0, rule.limit(step)), step)
             writer = self._writer(step, lag)
             try:
@@ -345,6 +348,10 @@ class ServeCore:
         if self.session is not None:
             self.session.kit.tell_training(st.step, st.training)
 
+    def _refuse_unscored(self, step: int) -> None:
+        """A 409 at once for a step whose rubric version waits on a step nobody sends (schedule.refuse_unscored)."""
+        refuse_unscored(self.run, step, self.options.lag, served=True, held={*self.steps, *self._opening_now})
+
     def _unnamed_step(self) -> int:
         """The step a rollout that names none joins: the newest open step, else the one after the newest
         step the run or this server knows."""
@@ -353,6 +360,25 @@ class ServeCore:
             return max(open_now)
         known = [*self.steps, *self.evolutions.by_step, *artifacts.step_numbers(self.run)]
         return max(known, default=-1) + 1
+
+    def _holding(self, rollout: Rollout) -> int | None:
+        """The step that holds a rollout sent without a step whose id and content it already holds: a client's
+        retry after its request timed out, answered from that step. A retry that came while its step completed
+        was judged again into the next step, and every later step then took one rollout of the batch before it.
+        Only the newest steps: a step this server holds with no open step after it, else the run's newest step
+        while no step is open (a later batch that repeats an id and its text joins the open step)."""
+        open_now = [s for s, st in self.steps.items() if st.state == "open"] + list(self._opening_now)
+        newest_open = max(open_now, default=-1)
+        for s, st in self.steps.items():
+            if s >= newest_open and st.rollouts.get(rollout.id) == rollout.model_copy(update={"step": s}):
+                return s
+        if open_now:
+            return None
+        newest = max(artifacts.step_numbers(self.run), default=None)
+        if newest is None or newest in self.steps:
+            return None
+        stored = (self._on_disk(newest, artifacts.ROLLOUTS) or {}).get(rollout.id)
+        return newest if stored == rollout.model_copy(update={"step": newest}) else None
 
     async def _until(self, events: list[asyncio.Event], timeout: float | None) -> None:
         """Return when one of `events` is set, the server stops, or `timeout` seconds pass (None: no limit)."""
@@ -455,6 +481,8 @@ class ServeCore:
         # A rollout without a step joins the open step; when that one took its last rollout meanwhile, the next
         # (each turn some rollout takes a place, so many at once under --rollouts-per-step all get one in time).
         deadline = time.monotonic() + self.options.wait
+        if step is None and explicit_id:
+            step = self._holding(rollout)  # a client's retry of a rollout a step already holds: that step's
         while True:
             if self.stopping.is_set():
                 raise ApiError(503, STOPPING, step=step, rollout_id=rollout.id)
@@ -464,7 +492,7 @@ class ServeCore:
                 return await self._score_in(st, rollout.model_copy(update={"step": chosen}), explicit_id, training,
                                             retried_if_failed)
             if step is not None:
-                return await self._answer_closed(step, rollout, explicit_id, st)
+                return await self._answer_closed(step, rollout.model_copy(update={"step": step}), explicit_id, st)
             if time.monotonic() > deadline:
                 raise ApiError(503, f"gave up after {self.options.wait:g}s: every open step closed before it took "
                                "the rollout; send it again", rollout_id=rollout.id)
@@ -485,8 +513,10 @@ class ServeCore:
         # neutral (answered with a number) nor in sync mode (answered after the step is written).
         retried = self.session.policy.name != "neutral" and self.options.lag == 1
         now = time.monotonic()
-        self._failed_requests = {k: v for k, v in self._failed_requests.items() if now - v[0] < RETRY_MEMORY_S}
-        placed = self._failed_requests.pop(request_key, (0.0, []))[1] if retried else []
+        self._failed_requests = {k: kept for k, tries in self._failed_requests.items()
+                                 if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
+        tries = self._failed_requests.get(request_key, [])
+        placed = tries.pop(0)[1] if retried and tries else []
         if len(placed) == len(intakes):
             answers = await asyncio.gather(*(self._served(self._again(step, rid), step) for step, rid in placed))
         else:
@@ -495,23 +525,30 @@ class ServeCore:
         failed = [a for a in answers if a.score is None]
         if failed:
             if retried:
-                self._failed_requests[request_key] = (time.monotonic(), [(a.step, a.id) for a in answers])
+                places = [(a.step, a.id) for a in answers]
+                self._failed_requests.setdefault(request_key, []).append((time.monotonic(), places))
             raise ApiError(502, f"the judge could not score {len(failed)} of the {len(answers)} response(s): "
                            f"{failed[0].error}", step=failed[0].step, rollout_id=failed[0].id)
         return OpenRLHFResponse.of([float(a.score) for a in answers if a.score is not None],
                                    judge_failed=[float(a.status == "failed") for a in answers],
                                    amaris_step=[float(a.step) for a in answers])
 
-    async def validate(self, step: int | None, rollout: Rollout) -> ScoreResponse:
+    async def validate(self, step: int | None, rollout: Rollout, explicit_id: bool = False) -> ScoreResponse:
         """Judge a validation rollout (validation.py) with the rubric version a training rollout of `step` gets
         (None: of the step a rollout naming none would join). It joins no step: no step's evolution learns from
-        it, --rollouts-per-step does not count it, and it is kept in RUN/validation/."""
-        return await self._served(self._validate(step, rollout), step)
+        it, --rollouts-per-step does not count it, and it is kept in RUN/validation/. With an id, the same rollout
+        sent again for the step (a client's retry) is answered as it was, not judged or kept again."""
+        return await self._served(self._validate(step, rollout, explicit_id), step)
 
-    async def _validate(self, step: int | None, rollout: Rollout) -> ScoreResponse:
+    async def _validate(self, step: int | None, rollout: Rollout, explicit_id: bool) -> ScoreResponse:
         assert self.session is not None
         chosen = self._unnamed_step() if step is None else step
+        if explicit_id:
+            answered = self._validated.answers(chosen).get(rollout.id)
+            if answered is not None and answered[0] == rollout.model_copy(update={"step": chosen}):
+                return _response(chosen, answered[1])
         rule = VersionRule(lag=self.options.lag)
+        self._refuse_unscored(chosen)
         await self._await_served(range(0, rule.limit(chosen)), chosen)
         # The version wait of a step's writer, without the step's lock: the training step may be open meanwhile.
         await self._wait_for_version(StepWriter(self.run, chosen, rule, role="serve", say=self.say,
@@ -522,6 +559,7 @@ class ServeCore:
         record = self.session.policy.score(await score_rollout(self.session.kit, rubric, rollout, chosen,
                                                                VALIDATION_CONTEXT))
         record_validation(self.run, chosen, rollout, record)
+        self._validated.answers(chosen)[rollout.id] = (rollout, record)
         return _response(chosen, record)
 
     async def _score_in(self, st: OpenStep, rollout: Rollout, explicit_id: bool,
@@ -699,11 +737,11 @@ class ServeCore:
     # --- completing ------------------------------------------------------------------------------
     async def _auto_complete(self, step: int) -> None:
         try:
-            await self.complete(step)
+            await self.complete(step, automatic=True)
         except Exception as exc:  # noqa: BLE001 - nobody awaits this answer: say it
             self.say(f"step {step}: automatic completion failed: {exc}")
 
-    async def complete(self, step: int, shard: int = 0, shards: int = 1) -> CompleteResponse:
+    async def complete(self, step: int, shard: int = 0, shards: int = 1, *, automatic: bool = False) -> CompleteResponse:
         """Write the step's files and start its evolution; from process `shard` of `shards`, only once every
         shard's /complete has come (a repeated shard changes nothing). The work runs as the server's own
         task, so a client that disconnects (or a retry of the same /complete) never leaves it half done."""
@@ -720,13 +758,9 @@ class ServeCore:
                 st.journal.append(ShardEntry(shard=shard, shards=shards))
             missing = st.missing_shards()
             if missing:
-                figures = reward_figures(st.records.values())
-                return CompleteResponse(step=step, rollouts=len(st.rollouts), scored=figures.scored,
-                                        failed=figures.failed, mean_reward=figures.mean,
-                                        rubric_versions=sorted({r.rubric_version for r in st.records.values()}),
-                                        state=st.state, shards=shards, missing_shards=missing)
+                return _so_far(st).model_copy(update={"shards": shards, "missing_shards": missing})
         if st.completion is None or st.completion.done():
-            st.completion = self._spawn(self._complete(st))
+            st.completion = self._spawn(self._complete(st, automatic))
         answer = await asyncio.shield(st.completion)
         return answer.model_copy(update={"shards": st.shards or 1})
 
@@ -797,13 +831,22 @@ class ServeCore:
             st.retry_came.clear()
             await self._until([st.retry_came], left)
 
-    async def _complete(self, st: OpenStep) -> CompleteResponse:
+    async def _complete(self, st: OpenStep, automatic: bool = False) -> CompleteResponse:
+        """`automatic`: begun by the step's N-th rollout (--rollouts-per-step)."""
         step = st.step
         st.begin_completion()
         await self._settle(st)
-        if not st.records:
+        short = (self.options.rollouts_per_step or 0) - len(st.rollouts) if automatic else 0
+        if not st.records or short > 0:
+            # A rollout the endpoint refused to judge (a rejected key) gave its place back: the step waits for it
+            # (its retry) or another, and completes once it holds N again. It completed short, and the retries of
+            # the refused rollouts were a 409: samples the trainer made were missing from the run.
             st.state = "open"
             st.completing.clear()
+            if short > 0:
+                self.say(f"step {step}: {short} of its {self.options.rollouts_per_step} rollouts could not be judged "
+                         "and gave their places back; it completes once it holds them again (their retries)")
+                return _so_far(st)
             raise ApiError(409, f"step {step}: no rollout has been judged yet, so there is nothing to complete",
                            step=step)
         st.sealed = True  # no retry is judged into it any more
@@ -980,6 +1023,14 @@ def _free_id(base: str, taken: dict[str, Rollout]) -> str:
         n += 1
         candidate = f"{base}-{n}"
     return candidate
+
+
+def _so_far(st: OpenStep) -> CompleteResponse:
+    """A step that is not complete yet, with the figures of the rollouts judged so far."""
+    figures = reward_figures(st.records.values())
+    return CompleteResponse(step=st.step, rollouts=len(st.rollouts), scored=figures.scored, failed=figures.failed,
+                            mean_reward=figures.mean, rubric_versions=sorted({r.rubric_version for r in st.records.values()}),
+                            state=st.state)
 
 
 def _response(step: int, record: ScoreRecord) -> ScoreResponse:

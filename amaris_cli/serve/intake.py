@@ -19,7 +19,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from amaris_cli.errors import InputError, InputErrors
-from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason
+from amaris_cli.jsonlimits import Unstorable, check_storable, json_error_reason, too_deep
 from amaris_cli.models import MAX_ROLLOUT_ID_CHARS
 from amaris_cli.rollouts import ALIASES, lookup, parse_rollouts
 from amaris_cli.serve.api import (
@@ -42,8 +42,8 @@ def _json_object(body: bytes, what: str) -> dict[str, Any]:
         raise ApiError(400, f"{what}: the body is empty; send a JSON object")
     try:
         value = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(400, f"{what}: {json_error_reason(body, exc)}") from None
+    except orjson.JSONDecodeError as exc:  # JSON too deep to read is JSON: 422, as a depth over 64 is below
+        raise ApiError(422 if too_deep(exc) else 400, f"{what}: {json_error_reason(body, exc)}") from None
     if not isinstance(value, dict):
         raise ApiError(422, f"{what}: the body must be a JSON object, got {type(value).__name__}")
     try:

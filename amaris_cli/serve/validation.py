@@ -62,3 +62,22 @@ def load_validation(run: RunDir, step: int) -> list[ValidationEntry]:
     """The step's validation answers in the order they were given (a torn last line, one being written, is not
     one yet; a bad line elsewhere is an error naming the file and line)."""
     return [entry for _, entry in iter_models_numbered(validation_path(run, step), ValidationEntry)]
+
+
+class ValidationAnswers:
+    """The latest answer to each validation id of the few steps a server validates now (a client's retry is
+    answered from here), read from the step's file once: the file keeps every answer, the last one counts."""
+
+    KEPT_STEPS = 4
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self._steps: dict[int, dict[str, tuple[Rollout, ScoreRecord]]] = {}
+
+    def answers(self, step: int) -> dict[str, tuple[Rollout, ScoreRecord]]:
+        if step not in self._steps:
+            self._steps[step] = {e.rollout.id: (e.rollout, e.record) for e in load_validation(self.run, step)} \
+                if validation_path(self.run, step).exists() else {}
+            while len(self._steps) > self.KEPT_STEPS:
+                del self._steps[next(iter(self._steps))]  # the step read longest ago
+        return self._steps[step]
