@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -39,3 +40,16 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
     finally:
         runner.close()
+
+
+async def blocking(wait: Callable[[threading.Event], T]) -> T:
+    """A blocking wait (for another process's evolution, polling the disk) run in a thread, so that the event
+    loop goes on: Ctrl-C cancels the command's task at once. Run in the loop itself, the wait held Ctrl-C until
+    it ended (`--wait`, an hour by default), and `amaris serve`'s stop killed its evolution after a grace.
+    `wait` gets an event that is set when the task is cancelled, and must end soon after."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(wait, stop)
+    except asyncio.CancelledError:
+        stop.set()
+        raise

@@ -32,6 +32,7 @@ memory entries, and its update edits the rubric they wrote.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 
@@ -47,6 +48,10 @@ GRACE_S = 1.5  # an evolution started with `&` a moment ago may not hold its loc
 
 class NotEvolved(ConfigError):
     """An evolution that the caller needs has not run, and no process is running it."""
+
+
+class Stopped(Exception):
+    """A wait whose caller was cancelled (Ctrl-C): nobody reads its result."""
 
 
 class OutOfOrder(NotEvolved):
@@ -132,7 +137,8 @@ def _steps_have(spans: Sequence[tuple[int, int]]) -> tuple[str, str]:
 
 
 def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: Callable[[str], None],
-                        needed_for: str, fail_if_idle: bool, instead: str = "", served: bool = False) -> None:
+                        needed_for: str, fail_if_idle: bool, instead: str = "", served: bool = False,
+                        stop: threading.Event | None = None) -> None:
     """Return once the evolutions of `steps` (a list, or a range of the run's steps) are complete.
 
     While one is running (its step lock is held) this waits, up to `wait` seconds, saying so once per
@@ -141,7 +147,8 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
     waiting and say what would start it. A step of the range that has no rollouts yet is the same, without
     the grace (nothing was started for it), unless a process holds its lock (it is being scored). An
     evolution that ended in an error is an error here too. `instead`: what else the caller may do, said
-    with an error; `served`: the caller is `amaris serve`, whose client sends steps over HTTP, not commands.
+    with an error; `served`: the caller is `amaris serve`, whose client sends steps over HTTP, not commands;
+    `stop`: set when the caller was cancelled (eventloop.blocking): the wait ends (Stopped).
     """
     deadline = time.monotonic() + wait
     told: set[tuple[int, bool]] = set()
@@ -199,7 +206,10 @@ def wait_for_evolutions(run: RunDir, steps: Sequence[int], *, wait: float, say: 
             message = f"waiting for {_steps_have(missing)[0]} to be scored and evolved"
         if now >= deadline:
             raise WaitTimeout(f"{needed_for}: gave up after {wait:g}s {message.removeprefix('waiting ')}")
-        time.sleep(POLL_S)
+        if stop is None:
+            time.sleep(POLL_S)
+        elif stop.wait(POLL_S):
+            raise Stopped(needed_for)
 
 
 def _send_first(run: RunDir, missing: Sequence[tuple[int, int]], served: bool) -> str:
@@ -274,7 +284,8 @@ def later_conflicts(run: RunDir, step: int) -> list[str]:
 
 
 def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, wait: float,
-                    say: Callable[[str], None], instance_id: str | None = None, served: bool = False) -> int:
+                    say: Callable[[str], None], instance_id: str | None = None, served: bool = False,
+                    stop: threading.Event | None = None) -> int:
     """The rubric version that scores `step` (global rubric; per-instance choices use the same limit): by
     the rule of the module docstring, waiting while the evolutions that decide it run. `served`: its errors
     advise a client of `amaris serve` (wait_for_evolutions)."""
@@ -290,7 +301,7 @@ def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, w
     if explicit is not None:
         needed: Sequence[int] = [s for s in steps_with_rollouts(run) if s <= explicit - 1 and s != step]
         wait_for_evolutions(run, needed, wait=wait, say=say, needed_for=f"scoring step {step} (rubric version "
-                            f"{explicit})", fail_if_idle=True)
+                            f"{explicit})", fail_if_idle=True, stop=stop)
         # per-instance runs: updates write the instances' rubrics (rubrics/instances/ID/), not the run's
         numbers = (numbered(p.name, "step-", ".json") for p in (run.rubric_dir() / "instances").glob("*/step-*.json"))
         known = sorted({*run.rubric_versions(), *(n for n in numbers if n is not None)})
@@ -304,7 +315,7 @@ def scoring_version(run: RunDir, step: int, lag: int, explicit: int | None, *, w
     instead = (f"or score step {step} with the newest version there is now, knowingly: `--rubric-version {now[-1]}` "
                "(recorded; a replay scores it the same way)") if now and not served else ""
     wait_for_evolutions(run, deciding, wait=wait, say=say, needed_for=f"scoring step {step} with --lag {lag}",
-                        fail_if_idle=True, instead=instead, served=served)
+                        fail_if_idle=True, instead=instead, served=served, stop=stop)
     versions = [v for v in run.rubric_versions(instance_id) if v <= limit]
     if not versions:
         raise AmarisError(f"{run.path}: no rubric version <= {limit} for step {step}; was the run initialized?")

@@ -394,3 +394,32 @@ def test_a_loop_started_beside_a_running_evolution_waits_for_it(tmp_path, sim_fa
     detail = json.loads(invoke("inspect", run, "--step", 1, "--json").stdout)["detail"]
     assert detail["state"] == "updated" and detail["stale"] == [], detail
     assert json.loads((run / "steps/000001/update.json").read_text())["from_version"] == 1
+
+
+@pytest.mark.parametrize("command", ["evolve", "loop"])
+def test_ctrl_c_ends_a_command_that_waits_for_an_earlier_evolution(tmp_path, sim, command: str) -> None:
+    """One Ctrl-C (SIGINT) ends `evolve` and `loop` while they wait for the evolution of an earlier step. The wait
+    ran inside the event loop, which takes Ctrl-C as a request to cancel its task at its next await, and none came
+    until --wait ran out (an hour by default); `amaris serve`'s stop killed such an evolution after a grace."""
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    score(run, 0, env, "--lag", "1")
+    score(run, 1, env, "--lag", "1")
+    with locks.exclusive(RunDir(run).step_lock_path(0), "step 0", role="evolve"):  # its evolution runs
+        args = (("evolve", "--run", run, "--step", 1) if command == "evolve" else
+                ("loop", EXAMPLES / "math", "--run", run, "--steps", "2:2", "--lag", "1"))
+        proc = start(process_env(sim), *args, "--wait", 120)
+        try:
+            waiting = ((lambda: (run / "steps/000001/analyses.jsonl").exists()) if command == "evolve" else
+                       (lambda: holds_step(run, 2)))  # evolve analyzes its step first, then waits
+            wait_until(waiting, timeout=60, what="the wait")
+            time.sleep(1)
+            proc.send_signal(signal.SIGINT)
+            started = time.monotonic()
+            code, err, _ = finish(proc, timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert time.monotonic() - started < 15, err
+    assert code == 130 and "waiting for the evolution of step 0" in err and "interrupted" in err, (code, err)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from amaris_cli import artifacts
 from amaris_cli.errors import AmarisError, InputError, StageFailed
+from amaris_cli.eventloop import blocking
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import SummaryRecord
@@ -122,8 +123,9 @@ async def evolve_step(
                 by_instance = _instances_not_evaluated(session, step, "analyze", failed, every=True)
                 not_evaluated = (NotEvaluated(instances={**by_instance.instances, **not_evaluated.instances})
                                  if by_instance is not None else NotEvaluated(step=reason))
-        wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
-                            needed_for=f"the evolution of step {step}", fail_if_idle=fail_if_idle)
+        await blocking(lambda stop: wait_for_evolutions(run, earlier_steps(run, step), wait=wait, say=session.say,
+                                                        needed_for=f"the evolution of step {step}",
+                                                        fail_if_idle=fail_if_idle, stop=stop))
         store = await memory()
         stage("summarize", step)
         # The step is indexed once the evolution is done (below): its update's retrieval must not see it, and

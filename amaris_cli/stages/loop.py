@@ -114,7 +114,7 @@ async def run_step(session: Session, step: int, plan: StepPlan, indexer: Indexer
     started = time.monotonic()
     tokens_before = _tokens(session) + (_tokens(scorer) if scorer is not session else 0)
     rule = VersionRule(lag=plan.lag, rubric_version=plan.rubric_version)
-    with StepWriter(run, step, rule, role="loop", say=session.say, wait=wait) as writer:
+    async with StepWriter(run, step, rule, role="loop", say=session.say, wait=wait) as writer:
         hooks.on_stage("score", step)
         scored = await writer.write(scorer, plan.rollouts, plan.source, on_done=hooks.on_record, training=plan.training,
                                     stored_as=plan.stored_as)

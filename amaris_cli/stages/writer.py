@@ -13,6 +13,7 @@ so its files are what `score` writes for the same rollouts in the same order.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 
 from amaris_cli import locks
 from amaris_cli.artifacts import How
+from amaris_cli.eventloop import blocking
 from amaris_cli.models import Rollout, ScoreRecord
 from amaris_cli.rundir import RunDir
 from amaris_cli.schedule import scoring_limit, scoring_version
@@ -61,12 +63,26 @@ class StepWriter:
     def release(self) -> None:
         self._lock.close()
 
-    def wait_for_version(self, wait: float | None = None) -> int:
+    def wait_for_version(self, wait: float | None = None, stop: threading.Event | None = None) -> int:
         """The rubric version that scores the step, once every evolution that may write it is done (waiting
-        up to `wait` seconds, the writer's own by default)."""
+        up to `wait` seconds, the writer's own by default; `stop`: eventloop.blocking's)."""
         self.version = scoring_version(self.run, self.step, self.rule.lag, self.rule.rubric_version,
-                                       wait=self.wait if wait is None else wait, say=self.say, served=self.served)
+                                       wait=self.wait if wait is None else wait, say=self.say, served=self.served,
+                                       stop=stop)
         return self.version
+
+    async def __aenter__(self) -> StepWriter:
+        """`async with`: the wait for the version runs beside the event loop (eventloop.blocking)."""
+        self.lock()
+        try:
+            await blocking(lambda stop: self.wait_for_version(stop=stop))
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
 
     def __enter__(self) -> StepWriter:
         self.lock()
