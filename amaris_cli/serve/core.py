@@ -169,6 +169,7 @@ class ServeCore:
         # with the same prompt and response send the same body, and each retry takes one try's places.
         self._failed_requests: dict[str, list[tuple[float, list[tuple[int, str]]]]] = {}
         self._validated = ValidationAnswers(self.run)
+        self._completed_last: tuple[int, dict[str, Rollout]] | None = None  # the newest step this server completed
         self.session: Session | None = None
         self.analyses: EarlyAnalyses | None = None
         self.evolutions = Evolutions(self.run, options.evolve_options, say)
@@ -365,20 +366,17 @@ class ServeCore:
         """The step that holds a rollout sent without a step whose id and content it already holds: a client's
         retry after its request timed out, answered from that step. A retry that came while its step completed
         was judged again into the next step, and every later step then took one rollout of the batch before it.
-        Only the newest steps: a step this server holds with no open step after it, else the run's newest step
-        while no step is open (a later batch that repeats an id and its text joins the open step)."""
+        Only the newest steps: a step this server holds with no open step after it, else the step it completed
+        last while no step is open (a later batch that repeats an id and its text joins the open step)."""
         open_now = [s for s, st in self.steps.items() if st.state == "open"] + list(self._opening_now)
         newest_open = max(open_now, default=-1)
         for s, st in self.steps.items():
             if s >= newest_open and st.rollouts.get(rollout.id) == rollout.model_copy(update={"step": s}):
                 return s
-        if open_now:
+        if open_now or self._completed_last is None:
             return None
-        newest = max(artifacts.step_numbers(self.run), default=None)
-        if newest is None or newest in self.steps:
-            return None
-        stored = (self._on_disk(newest, artifacts.ROLLOUTS) or {}).get(rollout.id)
-        return newest if stored == rollout.model_copy(update={"step": newest}) else None
+        step, held = self._completed_last
+        return step if held.get(rollout.id) == rollout.model_copy(update={"step": step}) else None
 
     async def _until(self, events: list[asyncio.Event], timeout: float | None) -> None:
         """Return when one of `events` is set, the server stops, or `timeout` seconds pass (None: no limit)."""
@@ -854,6 +852,8 @@ class ServeCore:
         outcome = await self._write_step(st.writer, st, st.training)
         st.journal.close()
         del self.steps[step]
+        if self._completed_last is None or step > self._completed_last[0]:
+            self._completed_last = (step, st.rollouts)  # a client's retry of one of them is answered from it
 
         async def hand_over() -> None:
             """The step's lock goes to its evolution once the step's analyses are in calls.jsonl."""
