@@ -228,16 +228,15 @@ def _unscored(missing: Sequence[tuple[int, int]], needed_for: str, command: str,
                       f"{command}" + (f"; {instead}" if instead else ""))
 
 
-def refuse_unscored(run: RunDir, step: int, lag: int, *, served: bool, held: Collection[int] = ()) -> None:
-    """OutOfOrder at once when a step that decides `step`'s rubric version has no rollouts and no process is
-    scoring it (`held`: steps the caller is opening or holds): a served step waited first for the evolutions of
+def refuse_unscored(run: RunDir, steps: range, needed_for: str, *, served: bool, held: Collection[int] = ()) -> None:
+    """OutOfOrder at once when a step of `steps` (what `needed_for` waits on) has no rollouts and no process is
+    scoring it (`held`: steps the caller is opening or holds). A served step waited first for the evolutions of
     the steps before it, and one of those waits in turn for the missing step, so a trainer that numbers its steps
     with gaps (0, 2, 4) waited --wait (an hour) for a 503 that named the wrong step."""
-    deciding = range(earlier_steps(run, step).start, min(scoring_limit(step, lag), step))
-    present = sorted({*steps_with_rollouts(run), *(s for s in held if s in deciding)})
-    missing = [(a, b) for a, b in gaps(present, deciding) if not (a == b and holder(run.step_lock_path(a)) is not None)]
+    present = sorted({*steps_with_rollouts(run), *(s for s in held if s in steps)})
+    missing = [(a, b) for a, b in gaps(present, steps) if not (a == b and holder(run.step_lock_path(a)) is not None)]
     if missing:
-        raise _unscored(missing, f"scoring step {step} with --lag {lag}", _send_first(run, missing, served))
+        raise _unscored(missing, needed_for, _send_first(run, missing, served))
 
 
 def _not_evolved(run: RunDir, idle: Sequence[int], needed_for: str, served: bool) -> str:

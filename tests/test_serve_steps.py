@@ -135,7 +135,8 @@ def test_rollouts_the_endpoint_refused_give_their_places_back_and_their_retries_
 def test_a_step_whose_version_waits_on_a_step_nobody_sent_is_refused_at_once(tmp_path, sim) -> None:
     """A trainer that numbers its steps with gaps (an optimizer-step counter: 0, 2, 4). Step 2 is taken (its
     version needs only step 0) and its evolution waits for step 1. Step 4's version needs step 2's evolution: its
-    /score waited --wait (an hour by default) for a 503 that named step 2; it is a 409 at once naming step 1."""
+    /score waited --wait (an hour by default) for a 503 that named step 2, and the reference's wait for step 2
+    waited as long: both are a 409 at once naming step 1."""
     run = new_run(tmp_path, "gaps")
     with served(run, sim, "--wait", 5) as server, httpx.Client(base_url=server.url, timeout=120) as http:
         for step in (0, 2):
@@ -144,8 +145,11 @@ def test_a_step_whose_version_waits_on_a_step_nobody_sent_is_refused_at_once(tmp
         assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
         started = time.monotonic()
         refused = http.post("/score", json=line(rows(4)[0], current_step=4))
+        stalled = http.get("/rubric_status/wait")  # the reference's wait, for step 2: its evolution waits for step 1
         took = time.monotonic() - started
     assert refused.status_code == 409 and "step 1 has no rollouts" in refused.json()["error"], refused.json()
+    assert stalled.status_code == 409 and "the evolution of step 2" in stalled.json()["error"] \
+        and "step 1 has no rollouts" in stalled.json()["error"], stalled.json()
     assert took < 20, took
 
 

@@ -44,7 +44,7 @@ from amaris_cli.options import ScoreOptions, ServeOptions
 from amaris_cli.reader import RunReader
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
-from amaris_cli.schedule import GRACE_S, refuse_unscored
+from amaris_cli.schedule import GRACE_S, earlier_steps, refuse_unscored, scoring_limit
 from amaris_cli.serve.analyses import EarlyAnalyses
 from amaris_cli.serve.api import (
     CompleteNoop,
@@ -349,9 +349,14 @@ class ServeCore:
         if self.session is not None:
             self.session.kit.tell_training(st.step, st.training)
 
-    def _refuse_unscored(self, step: int) -> None:
-        """A 409 at once for a step whose rubric version waits on a step nobody sends (schedule.refuse_unscored)."""
-        refuse_unscored(self.run, step, self.options.lag, served=True, held={*self.steps, *self._opening_now})
+    def _refuse_unscored(self, step: int, evolution: bool = False) -> None:
+        """A 409 at once for a step whose rubric version (or, `evolution`, whose evolution) waits on a step nobody
+        sends (schedule.refuse_unscored)."""
+        first = earlier_steps(self.run, step).start
+        steps, needed_for = ((range(first, step), f"the evolution of step {step}") if evolution else
+                             (range(first, min(scoring_limit(step, self.options.lag), step)),
+                              f"scoring step {step} with --lag {self.options.lag}"))
+        refuse_unscored(self.run, steps, needed_for, served=True, held={*self.steps, *self._opening_now})
 
     def _unnamed_step(self) -> int:
         """The step a rollout that names none joins: the newest open step, else the one after the newest
@@ -966,6 +971,8 @@ class ServeCore:
             status = self.status(step)
             if status.state in ("done", "failed", "idle"):
                 return status
+            if status.state == "evolving":  # an evolution waits for the steps before it: one nobody sends is a 409
+                self._refuse_unscored(step, evolution=True)
             if self.stopping.is_set():
                 raise ApiError(503, "the server is stopping", step=step)
             left = deadline - time.monotonic()
