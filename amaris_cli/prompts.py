@@ -24,6 +24,7 @@ since no text can hold the hash of itself.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -102,7 +103,18 @@ def block_tag(untrusted: list[str], read_beside: list[str] | None = None) -> str
     over (none does in a request not made to: such a request renders as before)."""
     beside = read_beside or []
     return next(tag for tag in tag_candidates(untrusted) if not any(tag in text for text in untrusted)
-                and not any(_without_tag(text, tag) != text for text in beside))
+                and not any(any(tag in probe for probe in _probes(text)) and _without_tag(text, tag) != text
+                            for text in beside))
+
+
+@functools.lru_cache(maxsize=32)
+def _probes(text: str) -> tuple[str, ...]:
+    """The probe of each reading _without_tag reads a text in, of which a copy of a tag is part (cached: the
+    system message's texts are the same in every request of a step; a rubric in Greek took 1 ms a render)."""
+    readings = [text]
+    if not text.isascii() and _AMBIGUOUS_DIGIT.search(text):
+        readings.append(text.translate(AS_DIGITS))
+    return tuple(_probe(reading) for reading in readings)
 
 
 # What stands in the user message's data where a text copied the system message's block tag.
@@ -270,10 +282,11 @@ _BLOCK_HEADER = re.compile(r"<<<BEGIN [A-Z0-9_]+ ([0-9a-f]{16})>>>")
 
 def echoed(text: str, messages: list[dict[str, Any]]) -> str:
     """What an agent wrote (its reply, or a reason that quotes it) as a re-ask sends it back. The agent read the
-    rollouts, and a rollout can ask it to copy the tag of a system-message block into what it writes (the agent
-    reads the tag there): such copies are taken out, as they are from the user message's data."""
-    system = "".join(m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str))
-    for tag in dict.fromkeys(_BLOCK_HEADER.findall(system)):
+    rollouts, and a rollout can ask it to copy a block's header, tag and all (the agent reads the tags in the
+    request), and write a block of its own after it (a rubric, a response): copies of the request's block tags
+    are taken out, as a copy of the system message's tag is from the user message's data."""
+    said = "".join(m["content"] for m in messages if isinstance(m.get("content"), str))
+    for tag in dict.fromkeys(_BLOCK_HEADER.findall(said)):
         text = _without_tag(text, tag)
     return text
 

@@ -408,7 +408,11 @@ def test_ctrl_c_ends_a_command_that_waits_for_an_earlier_evolution(tmp_path, sim
     with locks.exclusive(RunDir(run).step_lock_path(0), "step 0", role="evolve"):  # its evolution runs
         args = (("evolve", "--run", run, "--step", 1) if command == "evolve" else
                 ("loop", EXAMPLES / "math", "--run", run, "--steps", "2:2", "--lag", "1"))
-        proc = start(process_env(sim), *args, "--wait", 120)
+        # As a terminal runs a command: SIGINT at its default, whatever this process's is (a job started with `&`
+        # by a script ignores SIGINT, and its children inherit that).
+        proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", *map(str, args), "--wait", "120"],
+                                env=process_env(sim), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             waiting = ((lambda: (run / "steps/000001/analyses.jsonl").exists()) if command == "evolve" else
                        (lambda: holds_step(run, 2)))  # evolve analyzes its step first, then waits

@@ -899,6 +899,25 @@ def test_stopping_the_server_drops_the_analyses_of_a_step_that_is_settling(monke
     asyncio.run(scenario())
 
 
+def test_a_validation_retry_while_its_judgement_runs_waits_for_it(tmp_path, sim_factory) -> None:
+    """A client whose /validate timed out while the judge answered sends it again: the retry was judged again and
+    kept twice, which counted the rollout twice in the step's validation figures."""
+    run = new_run(tmp_path, "validate-retry")
+    row = lines(0, 1)[0]
+    judge = sim_factory(latency=1.0)
+    with served(run, judge) as server:
+        with httpx.Client(base_url=server.url, timeout=0.3) as impatient, pytest.raises(httpx.TimeoutException):
+            impatient.post("/validate", json=row)
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            again = http.post("/validate", json=row)
+            later = http.post("/validate", json=row)
+    assert again.status_code == later.status_code == 200 and again.json() == later.json(), (again.text, later.text)
+    kept = (run / "validation" / "step-000000.jsonl").read_text().splitlines()
+    assert len(kept) == 1, kept
+    judged = [r for r in judge.requests if r["messages"][0]["content"].startswith("You are the scorer")]
+    assert len(judged) == 1
+
+
 def test_validation_rollouts_are_judged_in_no_step(tmp_path, sim) -> None:
     """POST /validate: judged as a training rollout of its step would be (same rubric version, same answer),
     but it opens no step, takes no place in one (--rollouts-per-step does not count it) and is kept apart."""

@@ -103,7 +103,8 @@ def test_rollouts_the_endpoint_refused_give_their_places_back_and_their_retries_
     """Under --rollouts-per-step 4, the endpoint rejects the key (HTTP 401) for a batch's last two rollouts: the
     trainer gets 502 for them and sends them again once the key works. The 4th rollout had begun the step's
     completion, the refused ones left the step, and it completed with 2: the retries were a 409 and two samples
-    the trainer made were never in the run."""
+    the trainer made were never in the run. Retries that never come leave the step short after a grace, and the
+    next batch is the next step's (tests/test_serve_steps.py: the refused rollouts are not replaced)."""
     import asyncio
 
     run = new_run(tmp_path, "refused")
@@ -119,9 +120,8 @@ def test_rollouts_the_endpoint_refused_give_their_places_back_and_their_retries_
         judged = [http.post("/score", json=line(r)) for r in batch[:2]]
         judge.config.agent_faults["scorer"] = "401"
         refused = asyncio.run(together(server.url, batch[2:]))
-        server.wait_for_line(r"step 0: 2 of its 4 rollouts could not be judged and gave their places back")
         del judge.config.agent_faults["scorer"]  # the key works again
-        time.sleep(1.2)  # --recheck-after
+        time.sleep(1.2)  # --recheck-after; the step holds the refused rollouts' places for their retries meanwhile
         retried = [http.post("/score", json=line(r)) for r in batch[2:]]
         assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
     assert [r.status_code for r in judged + refused + retried] == [200, 200, 502, 502, 200, 200], \
@@ -130,6 +130,35 @@ def test_rollouts_the_endpoint_refused_give_their_places_back_and_their_retries_
     scores = [json.loads(x) for x in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
     assert sorted(s["rollout_id"] for s in scores) == sorted(r["id"] for r in batch)
     assert {s["status"] for s in scores} == {"scored"}
+
+
+def test_a_step_whose_refused_rollouts_are_not_sent_again_is_written_short_and_the_next_batch_is_the_next_step(
+        tmp_path, sim_factory) -> None:
+    """Refused rollouts are held for their retries for a grace, not replaced: a step that gave their places to any
+    rollout took the next batch's first ones (every later step then one batch off)."""
+    import asyncio
+
+    run = new_run(tmp_path, "short")
+    batch, later = rows(0)[:4], rows(0)[4:8]
+    judge = sim_factory(latency=0.5)
+
+    async def together(url: str, part: list[dict[str, Any]]) -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            return await asyncio.gather(*(client.post("/score", json=line(r)) for r in part))
+
+    with served(run, judge, "--rollouts-per-step", 4, "--recheck-after", 1, "--no-early-analysis") as server:
+        judged = asyncio.run(together(server.url, batch[:2]))
+        judge.config.agent_faults["scorer"] = "401"
+        refused = asyncio.run(together(server.url, batch[2:]))
+        server.wait_for_line(r"step 0: 2 rollout\(s\) the endpoint refused to judge were not sent again")
+        del judge.config.agent_faults["scorer"]
+        time.sleep(1.2)  # --recheck-after
+        next_batch = asyncio.run(together(server.url, later))
+        assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
+    assert [r.status_code for r in judged + refused + next_batch] == [200, 200, 502, 502, 200, 200, 200, 200]
+    assert [r.json()["step"] for r in next_batch] == [1] * 4
+    assert sorted(r["id"] for r in step_rollouts(run, 0)) == sorted(r["id"] for r in batch[:2])
+    assert sorted(r["id"] for r in step_rollouts(run, 1)) == sorted(r["id"] for r in later)
 
 
 def test_a_step_whose_version_waits_on_a_step_nobody_sent_is_refused_at_once(tmp_path, sim) -> None:

@@ -135,6 +135,9 @@ class OpenStep:
     retried: set[str] = field(default_factory=set)
     last_failure: float = 0.0
     retry_came: asyncio.Event = field(default_factory=asyncio.Event)  # set when a held failure is sent again
+    # Rollouts the endpoint refused to judge (a rejected key: 502), out of the step's places but held for their
+    # client's retry as `retried` is: the completion waits RETRY_GRACE_S after the latest refusal.
+    refused: dict[str, Rollout] = field(default_factory=dict)
     sealed: bool = False
 
     def begin_completion(self) -> None:
@@ -169,7 +172,9 @@ class ServeCore:
         # with the same prompt and response send the same body, and each retry takes one try's places.
         self._failed_requests: dict[str, list[tuple[float, list[tuple[int, str]]]]] = {}
         self._validated = ValidationAnswers(self.run)
-        self._completed_last: tuple[int, dict[str, Rollout]] | None = None  # the newest step this server completed
+        self._validating: dict[tuple[int, str], tuple[Rollout, asyncio.Task[ScoreRecord]]] = {}
+        # The newest step this server completed: its rollouts, and when.
+        self._completed_last: tuple[int, dict[str, Rollout], float] | None = None
         self.session: Session | None = None
         self.analyses: EarlyAnalyses | None = None
         self.evolutions = Evolutions(self.run, options.evolve_options, say)
@@ -376,11 +381,14 @@ class ServeCore:
         open_now = [s for s, st in self.steps.items() if st.state == "open"] + list(self._opening_now)
         newest_open = max(open_now, default=-1)
         for s, st in self.steps.items():
-            if s >= newest_open and st.rollouts.get(rollout.id) == rollout.model_copy(update={"step": s}):
+            as_held = rollout.model_copy(update={"step": s})
+            if s >= newest_open and as_held in (st.rollouts.get(rollout.id), st.refused.get(rollout.id)):
                 return s
         if open_now or self._completed_last is None:
             return None
-        step, held = self._completed_last
+        step, held, at = self._completed_last
+        if time.monotonic() - at > RETRY_MEMORY_S:  # a client's retry comes within its tries, a new batch later
+            return None
         return step if held.get(rollout.id) == rollout.model_copy(update={"step": step}) else None
 
     async def _until(self, events: list[asyncio.Event], timeout: float | None) -> None:
@@ -491,6 +499,13 @@ class ServeCore:
                 raise ApiError(503, STOPPING, step=step, rollout_id=rollout.id)
             chosen = self._unnamed_step() if step is None else step
             st = await self._open(chosen, training)
+            if st is not None and not st.sealed and explicit_id and \
+                    st.refused.get(rollout.id) == rollout.model_copy(update={"step": chosen}):
+                del st.refused[rollout.id]  # a retry of a rollout the endpoint refused: its place again
+                st.retry_came.set()
+                if st.state != "open":  # the completion waits for it (an open step counts it as a new arrival)
+                    st.rollouts[rollout.id] = rollout.model_copy(update={"step": chosen})
+                    return await self._judged(st, st.rollouts[rollout.id], retried_if_failed)
             if st is not None and st.state == "open":
                 return await self._score_in(st, rollout.model_copy(update={"step": chosen}), explicit_id, training,
                                             retried_if_failed)
@@ -546,24 +561,43 @@ class ServeCore:
     async def _validate(self, step: int | None, rollout: Rollout, explicit_id: bool) -> ScoreResponse:
         assert self.session is not None
         chosen = self._unnamed_step() if step is None else step
-        if explicit_id:
-            answered = self._validated.answers(chosen).get(rollout.id)
-            if answered is not None and answered[0] == rollout.model_copy(update={"step": chosen}):
-                return _response(chosen, answered[1])
+        rollout = rollout.model_copy(update={"step": chosen})
+        if not explicit_id:
+            return _response(chosen, await self._validate_now(chosen, rollout))
+        # A client's retry (same id and content): the answer it was given, or the judgement still running for it.
+        answered = self._validated.answers(chosen).get(rollout.id)
+        if answered is not None and answered[0] == rollout:
+            return _response(chosen, answered[1])
+        running = self._validating.get((chosen, rollout.id))
+        if running is None or running[0] != rollout:
+            running = (rollout, self._spawn(self._validate_now(chosen, rollout)))
+            self._validating[(chosen, rollout.id)] = running
+            running[1].add_done_callback(_settled)  # its error goes to the clients that wait, if any still do
+
+            def forget(_task: object, key: tuple[int, str] = (chosen, rollout.id), mine: Any = running) -> None:
+                if self._validating.get(key) is mine:
+                    del self._validating[key]
+
+            running[1].add_done_callback(forget)
+        return _response(chosen, await asyncio.shield(running[1]))
+
+    async def _validate_now(self, chosen: int, rollout: Rollout) -> ScoreRecord:
+        assert self.session is not None
         rule = VersionRule(lag=self.options.lag)
-        self._refuse_unscored(chosen)
+        if chosen not in self.steps:  # a step this server holds was checked when it opened
+            self._refuse_unscored(chosen)
         await self._await_served(range(0, rule.limit(chosen)), chosen)
         # The version wait of a step's writer, without the step's lock: the training step may be open meanwhile.
         await self._wait_for_version(StepWriter(self.run, chosen, rule, role="serve", say=self.say,
                                                 wait=self.options.wait, served=True))
-        rollout = rollout.model_copy(update={"step": chosen})
         key = instance_key(rollout) if self.session.settings.pipeline.per_instance else None
         rubric = rubric_for(self.run, rule.limit(chosen), key)
         record = self.session.policy.score(await score_rollout(self.session.kit, rubric, rollout, chosen,
                                                                VALIDATION_CONTEXT))
         record_validation(self.run, chosen, rollout, record)
-        self._validated.answers(chosen)[rollout.id] = (rollout, record)
-        return _response(chosen, record)
+        if record.status == "scored":  # a failed one is judged again when sent again, as /score does
+            self._validated.answers(chosen)[rollout.id] = (rollout, record)
+        return record
 
     async def _score_in(self, st: OpenStep, rollout: Rollout, explicit_id: bool,
                         training: TrainingMetadata | None, retried_if_failed: bool = False) -> ScoreResponse:
@@ -629,7 +663,10 @@ class ServeCore:
             record = self.session.policy.score(await score_rollout(self.session.kit, st.rubrics[key], rollout, st.step))
         except BaseException:
             if rollout.id not in st.records:
-                st.rollouts.pop(rollout.id, None)  # not judged: it takes no place in the step
+                st.rollouts.pop(rollout.id, None)  # not judged: it takes no place in the step, but its retry may
+                if not st.sealed:
+                    st.refused[rollout.id] = rollout
+                    st.last_failure = time.monotonic()
             raise
         st.records[rollout.id] = record  # a rollout judged again keeps its place
         if retried_if_failed and record.status == "failed":
@@ -740,11 +777,11 @@ class ServeCore:
     # --- completing ------------------------------------------------------------------------------
     async def _auto_complete(self, step: int) -> None:
         try:
-            await self.complete(step, automatic=True)
+            await self.complete(step)
         except Exception as exc:  # noqa: BLE001 - nobody awaits this answer: say it
             self.say(f"step {step}: automatic completion failed: {exc}")
 
-    async def complete(self, step: int, shard: int = 0, shards: int = 1, *, automatic: bool = False) -> CompleteResponse:
+    async def complete(self, step: int, shard: int = 0, shards: int = 1) -> CompleteResponse:
         """Write the step's files and start its evolution; from process `shard` of `shards`, only once every
         shard's /complete has come (a repeated shard changes nothing). The work runs as the server's own
         task, so a client that disconnects (or a retry of the same /complete) never leaves it half done."""
@@ -763,7 +800,7 @@ class ServeCore:
             if missing:
                 return _so_far(st).model_copy(update={"shards": shards, "missing_shards": missing})
         if st.completion is None or st.completion.done():
-            st.completion = self._spawn(self._complete(st, automatic))
+            st.completion = self._spawn(self._complete(st))
         answer = await asyncio.shield(st.completion)
         return answer.model_copy(update={"shards": st.shards or 1})
 
@@ -829,27 +866,22 @@ class ServeCore:
                 await asyncio.gather(*list(st.inflight.values()), return_exceptions=True)
                 continue
             left = st.last_failure + RETRY_GRACE_S - time.monotonic()
-            if not st.retried or left <= 0 or self.stopping.is_set():
+            if not (st.retried or st.refused) or left <= 0 or self.stopping.is_set():
                 return
             st.retry_came.clear()
             await self._until([st.retry_came], left)
 
-    async def _complete(self, st: OpenStep, automatic: bool = False) -> CompleteResponse:
-        """`automatic`: begun by the step's N-th rollout (--rollouts-per-step)."""
+    async def _complete(self, st: OpenStep) -> CompleteResponse:
         step = st.step
         st.begin_completion()
         await self._settle(st)
-        short = (self.options.rollouts_per_step or 0) - len(st.rollouts) if automatic else 0
-        if not st.records or short > 0:
-            # A rollout the endpoint refused to judge (a rejected key) gave its place back: the step waits for it
-            # (its retry) or another, and completes once it holds N again. It completed short, and the retries of
-            # the refused rollouts were a 409: samples the trainer made were missing from the run.
+        if st.refused:  # their retries did not come within the grace: the step is written without them
+            self.say(f"step {step}: {len(st.refused)} rollout(s) the endpoint refused to judge were not sent again "
+                     f"within {RETRY_GRACE_S:g}s; the step is written without them")
+            st.refused.clear()
+        if not st.records:
             st.state = "open"
             st.completing.clear()
-            if short > 0:
-                self.say(f"step {step}: {short} of its {self.options.rollouts_per_step} rollouts could not be judged "
-                         "and gave their places back; it completes once it holds them again (their retries)")
-                return _so_far(st)
             raise ApiError(409, f"step {step}: no rollout has been judged yet, so there is nothing to complete",
                            step=step)
         st.sealed = True  # no retry is judged into it any more
@@ -857,8 +889,8 @@ class ServeCore:
         outcome = await self._write_step(st.writer, st, st.training)
         st.journal.close()
         del self.steps[step]
-        if self._completed_last is None or step > self._completed_last[0]:
-            self._completed_last = (step, st.rollouts)  # a client's retry of one of them is answered from it
+        if self._completed_last is None or step > self._completed_last[0]:  # a client's retry is answered from it
+            self._completed_last = (step, st.rollouts, time.monotonic())
 
         async def hand_over() -> None:
             """The step's lock goes to its evolution once the step's analyses are in calls.jsonl."""

@@ -65,8 +65,8 @@ def load_validation(run: RunDir, step: int) -> list[ValidationEntry]:
 
 
 class ValidationAnswers:
-    """The latest answer to each validation id of the few steps a server validates now (a client's retry is
-    answered from here), read from the step's file once: the file keeps every answer, the last one counts."""
+    """The latest scored answer to each validation id of the few steps a server validates now (a client's retry
+    is answered from here), read from the step's file once: the file keeps every answer, the last one counts."""
 
     KEPT_STEPS = 4
 
@@ -76,8 +76,8 @@ class ValidationAnswers:
 
     def answers(self, step: int) -> dict[str, tuple[Rollout, ScoreRecord]]:
         if step not in self._steps:
-            self._steps[step] = {e.rollout.id: (e.rollout, e.record) for e in load_validation(self.run, step)} \
-                if validation_path(self.run, step).exists() else {}
+            self._steps[step] = {e.rollout.id: (e.rollout, e.record) for e in load_validation(self.run, step)
+                                 if e.record.status == "scored"} if validation_path(self.run, step).exists() else {}
             while len(self._steps) > self.KEPT_STEPS:
                 del self._steps[next(iter(self._steps))]  # the step read longest ago
         return self._steps[step]
