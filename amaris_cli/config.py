@@ -446,7 +446,7 @@ def _answer_tables(tables: Mapping[str, AgentOverrides]) -> dict[str, dict[str, 
 def endpoint_configured(settings: Settings, environ: Mapping[str, str] | None = None) -> bool:
     """Whether the user pointed amaris at a judge (an endpoint or at least a key)."""
     env = os.environ if environ is None else environ
-    return endpoint_named(settings) or key_without_endpoint(settings, env) is not None
+    return endpoint_named(settings) or any(env.get(settings.agent(agent).api_key_env) for agent in AGENTS)
 
 
 def endpoint_named(settings: Settings) -> bool:

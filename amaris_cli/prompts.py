@@ -111,10 +111,16 @@ def block_tag(untrusted: list[str], read_beside: list[str] | None = None) -> str
 def _probes(text: str) -> tuple[str, ...]:
     """The probe of each reading _without_tag reads a text in, of which a copy of a tag is part (cached: the
     system message's texts are the same in every request of a step; a rubric in Greek took 1 ms a render)."""
-    readings = [text]
+    return tuple(_probe(reading) for reading in _readings(text))
+
+
+def _readings(text: str) -> list[str]:
+    """The text, and, when it holds a digit of another script that also looks like another digit ("\u09ea", a
+    Bengali 4 like an 8), a second reading with such digits as their value, one character for one: a copy of a
+    tag is where it is in either."""
     if not text.isascii() and _AMBIGUOUS_DIGIT.search(text):
-        readings.append(text.translate(AS_DIGITS))
-    return tuple(_probe(reading) for reading in readings)
+        return [text, text.translate(AS_DIGITS)]
+    return [text]
 
 
 # What stands in the user message's data where a text copied the system message's block tag.
@@ -251,13 +257,8 @@ def _without_tag(text: str, system_tag: str | None) -> str:
     in Unicode tag characters (invisible, but some models read them): a model reads the same hash in it."""
     if system_tag is None:
         return text
-    # A digit of another script that also looks like another digit ("\u09ea", a Bengali 4 like an 8) is read both
-    # ways: a second reading with such digits as their value, one character for one (a copy is where it is in both).
-    readings = [text]
-    if not text.isascii() and _AMBIGUOUS_DIGIT.search(text):
-        readings.append(text.translate(AS_DIGITS))
     # A text in which even the probe finds no tag holds no copy, and is left as it is.
-    readings = [reading for reading in readings if system_tag in _probe(reading)]
+    readings = [reading for reading in _readings(text) if system_tag in _probe(reading)]
     if not readings:
         return text
     spans = []

@@ -798,7 +798,11 @@ class ServeCore:
                 st.journal.append(ShardEntry(shard=shard, shards=shards))
             missing = st.missing_shards()
             if missing:
-                return _so_far(st).model_copy(update={"shards": shards, "missing_shards": missing})
+                figures = reward_figures(st.records.values())
+                return CompleteResponse(step=step, rollouts=len(st.rollouts), scored=figures.scored,
+                                        failed=figures.failed, mean_reward=figures.mean,
+                                        rubric_versions=sorted({r.rubric_version for r in st.records.values()}),
+                                        state=st.state, shards=shards, missing_shards=missing)
         if st.completion is None or st.completion.done():
             st.completion = self._spawn(self._complete(st))
         answer = await asyncio.shield(st.completion)
@@ -1062,14 +1066,6 @@ def _free_id(base: str, taken: dict[str, Rollout]) -> str:
         n += 1
         candidate = f"{base}-{n}"
     return candidate
-
-
-def _so_far(st: OpenStep) -> CompleteResponse:
-    """A step that is not complete yet, with the figures of the rollouts judged so far."""
-    figures = reward_figures(st.records.values())
-    return CompleteResponse(step=st.step, rollouts=len(st.rollouts), scored=figures.scored, failed=figures.failed,
-                            mean_reward=figures.mean, rubric_versions=sorted({r.rubric_version for r in st.records.values()}),
-                            state=st.state)
 
 
 def _response(step: int, record: ScoreRecord) -> ScoreResponse:
