@@ -176,6 +176,8 @@ def test_a_step_whose_version_waits_on_a_step_nobody_sent_is_refused_at_once(tmp
         refused = http.post("/score", json=line(rows(4)[0], current_step=4))
         stalled = http.get("/rubric_status/wait")  # the reference's wait, for step 2: its evolution waits for step 1
         took = time.monotonic() - started
+        plain = http.get("/rubric_status", params={"step": 2}).json()  # amaris's own status says why, too
+    assert plain["state"] == "evolving" and "step 1 has no rollouts" in plain["blocked"], plain
     assert refused.status_code == 409 and "step 1 has no rollouts" in refused.json()["error"], refused.json()
     assert stalled.status_code == 409 and "the evolution of step 2" in stalled.json()["error"] \
         and "step 1 has no rollouts" in stalled.json()["error"], stalled.json()

@@ -165,6 +165,8 @@ class RubricStatus(BaseModel):
     error: str | None = None
     timed_out: bool = False
     skipped: str | None = None  # done without evaluating the step (the judge unreachable, failed records), and why
+    # evolving, but waiting on an earlier step that has no rollouts and that nobody is sending: what to send
+    blocked: str | None = None
     alarms: list[Alarm] = Field(default_factory=list)  # hacking-onset alarms of the run up to the step
 
 

@@ -44,7 +44,7 @@ from amaris_cli.options import ScoreOptions, ServeOptions
 from amaris_cli.reader import RunReader
 from amaris_cli.rollouts import content_id, instance_key
 from amaris_cli.rundir import RunDir
-from amaris_cli.schedule import GRACE_S, earlier_steps, refuse_unscored, scoring_limit
+from amaris_cli.schedule import GRACE_S, OutOfOrder, earlier_steps, refuse_unscored, scoring_limit
 from amaris_cli.serve.analyses import EarlyAnalyses
 from amaris_cli.serve.api import (
     CompleteNoop,
@@ -986,6 +986,11 @@ class ServeCore:
         state = self._state(step)
         versions = self.run.rubric_versions()
         status = RubricStatus(step=step, state=state, latest_version=versions[-1] if versions else None)
+        if state == "evolving":  # an evolution waits for the steps before it: say so when one of them never comes
+            try:
+                self._refuse_unscored(step, evolution=True)
+            except OutOfOrder as blocked:
+                status.blocked = str(blocked)
         if state in ("done", "failed"):
             mark = artifacts.evolution(self.run, step)
             if mark is not None:
@@ -1007,8 +1012,8 @@ class ServeCore:
             status = self.status(step)
             if status.state in ("done", "failed", "idle"):
                 return status
-            if status.state == "evolving":  # an evolution waits for the steps before it: one nobody sends is a 409
-                self._refuse_unscored(step, evolution=True)
+            if status.blocked:  # its evolution waits on a step nobody sends: a 409 now, not a 503 after --wait
+                raise OutOfOrder(status.blocked)
             if self.stopping.is_set():
                 raise ApiError(503, "the server is stopping", step=step)
             left = deadline - time.monotonic()
