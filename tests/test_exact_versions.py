@@ -262,3 +262,16 @@ def test_scoring_after_several_unevolved_steps_names_every_evolution_it_needs(tm
     result = score(run, tmp_path, 3, env, "--lag", 1, code=2)
     assert f"needs the evolution of step 1, which has not run and is not running: run `amaris evolve --run {run} " \
            "--step 1` first" in result.stderr, result.stderr
+
+
+def test_evolving_a_step_nobody_scored_writes_nothing(tmp_path, sim) -> None:
+    """`evolve --step 3` of a run that holds steps 0-2 (a typo, or a script one step ahead) left a failed mark in
+    a new step directory, which `inspect` then listed as a step with 0 rollouts. It is refused before anything is
+    written. (The evolution of a later step waits for step 3, saying that it has no rollouts yet.)"""
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    for step in range(3):
+        score(run, tmp_path, step, env, "--lag", 3)
+    result = invoke("evolve", "--run", run, "--step", 3, "--wait", 30, env=env)
+    assert result.exit_code == 2 and "step 3 has no complete scores" in result.stderr, result.stderr
+    assert sorted(p.name for p in (run / "steps").iterdir()) == ["000000", "000001", "000002"]

@@ -57,8 +57,7 @@ def _score_failures(session: Session, step: int, check: Callable[..., str | None
     run = session.run
     fresh = artifacts.freshness(run, step, artifacts.SCORES)
     if fresh.sha is None:
-        raise InputError(artifacts.scores_path(run, step), f"step {step} has no complete scores; run "
-                         f"`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}` first")
+        raise _no_scores(run, step)
     if fresh.upstream:
         raise InputError(artifacts.scores_path(run, step), f"step {step}: the scores are out of date ({', '.join(fresh.upstream)} "
                          f"changed since they were judged); score the step again first: `amaris score ROLLOUTS.jsonl "
@@ -68,6 +67,11 @@ def _score_failures(session: Session, step: int, check: Callable[..., str | None
     return check("score", step, len(failed), len(scores), [f"{s.rollout_id}: {s.error}" for s in failed],
                  retry=f"score the step again to retry them (`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}`)"
                  + or_else)
+
+
+def _no_scores(run: RunDir, step: int) -> InputError:
+    return InputError(artifacts.scores_path(run, step), f"step {step} has no complete scores; run "
+                      f"`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}` first")
 
 
 def require_analyses(session: Session, step: int) -> None:
@@ -101,6 +105,10 @@ async def evolve_step(
     stages = by_stage or {}
     run = session.run
     stage = on_stage or (lambda _stage, _step: None)
+    if not artifacts.rollouts_path(run, step).exists():
+        # Refused before anything is written: the failed mark of a step nobody scored made a step of an empty
+        # directory, which `inspect` listed with 0 rollouts (a later step's evolution waits for it, saying why)
+        raise _no_scores(run, step)
     # While it runs, the step's evolution is not done: a `score` that needs it waits instead of taking a
     # rubric version this run is about to rewrite.
     artifacts.clear_evolved(run, step)
