@@ -98,6 +98,23 @@ def test_a_retry_without_a_step_that_comes_while_its_step_completes_is_answered_
     assert len(judged) == 1, "the retry was judged again"
 
 
+def test_a_retry_without_a_step_after_a_restart_is_answered_from_the_step_completed_before_it(tmp_path, sim) -> None:
+    """The server restarts (an operator's restart, or a crash's) after a batch's last rollout completed its step
+    but before its client had the answer, and the client sends it again to the new server. It was judged into a
+    new step, and every later step then took one rollout of the batch before it."""
+    run = new_run(tmp_path, "restart")
+    batch, later = rows(0)[:4], rows(0)[4:8]
+    with served(run, sim, "--rollouts-per-step", 4) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        first = [http.post("/score", json=line(r)).json() for r in batch]
+    with served(run, sim, "--rollouts-per-step", 4) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        retry = http.post("/score", json=line(batch[3])).json()
+        next_batch = [http.post("/score", json=line(r)).json() for r in later]
+        assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
+    assert [a["step"] for a in first] == [0] * 4 and [a["step"] for a in next_batch] == [1] * 4, next_batch
+    assert (retry["step"], retry["score"]) == (0, first[3]["score"]), retry
+    assert [r["id"] for r in step_rollouts(run, 1)] == [r["id"] for r in later]
+
+
 def test_rollouts_the_endpoint_refused_give_their_places_back_and_their_retries_complete_the_step(
         tmp_path, sim_factory) -> None:
     """Under --rollouts-per-step 4, the endpoint rejects the key (HTTP 401) for a batch's last two rollouts: the

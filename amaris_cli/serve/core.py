@@ -196,6 +196,21 @@ class ServeCore:
             self.analyses = EarlyAnalyses(self.session, self.say)
         for step in journaled_steps(run):
             await self._resume_at_start(step)
+        self._completed_last = self._completed_before_start()
+
+    def _completed_before_start(self) -> tuple[int, dict[str, Rollout], float] | None:
+        """The run's newest step, when it was written within RETRY_MEMORY_S, as the step this server completed
+        last: a client whose answer a restart cut off sends its rollout again, and without this it was judged
+        into a new step, one rollout of the batch before it (read once, at the start)."""
+        steps = [s for s in artifacts.steps_with_rollouts(self.run) if s not in self.steps]
+        if not steps:
+            return None
+        path = artifacts.rollouts_path(self.run, steps[-1])
+        age = time.time() - path.stat().st_mtime
+        if not 0 <= age <= RETRY_MEMORY_S:
+            return None
+        held = {r.id: r for r in artifacts.load_rollouts(self.run, steps[-1])}
+        return steps[-1], held, time.monotonic() - age
 
     def begin_stop(self) -> None:
         """A signal came: take no more rollouts, end the waits, start no more evolutions (the journals
