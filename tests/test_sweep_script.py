@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,15 @@ from tests.conftest import ROOT, clean_env, judge_env
 
 
 def test_ablation_sweep_script(tmp_path: Path, sim) -> None:
+    # The example's first 4 steps: the memory's pitfall comes at step 2 and scores step 3 lower (the suite's
+    # longest test ran all 8 steps in 4 arms; `make demo` runs them)
+    steps = tmp_path / "recurring"
+    steps.mkdir()
+    for step in range(4):
+        shutil.copy(ROOT / "examples" / "recurring" / f"step-{step:03d}.jsonl", steps)
     env = clean_env()
-    env.update(judge_env(sim), AMARIS=f"{sys.executable} -m amaris_cli", JUDGE="endpoint", OUT=str(tmp_path / "sweep"))
+    env.update(judge_env(sim), AMARIS=f"{sys.executable} -m amaris_cli", JUDGE="endpoint", OUT=str(tmp_path / "sweep"),
+               INPUT=str(steps))
     done = subprocess.run(["bash", "examples/ablation_sweep.sh", "--json"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=240)
     assert done.returncode == 0, done.stderr
