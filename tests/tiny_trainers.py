@@ -74,9 +74,10 @@ def grpo(reward_funcs: Sequence[Callable[..., Any]], *, steps: int, gradient_acc
          steps_per_generation: int | None = None, num_iterations: int = 1, per_device_batch: int = 4,
          num_generations: int = 4, completion_tokens: int = 8, conversational: bool = False, hidden: int = 16,
          layers: int = 1, callbacks: Sequence[TrainerCallback] = (), checkpoints: Path | None = None,
-         resume_from: Path | None = None) -> Any:
+         resume_from: Path | None = None, prompts: int | None = None) -> Any:
     """TRL's real GRPOTrainer on CPU, trained for `steps` optimizer steps; returns the trainer. With
-    `checkpoints`, a checkpoint is saved there after every optimizer step; `resume_from` names one to resume."""
+    `checkpoints`, a checkpoint is saved there after every optimizer step; `resume_from` names one to resume.
+    `prompts`: the dataset's size (default: more than the steps take, so that no epoch ends)."""
     from trl import GRPOConfig, GRPOTrainer
 
     tok = tokenizer()
@@ -93,7 +94,7 @@ def grpo(reward_funcs: Sequence[Callable[..., Any]], *, steps: int, gradient_acc
                       disable_tqdm=True, dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model(tok, hidden=hidden, layers=layers), processing_class=tok,
                           reward_funcs=list(reward_funcs), args=args,
-                          train_dataset=arithmetic(64 * max(1, steps), conversational=conversational),
+                          train_dataset=arithmetic(prompts or 64 * max(1, steps), conversational=conversational),
                           callbacks=list(callbacks))
     trainer.remove_callback(PrinterCallback)  # its dict per logged step says nothing a test or benchmark reads
     trainer.train(resume_from_checkpoint=None if resume_from is None else str(resume_from))

@@ -84,7 +84,8 @@ def _integer(value: Any) -> int | None:
 class TRLSchedule:
     """When TRL's GRPOTrainer generates, read from the trainer that calls the reward function:
     generation k is made at micro-batch k * steps_per_generation * num_iterations, during optimizer step
-    floor(that / gradient_accumulation_steps), which is the `global_step` the reward function sees."""
+    floor(that / gradient_accumulation_steps), which is the `global_step` the reward function sees, as long as
+    every optimizer step takes gradient_accumulation_steps micro-batches (an epoch's last one may take fewer)."""
 
     gradient_accumulation_steps: int
     steps_per_generation: int
@@ -108,9 +109,6 @@ class TRLSchedule:
         """The first generation made during optimizer step `global_step`: ceil(g * ga / (spg * ni))."""
         every = self.steps_per_generation * self.num_iterations
         return -(-global_step * self.gradient_accumulation_steps // every)
-
-    def generations_in(self, global_step: int) -> int:
-        return self.first_generation(global_step + 1) - self.first_generation(global_step)
 
 
 class _Stepper:
@@ -265,8 +263,8 @@ class TRLReward(_ServedReward):
         self.instance_column = instance_column
         self.max_workers = max_workers
         self.__name__ = name  # TRL names the reward in its logs after this
-        self._at: tuple[int, int] | None = None  # (global_step, generations seen during it)
         self._origin: tuple[int, int] | None = None  # (global_step, amaris step) of the training's first generation
+        self._generations = 0  # the generations of this training so far
         self._training: Any = None  # the TrainerState of the training _origin and _at number (each train() makes one)
         self._last_call = time.time()  # when the latest call ended (or this adapter was made)
 
@@ -286,19 +284,19 @@ class TRLReward(_ServedReward):
         if self._origin is not None and state is not self._training:
             # Another train() through this adapter (a retry in a notebook, train(resume_from_checkpoint=...) after
             # a crash): numbered afresh, and the steps the last training left open are leftovers again.
-            self._origin = self._at = None
+            self._origin = None
             self.stepper.restart(since=self._last_call)
         if self._origin is None:
             self._training = state
             self._origin = (global_step, self._first_step(schedule, global_step))
-        origin, first = self._origin
-        since = global_step - origin  # TRL's generations are scheduled from where this training (re)started
-        seen = self._at[1] if self._at is not None and self._at[0] == global_step else 0
-        if since < 0 or seen >= schedule.generations_in(since):
-            raise RuntimeError(f"TRL generated more often during optimizer step {global_step} than its schedule "
-                               f"({schedule}, from optimizer step {origin}) allows: the generations cannot be numbered")
-        self._at = (global_step, seen + 1)
-        return first + schedule.first_generation(since) + seen, schedule
+            self._generations = 0
+        # Counted, not computed from global_step: when an epoch's micro-batches are not a multiple of
+        # gradient_accumulation_steps, its last optimizer step is short and the generations after it come earlier
+        # than the schedule puts them (one step number skipped, and the next generation a 409 that ended training).
+        # Every process of the training calls once per generation, so each counts the same.
+        step = self._origin[1] + self._generations
+        self._generations += 1
+        return step, schedule
 
     def _first_step(self, schedule: TRLSchedule, global_step: int) -> int:
         """The amaris step of this adapter's first generation. A training that starts at optimizer step 0 makes
