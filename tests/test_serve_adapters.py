@@ -176,6 +176,51 @@ def test_a_pickled_copy_of_the_verl_reward_does_not_complete_the_step_its_traini
     assert not (run / "steps" / "000001").exists()
 
 
+def test_a_resumed_verl_discards_its_crashed_runs_half_of_the_step_it_generates_again(tmp_path, sim) -> None:
+    """verl's reward loop names the step (global_steps). The trainer died after 2 of step 1's 4 responses and,
+    resumed from the checkpoint before it, generates step 1 again: its responses joined the crashed run's half,
+    the step closed at its 4th rollout (2 of them the crashed run's) and the resumed batch's last two were a 409.
+    The crashed run's half is discarded before the resumed batch's first response, also when that batch's
+    responses come from verl's thread pool all at once."""
+    run = new_scenario_run(tmp_path, "verl-resumed")
+    rows = VERL_ROWS[:4]
+
+    def call(reward: VerlReward, i: int) -> float:
+        info = {"index": i, "split": "train", "question": rows[i]["input"], "global_steps": 1}
+        return reward("openai/gsm8k", rows[i]["output"], rows[i]["gts"], info)
+
+    with served(run, sim, "--rollouts-per-step", len(rows)) as server:
+        crashed = VerlReward(server.url)
+        for i in range(2):
+            call(crashed, i)
+        time.sleep(0.05)  # the resumed trainer starts after the crashed run's last request
+        resumed = VerlReward(server.url)
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda i: call(resumed, i), range(len(rows))))
+        assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
+    instances = {r["id"]: r["instance_id"] for r in stored(run, 1)}  # stored in the order the pool sent them
+    assert sorted(instances.values()) == ["0", "1", "2", "3"]
+    assert got == [s["reward"] for s in sorted(stored(run, 1, "scores.jsonl"), key=lambda s: instances[s["rollout_id"]])]
+
+
+def test_a_verl_datasets_own_step_field_is_its_data_not_the_training_step(tmp_path, sim) -> None:
+    """A dataset whose extra_info has a `step` (a multi-step problem's) and a `current_step` field, through the
+    legacy managers (no global_steps): the batch was split into steps 2 and 3. The step is verl's global_steps
+    only; the fields stay in the rollout's metadata (`current_step`, the name the server reads as the step,
+    renamed)."""
+    run = new_scenario_run(tmp_path, "verl-step-field")
+    rows = VERL_ROWS[:4]
+    with served(run, sim, "--rollouts-per-step", len(rows)) as server:
+        reward = VerlReward(server.url)
+        for i, r in enumerate(rows):
+            reward("openai/gsm8k", r["output"], r["gts"],
+                   {"index": i, "question": r["input"], "step": 2 + i % 2, "current_step": 5})
+        assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
+    assert [r["metadata"]["step"] for r in stored(run, 0)] == [2, 3, 2, 3]
+    assert all(r["metadata"]["dataset_current_step"] == 5 for r in stored(run, 0))
+    assert sorted(p.name for p in (run / "steps").iterdir()) == ["000000"]
+
+
 def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) -> None:
     run = new_scenario_run(tmp_path, "verl")
     with served(run, sim_factory(agent_fault_rate={"scorer": 0.3}), "--on-error", "neutral") as server:

@@ -52,7 +52,9 @@ StepSource = int | Callable[[], int] | None
 TRL_INTERNAL = {"trainer_state", "completion_ids", "log_extra", "log_metric", "environments"}
 REFERENCE_COLUMNS = ("reference", "ground_truth", "solution", "answer", "label", "target", "gts")
 INSTANCE_COLUMNS = ("instance_id", "example_id", "uid", "id")
-VERL_STEP_KEYS = ("global_steps", "global_step", "current_step", "step")
+VERL_STEP = "global_steps"  # where verl puts the step in extra_info; a dataset's own `step` field is its data
+# A dataset field the server would read from a rollout's metadata as the training step: kept under another name.
+STEP_FIELD, DATASET_STEP_FIELD = "current_step", "dataset_current_step"
 # What verl's managers add to extra_info besides the dataset's own fields (not the rollout's metadata).
 VERL_INTERNAL = {"num_turns", "rollout_reward_scores", "min_global_steps", "max_global_steps"}
 # extra_info["split"] of a validation set, as verl's data preprocessing scripts write it (gsm8k.py: "test").
@@ -127,6 +129,7 @@ class _Stepper:
         self.lock = threading.Lock()  # verl's reward loop calls from a thread pool
         self.started = time.time()  # (this machine's clock) a step the server opened before is a leftover
         self.leftovers_done = False
+        self.leftovers_lock = threading.Lock()
 
     def resolve_mode(self) -> Complete:
         """Ask the server once how it runs: the completion mode "auto" stands for, and whether it is sync."""
@@ -192,7 +195,7 @@ class _Stepper:
     def restart(self, *, since: float) -> None:
         """Another training through the same adapter: the steps the server opened before `since` (the end of
         the previous training's last call) are leftovers again, handled before the new training's first rollout."""
-        with self.lock:
+        with self.leftovers_lock:
             self.started, self.leftovers_done = since, False
 
     def leftovers(self, *, discard_from: int | None = None) -> None:
@@ -200,10 +203,13 @@ class _Stepper:
         was made (a crashed run's partial batches) are completed, so that new rollouts do not join them, or,
         from step `discard_from` on, discarded (a trainer resuming from a checkpoint numbers its steps as
         before and generates those batches again). Another process of the trainer may have done it first."""
-        with self.lock:
+        with self.leftovers_lock:  # held throughout: a caller beside it would join a leftover meanwhile
             if self.leftovers_done:
                 return
+            self._handle_leftovers(discard_from)
             self.leftovers_done = True
+
+    def _handle_leftovers(self, discard_from: int | None) -> None:
         health = self.client.health()
         # `started` is this machine's clock, `opened_at` the server's: the trainer may run on another machine
         # whose clock is off by more than the moments between making the adapter and another of the
@@ -364,7 +370,7 @@ class TRLReward(_ServedReward):
             body["instance_id"] = str(instance)
         # The dataset's columns travel as metadata: an `id` column names the prompt, shared by all of
         # its generations, so it must not become the rollouts' id.
-        body["metadata"] = {k: v for k, v in row.items() if v is not None}
+        body["metadata"] = _dataset_metadata({k: v for k, v in row.items() if v is not None})
         return body
 
 
@@ -407,6 +413,9 @@ class VerlReward(_ServedReward):
         if step is None:
             return self._into_server_step(data_source, solution_str, ground_truth, info)
         self.stepper.before(step)
+        # A crashed run's partial batches: from this step on discarded (a resumed verl generates them again),
+        # earlier ones completed. Without this, the resumed batch joined its crashed run's half of the step.
+        self.stepper.leftovers(discard_from=step)
         answer = self.client.score(step=step, **_verl_body(data_source, solution_str, ground_truth, info))
         self.stepper.after(step)
         return self._reward(answer)
@@ -442,10 +451,9 @@ class VerlReward(_ServedReward):
         if step is None:
             step = self.batch_stepper.given()
         self.batch_stepper.resolve_mode()
-        if step is None:
-            # Each batch is a step of its own, the server's next: a step an earlier run left open is completed
-            # first, not joined.
-            self.batch_stepper.leftovers()
+        # Each batch is a step of its own: a step an earlier run left open is completed first, not joined (or,
+        # from a named step on, discarded: a resumed verl generates it again).
+        self.batch_stepper.leftovers(discard_from=step)
         bodies = [_verl_body(d, s, g, i) for d, s, g, i in zip(data_sources, solution_strs, ground_truths, infos,
                                                                strict=True)]
         answers = self._each(lambda body: self.client.score(step=step, **body), bodies,
@@ -500,7 +508,13 @@ def _evaluating(kwargs: dict[str, Any]) -> bool:
 
 
 def _verl_step(info: dict[str, Any]) -> int | None:
-    return next((step for key in VERL_STEP_KEYS if (step := _integer(info.get(key))) is not None), None)
+    return _integer(info.get(VERL_STEP))
+
+
+def _dataset_metadata(fields: dict[str, Any]) -> dict[str, Any]:
+    """A dataset's fields as a rollout's metadata, its own `current_step` renamed: the server reads that name
+    as the training step."""
+    return {(DATASET_STEP_FIELD if k == STEP_FIELD else k): v for k, v in fields.items()}
 
 
 def _verl_body(data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> dict[str, Any]:
@@ -511,8 +525,8 @@ def _verl_body(data_source: Any, solution_str: str, ground_truth: Any, info: dic
     body: dict[str, Any] = {"prompt": prompt if isinstance(prompt, str | list) else str(prompt),
                             "response": solution_str, "reference": _jsonable(ground_truth),
                             "metadata": {"data_source": _jsonable(data_source),
-                                         **{k: v for k, v in info.items()
-                                            if k not in VERL_STEP_KEYS and k not in VERL_INTERNAL}}}
+                                         **_dataset_metadata({k: v for k, v in info.items()
+                                                              if k != VERL_STEP and k not in VERL_INTERNAL})}}
     if isinstance(info.get("index"), str | int) and not isinstance(info.get("index"), bool):
         body["instance_id"] = str(info["index"])
     return body
