@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -97,6 +98,41 @@ def test_amaris_serve_answers_openrlhf_as_its_remote_reward_model(agent, tok, tm
     assert right_out["reward"] == right_out["scores"] == [scores[0]]
     assert wrong_out["reward"] == [scores[1]] and scores[0] > scores[1]
     assert right_out["extra_logs"] == {"judge_failed": [0.0], "amaris_step": [0.0]}
+
+
+def test_openrlhfs_resend_of_a_request_it_gave_up_waiting_for_is_the_same_rollout(agent, tok, tmp_path, sim,
+                                                                                   monkeypatch) -> None:
+    """OpenRLHF gives a request 180 s in all (aiohttp's total timeout), then sends it again. In sync mode an answer
+    waits for the whole step and its evolution: when the batch's last responses came later than that, the resend
+    was a new rollout. Step 0 held the first response twice and one other, and step 1 began with the third
+    (README's setup for sync mode: --on-error neutral). OpenRLHF's code runs here with a 6 s timeout, the batch's
+    other responses 7 s after the first: each of the three gives up and sends again at least once."""
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout
+    monkeypatch.setattr(aiohttp, "ClientTimeout", lambda total=None, **kw: timeout(total=6))
+    run = new_scenario_run(tmp_path, "abandoned")
+    responses = [RESPONSE, "6 * 7 = 41. Final answer: 41", "It is 42. Final answer: 42"]
+    outputs: dict[int, dict] = {}
+
+    def send(i: int) -> None:
+        outputs[i] = execute(agent, server.url, tok, tok(responses[i])["input_ids"] + [tok.eos_token_id], label="42")
+
+    with served(run, sim, "--mode", "sync", "--on-error", "neutral", "--rollouts-per-step", 3) as server:
+        senders = [threading.Thread(target=send, args=(i,)) for i in range(3)]
+        senders[0].start()
+        time.sleep(7)
+        for sender in senders[1:]:
+            sender.start()
+        for sender in senders:
+            sender.join(120)
+    rollouts = [json.loads(x) for x in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
+    assert sorted(r["output"] for r in rollouts) == sorted(r + tok.eos_token for r in responses)
+    assert not (run / "steps/000001").exists()
+    rescored = {json.loads(x)["rollout_id"]: json.loads(x)["reward"]
+                for x in (run / "steps/000000/rescores.jsonl").read_text().splitlines()}
+    by_output = {r["output"]: rescored[r["id"]] for r in rollouts}
+    assert [outputs[i]["reward"] for i in range(3)] == [[by_output[r + tok.eos_token]] for r in responses]
 
 
 @pytest.mark.parametrize("late", [False, True], ids=["retried before the batch is in", "retried after"])

@@ -171,6 +171,8 @@ class ServeCore:
         # A failed OpenRLHF request's placements (step, rollout id) by its body's digest, oldest first: two samples
         # with the same prompt and response send the same body, and each retry takes one try's places.
         self._failed_requests: dict[str, list[tuple[float, list[tuple[int, str]]]]] = {}
+        # The judgements of an OpenRLHF request whose client went away before its answer, by its body's digest.
+        self._abandoned_requests: dict[str, list[tuple[float, list[asyncio.Task[ScoreResponse]]]]] = {}
         self._validated = ValidationAnswers(self.run)
         self._validating: dict[tuple[int, str], tuple[Rollout, asyncio.Task[ScoreRecord]]] = {}
         # The newest step this server completed: its rollouts, and when.
@@ -493,6 +495,9 @@ class ServeCore:
     async def _served(self, work: Coroutine[Any, Any, ScoreResponse], step: int | None) -> ScoreResponse:
         """A judgement run as the server's own task: a client that goes away ends only its wait, also while the
         step is being opened (its rollout is judged and journaled all the same)."""
+        return await asyncio.shield(self._served_task(work, step))
+
+    def _served_task(self, work: Coroutine[Any, Any, ScoreResponse], step: int | None) -> asyncio.Task[ScoreResponse]:
         if self.stopping.is_set():
             work.close()
             raise ApiError(503, STOPPING, step=step)
@@ -500,7 +505,7 @@ class ServeCore:
             self.analyses.scoring()  # a trainer waits: early analyses give way
         task = self._spawn(work)
         task.add_done_callback(_settled)  # its error goes to the client that waits, if one still does
-        return await asyncio.shield(task)
+        return task
 
     async def _score(self, step: int | None, rollout: Rollout, explicit_id: bool,
                      training: TrainingMetadata | None, retried_if_failed: bool) -> ScoreResponse:
@@ -548,13 +553,26 @@ class ServeCore:
         now = time.monotonic()
         self._failed_requests = {k: kept for k, tries in self._failed_requests.items()
                                  if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
+        self._abandoned_requests = {k: kept for k, tries in self._abandoned_requests.items()
+                                    if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
         tries = self._failed_requests.get(request_key, [])
         placed = tries.pop(0)[1] if retried and tries else []
-        if len(placed) == len(intakes):
-            answers = await asyncio.gather(*(self._served(self._again(step, rid), step) for step, rid in placed))
+        abandoned = self._abandoned_requests.get(request_key, [])
+        if abandoned:  # the same request sent again after its client gave up waiting: the first try's judgements
+            judgements = abandoned.pop(0)[1]
+        elif len(placed) == len(intakes):
+            judgements = [self._served_task(self._again(step, rid), step) for step, rid in placed]
         else:
-            answers = await asyncio.gather(*(self.score(None, i.rollout, i.explicit_id, retried_if_failed=retried)
-                                             for i in intakes))
+            judgements = [self._served_task(self._score(None, i.rollout, i.explicit_id, None, retried), None)
+                          for i in intakes]
+        try:
+            answers = await asyncio.gather(*(asyncio.shield(j) for j in judgements))
+        except asyncio.CancelledError:
+            # OpenRLHF gives a request 180 s in all, then sends it again (5 tries); a sync answer waits for the
+            # whole step and its evolution, which may take longer. The resend was a new rollout: the step took
+            # it in place of one of the batch, and the next step began with the rest of them.
+            self._abandoned_requests.setdefault(request_key, []).append((time.monotonic(), judgements))
+            raise
         failed = [a for a in answers if a.score is None]
         if failed:
             if retried:
