@@ -50,6 +50,37 @@ PERSISTENT = [  # the judge answers every request of the scorer this way
 ]
 
 
+def test_a_0_to_10_judges_reply_of_only_1s_is_failed_not_the_full_reward(tmp_path: Path, sim_factory) -> None:
+    """A 0-10 judge answers a response that meets no criterion with 1s: a reply that reads the same on the 0-1
+    scale, where it is the full reward. The wrong bare answer below got 1.0 while the right one failed (its 9 is
+    off the scale): the policy was pushed toward wrong answers. Before a reply of only 0s and 1s is taken, the
+    judge scores a probe whose response plainly meets its one criterion; this one answers 9, so no such reply of
+    it is read. A judge on the 0-1 scale is checked once per run (the outcome kept in judge-scale.json)."""
+    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
+              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
+    bare = [*ROLLOUTS, {"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"},
+            {"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+    honest, run = sim_factory(), new_scenario_run(tmp_path, "honest")
+    for step in (0, 1):
+        result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", step,
+                        "--rubric-version", 0, env=judge_env(honest))
+        assert result.exit_code == 0, result.stderr
+    assert (scores(run)["bare-wrong"]["reward"], scores(run)["worked"]["reward"]) == (0.0, 1.0)
+    assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["0-1"]
+    assert sum(c["context"] == "scale check" for c in read_jsonl(run / "calls.jsonl")) == 1
+    # (the honest judge's verdicts of the bare wrong answer: 0 and 0, a 0-10 judge's 1 and 1; of the worked one 1
+    # and 1, a 0-10 judge's 9 and 9)
+    judge, run = sim_factory(agent_faults={"scorer": "scale10"}), new_scenario_run(tmp_path, "scale10")
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", "0", "--on-error", "skip",
+                    env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    got = scores(run)
+    assert got["bare-wrong"]["status"] == "failed" and got["bare-wrong"]["reward"] is None, got["bare-wrong"]
+    assert "scores on another scale than 0-1" in got["bare-wrong"]["error"] and "answered" in got["bare-wrong"]["error"]
+    assert all(r["status"] == "failed" for r in got.values()), got
+    assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
+
+
 @pytest.mark.parametrize(("mode", "reason"), PERSISTENT)
 def test_a_judge_that_never_answers_on_the_contract_gives_failed_never_a_number(
         tmp_path: Path, sim_factory, mode: str, reason: str) -> None:

@@ -212,7 +212,9 @@ def test_score_sends_no_extra_call_and_writes_what_it_writes_without_the_check(t
     on, off = runs
     assert (on / "steps/000000/scores.jsonl").read_bytes() == (off / "steps/000000/scores.jsonl").read_bytes()
     assert sorted(c["request_hash"] for c in calls(on)) == sorted(c["request_hash"] for c in calls(off))
-    assert len(calls(on)) == 96 and not (on / "steps/000000/reliability.json").exists()
+    # one call per rollout, and the run's one check of the judge's scale (agents/scalecheck.py)
+    assert [c["context"] for c in calls(on)].count("scale check") == 1 and len(calls(on)) == 96 + 1
+    assert not (on / "steps/000000/reliability.json").exists()
 
 
 def test_the_file_is_reused_replayed_byte_for_byte_and_redone_when_an_input_changes(tmp_path: Path, sim_factory) -> None:

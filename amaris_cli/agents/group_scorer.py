@@ -19,6 +19,7 @@ from amaris_cli.agents.scorer import (
     asks_presence,
     check_against,
     responses_that_fit,
+    scale_problem,
     second_value,
 )
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
@@ -106,6 +107,8 @@ async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs:
                                   max_tokens=answer_budget(len(rubric.criteria), len(outputs)))
     if answer.value is None:
         return {}, answer.error
+    if unreadable := await scale_problem(kit, [ScorerAnswer(verdicts=e.verdicts) for e in answer.value.responses]):
+        return {}, unreadable
     order = {c.id: i for i, c in enumerate(rubric.criteria)}
     return {outputs[entry.response - 1]: sorted(
         (Verdict(criterion_id=v.criterion_id, score=round(v.value, 6), reason=v.reason) for v in entry.verdicts),

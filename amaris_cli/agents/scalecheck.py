@@ -1,0 +1,124 @@
+"""Whether the scorer judges on the 0-1 scale it is asked for: checked once per run and judge, before the
+first verdict of 1 is taken.
+
+A score of 1 is "fully met" on the 0-1 scale and next to nothing on a 0-10 or 1-5 scale, and a reply whose
+every score is 0 or 1 holds nothing that tells the two apart. A judge that scores on 0-10 answers a response
+that meets no criterion with 1s, which amaris took as the full reward (and its 9s for a good response are off
+the scale, so those failed): the policy was pushed toward wrong answers. So before such a reply is taken, the
+judge scores a probe with the run's own scorer instructions: one criterion that the probe's response plainly
+meets. On the 0-1 scale that is a score of at most 1; on any other scale a number above 1, which the answer
+contract refuses. A judge that answered off the scale has every reply with a 1 failed, never read.
+
+The outcome is kept per judge (model and scorer template; the endpoint, without credentials, is noted) in
+RUN/judge-scale.json, so a run checks each judge once (`--judge sim` has a new port in every process); the probe is an ordinary scorer call in calls.jsonl (context `scale check`),
+which replays answer from the record. A check that could not be made (the endpoint down) is not kept: the
+reply waiting for it fails, and the next one asks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from amaris_cli.agents.common import AgentKit
+from amaris_cli.jsonio import read_model, write_json_atomic
+from amaris_cli.llm.endpoint import public_url
+from amaris_cli.models import Criterion, Rollout, RubricSet
+from amaris_cli.rundir import RunDir
+
+SCALE_FILE = "judge-scale.json"
+CONTEXT = "scale check"
+PROBE_RUBRIC = RubricSet(version=0, anchors=[Criterion(
+    id="final_answer", kind="reward", weight=1.0, text="The response's final answer equals the reference answer.")])
+PROBE = Rollout(id="scale-check", step=0, input="What is 5 + 7? End with 'Final answer: N'.",
+                output="5 + 7 = 12.\nFinal answer: 12", supplemental_context="12")
+
+
+class ScaleOutcome(BaseModel):
+    base_url: str  # where it was checked (noted, not part of the key)
+    model: str
+    template: str  # the scorer template's sha256
+    scale: Literal["0-1", "other"]
+    answer: str  # the probe's score, or why it was refused
+
+
+class ScaleChecks(BaseModel):
+    checks: list[ScaleOutcome] = Field(default_factory=list)
+
+
+def ambiguous(scores: list[float]) -> bool:
+    """A reply that reads the same on the 0-1 scale and on one that starts at 0 or 1: every score 0 or 1,
+    one of them 1 (a reply of 0s means nothing met on any of them)."""
+    return bool(scores) and all(s in (0.0, 1.0) for s in scores) and 1.0 in scores
+
+
+class ScaleCheck:
+    """The check of one session's scorer; `problem()` is None once the judge is known to score on 0-1."""
+
+    def __init__(self, kit: AgentKit) -> None:
+        self.kit = kit
+        scorer = kit.settings.agent("scorer")
+        self.base_url = public_url(scorer.base_url)
+        self.key = (scorer.model, kit.template("scorer").sha256)
+        self._known: ScaleOutcome | None = None
+        self._lock = asyncio.Lock()
+
+    async def problem(self) -> str | None:
+        """None when the judge scores on 0-1; else why a verdict of 1 from it cannot be read."""
+        async with self._lock:  # one probe, whichever reply needs it first; the others wait for its outcome
+            if self._known is None:
+                try:
+                    self._known = self._recorded() or await self._probe()
+                except ScaleUnchecked as exc:
+                    return (f"the judge's scale could not be checked ({exc}), and a reply whose scores are all 0 or "
+                            "1 is not read without it (1 is next to nothing on a 0-10 scale)")
+        if self._known.scale == "0-1":
+            return None
+        return (f"the judge scores on another scale than 0-1: asked to score a criterion the response fully meets, "
+                f"it answered {self._known.answer}. A reply whose scores are all 0 or 1 cannot be read then (1 is "
+                f"next to nothing on a 0-10 scale); fix the judge's model or prompt (RUN/{SCALE_FILE} holds the "
+                "outcome: delete it to check again)")
+
+    def _path(self, run: RunDir):  # noqa: ANN202 - a Path
+        return run.path / SCALE_FILE
+
+    def _recorded(self) -> ScaleOutcome | None:
+        run = self.kit.run
+        if run is None or not self._path(run).exists():
+            return None
+        checks = read_model(self._path(run), ScaleChecks)
+        return next((c for c in checks.checks if (c.model, c.template) == self.key), None)
+
+    async def _probe(self) -> ScaleOutcome | None:
+        from amaris_cli.agents.scorer import ScorerAnswer, asks_presence, check_against, scorer_messages
+        from amaris_cli.llm.schemas import scorer_contract
+
+        messages = scorer_messages(self.kit, PROBE_RUBRIC, PROBE, 0)
+        answer = await self.kit.client.ask(
+            "scorer", messages, ScorerAnswer, step=None, context=CONTEXT,
+            check=check_against(PROBE_RUBRIC, asks_presence(messages[0]["content"])),
+            contract=scorer_contract(PROBE_RUBRIC))
+        if answer.value is not None:
+            scale, said = "0-1", f"{answer.value.verdicts[0].value:g}"
+        elif answer.error is not None and "off the scale" in answer.error:
+            scale, said = "other", answer.error
+        else:
+            raise ScaleUnchecked(answer.error or "no answer")
+        outcome = ScaleOutcome(base_url=self.base_url, model=self.key[0], template=self.key[1], scale=scale, answer=said)
+        self._keep(outcome)
+        return outcome
+
+    def _keep(self, outcome: ScaleOutcome) -> None:
+        run = self.kit.run
+        if run is None:
+            return
+        path = self._path(run)
+        checks = read_model(path, ScaleChecks) if path.exists() else ScaleChecks()
+        checks.checks = [c for c in checks.checks if (c.model, c.template) != self.key] + [outcome]
+        write_json_atomic(path, checks.model_dump(mode="json"))
+
+
+class ScaleUnchecked(Exception):
+    """The probe got no answer that says the judge's scale (the endpoint down, an invalid reply)."""
