@@ -183,3 +183,29 @@ def test_a_shared_memory_an_earlier_version_created_is_widened_when_the_server_r
         store.counts()
     assert len(said) == 1, "widened once: said once"
 
+
+
+def test_a_moved_run_keeps_its_entries_and_a_copy_gets_a_key_of_its_own(tmp_path: Path, sim, chroma_server: str) -> None:
+    """The key of a run's entries came from its path: a run moved after steps 0-1 took its own entries for another
+    job's (its step 2's update saw its summaries twice, as static entries and as another job's hits). The key is
+    kept with the run; a copy (its original still holding the key) gets one of its own, since the two part."""
+    import shutil
+
+    from amaris_cli.memory.store import run_keys
+
+    env = judge_env(sim)
+    run = new_run(tmp_path, "job")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--memory-url", chroma_server, env=env)
+    assert result.exit_code == 0, result.stderr
+    key = run_keys(RunDir(run))[0]
+    copy = Path(shutil.copytree(run, tmp_path / "job-copy"))
+    moved = run.rename(tmp_path / "job-moved")
+    for where in (moved, copy):
+        result = invoke("loop", EXAMPLES / "math", "--run", where, "--steps", "2:2", "--memory-url", chroma_server,
+                        env=env)
+        assert result.exit_code == 0, result.stderr
+    assert run_keys(RunDir(moved))[0] == key and run_keys(RunDir(copy))[0] != key
+    hits = json.loads((moved / "steps/000002/retrieval.json").read_text())["dynamic"]
+    assert hits and not [h["id"] for h in hits if h["id"].startswith(f"{key}|")], "its own entries read as another job's"
+    copied = json.loads((copy / "steps/000002/retrieval.json").read_text())["dynamic"]
+    assert any(h["id"].startswith(f"{key}|") for h in copied)  # the original's entries: another job's to the copy

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import shutil
 import tempfile
 import threading
@@ -41,6 +40,7 @@ from amaris_cli.jsonio import read_json, write_json_atomic
 from amaris_cli.llm.endpoint import public_url, redact, url_secrets
 from amaris_cli.memory.digests import EntryType, MemoryEntry
 from amaris_cli.memory.embeddings import Embedder
+from amaris_cli.memory.runkey import run_keys
 from amaris_cli.models import MemoryHit
 from amaris_cli.rundir import RunDir
 
@@ -105,7 +105,7 @@ class MemoryStore:
         self.settings = settings
         self.shared = settings.url is not None
         self.writer = mode == "writer"
-        self._run_keys = run_keys(run) if self.shared else ()
+        self._run_keys = run_keys(run, keep=self.writer) if self.shared else ()
         self.run_key = self._run_keys[0] if self.shared else ""
         self._lock: Any = None
         self._copy: Path | None = None
@@ -448,16 +448,6 @@ def _rows(found: Any, i: int) -> list[_Row]:
     docs = found.get("documents") or None
     return [(found["ids"][i][j], found["metadatas"][i][j], found["distances"][i][j], docs[i][j] if docs else None)
             for j in range(len(found["ids"][i]))]
-
-
-def run_keys(run: RunDir) -> tuple[str, ...]:
-    """A short stable name for the run that wrote an entry into a shared memory, then the one earlier versions gave
-    a run whose name holds "|" (its entries stay its own). The first never holds the "|" that ends it in an
-    entry's key (`MemoryStore.key`): a run named `job|a` read its own entries as another job's."""
-    digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:8]
-    name = run.path.resolve().name[:40]
-    key = f"{name.replace('|', '_')}-{digest}"
-    return (key,) if "|" not in name else (key, f"{name}-{digest}")
 
 
 def to_hit(id_: str, entry_type: EntryType, step: int, distance: float, query: str, text: str) -> MemoryHit:
