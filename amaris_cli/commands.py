@@ -386,8 +386,8 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
     add_column(per_step, "comparable")
     for step in steps:
         why = not_comparable(runs, str(step))
-        per_step.add_row(str(step), *[fmt(run["mean_reward"].get(str(step))) for run in runs],
-                         "yes" if why is None else f"no: {why}")
+        per_step.add_row(str(step), *[fmt(run["mean_reward"].get(str(step))) + (" stale" if str(step) in run["stale"] else "")
+                                      for run in runs], "yes" if why is None else f"no: {why}")
     err.print(per_step)
     # One column a run, as above: a row a run would need nine columns, which do not fit 80.
     totals = plain_table("runs")

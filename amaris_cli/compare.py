@@ -27,9 +27,13 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     rubrics: dict[str, list[str]] = {}
     strategies: dict[str, int] = {}
     updates = []
+    stale: dict[str, list[str]] = {}
     for step in reader.steps:
         scores = reader.scores(step)
         mean_reward[str(step)] = reader.rewards(step).mean
+        # (the files the figures here read: a downstream file made from an edited one is stale too, but says no more)
+        if changed := [f for f in artifacts.stale_files(run, step) if f in (artifacts.ROLLOUTS, artifacts.SCORES)]:
+            stale[str(step)] = changed
         rubrics[str(step)] = sorted({_rubric_key(run, s.rubric_version, s.instance_id)
                                      for s in scores if s.rubric_version is not None})
         update = reader.update(step)
@@ -44,7 +48,7 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     totals = reader.usage_totals()
     tokens, made, reused = totals["prompt_tokens"] + totals["completion_tokens"], totals["model_calls"], \
         totals["recorded_calls"]
-    return {"run": str(run.path), "mean_reward": mean_reward, "rubrics": rubrics, "final_rubric_size": size,
+    return {"run": str(run.path), "mean_reward": mean_reward, "stale": stale, "rubrics": rubrics, "final_rubric_size": size,
             "rubric_versions": len(versions), "strategies": strategies, "tokens": tokens, "calls_made": made,
             "calls_reused": reused, "edits": stable.edits if stable else 0,
             "reversals": stable.reversals if stable else 0,
@@ -61,4 +65,8 @@ def not_comparable(figures: list[dict[str, Any]], step: str) -> str | None:
     """Why the runs' mean rewards at a step (run_figures) do not measure the same thing, or None."""
     if not all(step in f["rubrics"] for f in figures):
         return "not in every run"
+    if any(step in f.get("stale", {}) for f in figures):
+        # A figure read from a file edited since written, or made from one that changed, is not what amaris wrote
+        # (the run's cell is marked; `inspect RUN --step N` and the JSON's `stale` name the files).
+        return "stale"
     return None if len({tuple(f["rubrics"][step]) for f in figures}) == 1 else "rubrics differ"

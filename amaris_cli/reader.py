@@ -257,6 +257,9 @@ class RunReader:
             self.require_step(step)
             made_by = (f"`amaris evolve --run {self.run.path} --step {step} --rescore`" if rescored
                        else f"`amaris score ... --run {self.run.path} --step {step}`")
+            if fresh.made is not None and path.exists():
+                raise InputError(path, f"step {step}: {name} is not as amaris wrote it (edited by hand, or cut by a "
+                                       f"crash): {made_by} writes it again")
             raise InputError(path, f"step {step} has no complete {name}: {made_by} writes it (or is still writing it)")
         if artifacts.ROLLOUTS in fresh.upstream:
             raise InputError(path, f"step {step}: {name} scores other rollouts than the step now holds "

@@ -159,6 +159,33 @@ def test_a_rubric_or_retrieval_damaged_by_hand_is_written_again_by_the_next_loop
     result = invoke(*LOOP, "--run", copy, env=judge_env(judge))
     assert result.exit_code == 0, result.stderr
     assert outputs(copy) == before
+    # the rubric's edit undone, and said: it was lost without a word
+    said = " ".join(result.stderr.split())
+    assert f"{copy / 'rubrics/step-000002.json'}: rubric version 2 was edited since written; written again from" in said
+
+
+def test_every_reader_marks_a_step_whose_scores_were_edited(copy, recorded, tmp_path) -> None:
+    """One reward of step 1 edited by hand (still valid JSON): `inspect` called the step stale, but `compare` showed
+    its mean as comparable, the report as any other, and `rewards` said the step had no complete scores."""
+    path = copy / "steps/000001/scores.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["reward"] = 1.0 if rows[0]["reward"] != 1.0 else 0.0
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    compared = invoke("compare", copy, recorded, "--json")
+    assert compared.exit_code == 0, compared.stderr
+    table = json.loads(compared.stdout)
+    assert table["comparable"] == {"0": True, "1": False, "2": True}, table["comparable"]
+    assert [run["stale"] for run in table["runs"]] == [{"1": ["scores.jsonl"]}, {}]
+    shown = " ".join(invoke("compare", copy, recorded).stderr.split())
+    assert "1 0.563 stale 0.552 no: stale" in shown, shown
+    line = one_error_line(invoke("rewards", "--run", copy, "--step", "1"))
+    assert "scores.jsonl is not as amaris wrote it (edited by hand, or cut by a crash)" in line, line
+    from amaris_cli.report.collect import collect
+    from amaris_cli.rundir import RunDir
+
+    overview, _ = collect(RunDir(copy))
+    # (inspect's list: the edited file and those made from it)
+    assert [s.stale[:2] for s in overview.steps] == [[], ["analyses.jsonl", "scores.jsonl"], []]
 
 
 def test_a_report_into_a_read_only_run_names_the_report_not_a_temporary_file(recorded, tmp_path) -> None:

@@ -529,3 +529,25 @@ def test_report_draws_the_trainers_validation_apart_from_the_steps(report_run: P
         page.screenshot(screenshots / "report-validation.png")
         assert page.events("Runtime.exceptionThrown") == []
     assert collect(RunDir(run))[0].steps == collect(RunDir(report_run))[0].steps
+
+
+def test_report_marks_a_step_whose_scores_were_edited_since_written(report_run: Path, tmp_path: Path,
+                                                                   chromium: str) -> None:
+    """`inspect` calls a step with a file edited since written stale; the report showed its figures as any other's.
+    The steps table and the step's page now say so, and name the files."""
+    run = Path(shutil.copytree(report_run, tmp_path / "run"))
+    path = run / "steps/000001/scores.jsonl"
+    rows = read_jsonl(path)
+    rows[0]["reward"] = 1.0 if rows[0]["reward"] != 1.0 else 0.0
+    write_jsonl(path, rows)
+    out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+    with opened(chromium, out, tmp_path) as page:
+        page.wait("document.body.dataset.ready === '1' && !!document.getElementById('steps-table')")
+        marked = page.eval("[...document.querySelectorAll('#steps-table tr')].slice(1)"
+                           ".map(tr => tr.cells[0].innerText.trim())")
+        assert marked == ["step 0", "step 1 stale", "step 2"], marked
+        page.eval("location.hash = '#/step/1'")
+        page.wait("!!document.querySelector('p.stale')")
+        note = page.eval("document.querySelector('p.stale').innerText")
+        assert "scores.jsonl" in note and "edited since written" in note, note
+        assert page.events("Runtime.exceptionThrown") == []

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from amaris_cli import __version__
 from amaris_cli.alarms import Alarm, run_alarms
+from amaris_cli.artifacts import stale_files
 from amaris_cli.errors import InputError
 from amaris_cli.figures import VersionFlips
 from amaris_cli.hackbench.models import RESULTS, HackbenchReport
@@ -102,6 +103,7 @@ class StepView(BaseModel):
     summary: str | None
     updates: int
     reliability: StepReliability  # the judge reliability check of the step, as `inspect --step` shows it
+    stale: list[str] = []  # the step's files edited since written, or made from one that changed (inspect's "stale")
 
 
 class ValidationView(BaseModel):
@@ -213,7 +215,8 @@ def step_view(reader: RunReader, step: int, kinds: dict[str, Literal["reward", "
                     failed=r.failed, analyzed=view.analyzed, mean=r.mean, std=r.std, histogram=r.histogram,
                     criteria=criterion_rates(reader.scores(step), kinds),
                     hacking=[PatternCount(**h.model_dump()) for h in view.hacking], summarized=view.summarized,
-                    summary=view.summary, updates=view.updates, reliability=reader.step_reliability(step))
+                    summary=view.summary, updates=view.updates, reliability=reader.step_reliability(step),
+                    stale=stale_files(reader.run, step) if view.state == "stale" else [])
 
 
 class Strings:

@@ -139,7 +139,14 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
         assert existing is not None
         rubric = _rubric_of(base, existing)
         if _saved_rubric(run, rubric.version, iid) != rubric:
-            run.save_rubric(rubric)  # the update is whole but its rubric file was lost or edited: rewrite it
+            # The update is whole but its rubric file was lost or edited: rewritten, and said (an edit made by hand
+            # is undone: a rubric version is what its update wrote, which later steps were scored with)
+            path = run.rubric_path(rubric.version, iid)
+            what = "was edited since written" if path.exists() else "was missing"
+            run.save_rubric(rubric)
+            session.say(f"{path}: rubric version {rubric.version} {what}; written again from {run.step_dir(step) / name} "
+                        "(to change a rubric, edit the base rubric of a new run, or let an update change it)")
+        return existing, artifacts.load_retrieval(run, step, iid), False
         return existing, artifacts.load_retrieval(run, step, iid), False
     if summary.skipped is not None:
         why = CarriedForward(cause="skipped", reason=summary.skipped.reason)

@@ -258,6 +258,9 @@
     if (m.rec) parts.push(`${m.rec} answered from a record (no tokens spent)`);
     return parts.join("; ");
   }
+  function staleNote(st) {  // inspect's "stale": these figures are not what amaris wrote
+    return `${st.stale.join(", ")}: edited since written, or made from a file that changed since; the figures shown are read from the files as they are now. Run the stage that writes them again (inspect --step ${st.step} says which).`;
+  }
   function stepsTable() {
     const table = h("table", { id: "steps-table" }, h("tr", {}, ["step", "rubric", "rollouts", "failed", "analyzed", "mean reward", "sd", "update", "edits", "most frequent hacking"].map((c, i) => h("th", { class: i >= 2 && i <= 6 ? "num" : "" }, c))));
     for (const st of D.steps) {
@@ -266,7 +269,7 @@
       const ops = (op) => applied.filter((m) => m.op === op).length;
       const top = st.hacking[0];
       table.appendChild(h("tr", { class: "click", onclick: () => go(stepHref(st.step)) },
-        h("td", {}, link(stepHref(st.step), "step " + st.step)),
+        h("td", {}, link(stepHref(st.step), "step " + st.step), st.stale.length ? [" ", h("span", { class: "badge failed", title: staleNote(st) }, "stale")] : null),
         h("td", {}, st.versions.map((v) => "v" + v).join(", ") || "-"),
         h("td", { class: "num" }, st.n), h("td", { class: "num" }, st.failed), h("td", { class: "num" }, st.analyzed),
         h("td", { class: "num" }, fmt(st.mean)), h("td", { class: "num" }, fmt(st.std, 2)),
@@ -415,6 +418,7 @@
       h("p", {}, `${count(st.n, "rollout")}, ${st.scored} scored, ${st.failed} failed, ${st.analyzed} analyzed; mean reward ${fmt(st.mean)} (sd ${fmt(st.std, 2)}); scored with `,
         st.rubrics.map((k, n) => [n ? ", " : "", link(rubricHref(k.version, k.instance), "rubric v" + k.version + (k.instance !== null ? " (" + k.instance + ")" : ""))]), ". ",
         ups.length ? [link(updateHref(step), "The update after this step"), ": ", ups.map((u) => h("span", { class: "badge strategy" }, u.update.strategy))] : "No update after this step."),
+      st.stale.length ? h("p", { class: "stale" }, h("span", { class: "badge failed" }, "stale"), " ", staleNote(st)) : null,
       st.summary ? h("p", { class: "summary" }, h("b", {}, "Summary: "), st.summary) : null,
     ];
     const critRows = h("table", {}, h("tr", {}, h("th", {}, "criterion"), h("th", {}, "kind"), h("th", { class: "num" }, "rate"), h("th", {}, "show rollouts")));
