@@ -394,6 +394,7 @@ def test_a_pitfall_answered_with_a_score_is_asked_again_and_never_guessed(tmp_pa
     [score] = [json.loads(line) for line in (run / "steps/000000/scores.jsonl").read_text().splitlines()]
     assert score["reward"] == 1.0 and score["verdicts"][1]["score"] == 0.0  # the re-asked answer: not present
     calls = [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
+    calls = [c for c in calls if c["context"] != "scale check"]  # (the re-asked answer, all 1s, had it made)
     assert len(calls) == 2 and 'answered with \\"present\\"' in json.dumps(calls[1]["messages"][-1]["content"])
 
 

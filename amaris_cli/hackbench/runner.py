@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from amaris_cli import artifacts
+from amaris_cli.agents.scalecheck import CONTEXT as SCALE_CHECK
 from amaris_cli.config import load_settings
 from amaris_cli.errors import AmarisError, ConfigError, StageFailed
 from amaris_cli.hackbench import inputs
@@ -207,7 +208,8 @@ def collect(run: RunDir, bench: BenchSet, opts: HackbenchOptions, sim: bool) -> 
     calls: dict[str, list[dict[str, Any]]] = {}
     every: list[dict[str, Any]] = []
     for call in iter_jsonl(run.calls_path):
-        if isinstance(call.get("step"), int) and 0 <= call["step"] <= k:
+        # (the run's check of the judge's scale is a call of no step, made for a reply of one of these steps)
+        if isinstance(call.get("step"), int) and 0 <= call["step"] <= k or call.get("context") == SCALE_CHECK:
             every.append(call)
             if call.get("agent") in ("scorer", "analyzer") and call.get("context") in labels:
                 calls.setdefault(call["context"], []).append(call)
