@@ -81,6 +81,20 @@ def test_a_0_to_10_judges_reply_of_only_1s_is_failed_not_the_full_reward(tmp_pat
     assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
 
 
+def test_a_0_to_10_judges_group_reply_of_only_1s_is_failed_too(tmp_path: Path, sim_factory) -> None:
+    """The same in grouped scoring (`--group-by input`: one call judges the responses to one prompt)."""
+    bare = [{"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"},
+            {"id": "bare-wrong-too", "input": "What is 6*7?", "output": "Final answer: 40", "answer": "42"}]
+    # (the sim-judge tells the grouped request by its template: one model on 0-10 answers both on 0-10)
+    judge = sim_factory(agent_faults={"scorer": "scale10", "group_scorer": "scale10"})
+    run = new_scenario_run(tmp_path)
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", "0", "--group-by", "input",
+                    "--on-error", "skip", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    for record in scores(run).values():
+        assert record["status"] == "failed" and "scores on another scale than 0-1" in record["error"], record
+
+
 @pytest.mark.parametrize(("mode", "reason"), PERSISTENT)
 def test_a_judge_that_never_answers_on_the_contract_gives_failed_never_a_number(
         tmp_path: Path, sim_factory, mode: str, reason: str) -> None:

@@ -63,11 +63,14 @@ class ScaleCheck:
         self.base_url = public_url(scorer.base_url)
         self.key = (scorer.model, kit.template("scorer").sha256)
         self._known: ScaleOutcome | None = None
-        self._lock = asyncio.Lock()
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None  # a session runs stages on new loops
 
     async def problem(self) -> str | None:
         """None when the judge scores on 0-1; else why a verdict of 1 from it cannot be read."""
-        async with self._lock:  # one probe, whichever reply needs it first; the others wait for its outcome
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        async with self._lock[1]:  # one probe, whichever reply needs it first; the others wait for its outcome
             if self._known is None:
                 try:
                     self._known = self._recorded() or await self._probe()
