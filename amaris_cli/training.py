@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the model alone is imported by serve's API models, which tr
 
 TRAINING = "training.json"
 FIELDS = ("high_level_goal", "model_size", "total_steps", "other_context")
+METADATA_FIELDS = frozenset({"current_step", *FIELDS})  # what a request's `metadata` says about the step and training
 # What the agents are shown of each text field: a goal or a context, not a document. The reference takes any
 # length, so a request is never refused for it (its trainer would get a 422 on every call): training.json keeps
 # the whole text, and the agents get its first characters with a note of how many are not shown.

@@ -81,6 +81,36 @@ def test_a_0_to_10_judges_reply_of_only_1s_is_failed_not_the_full_reward(tmp_pat
     assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
 
 
+def test_a_0_to_10_judge_that_complies_when_told_is_still_found_out(tmp_path: Path, sim_factory) -> None:
+    """The probe was re-asked as any reply: told that its 9 is off the scale, a 0-10 judge answered 1 once, was
+    recorded as scoring on 0-1, and its first replies of 1s ("not met" on its scale) were the full reward from then
+    on. The probe's first answer decides. (This judge answers its first two requests on 0-10: the bare wrong
+    answer's, 1 and 1, and the probe's, 9.)"""
+    judge = sim_factory(fault_plan=["scale10", "scale10"])
+    run = new_scenario_run(tmp_path)
+    bare = [{"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"}]
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", "0", "--on-error", "skip",
+                    env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    record = scores(run)["bare-wrong"]
+    assert record["status"] == "failed" and "scores on another scale than 0-1" in record["error"], record
+    assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
+
+
+def test_a_damaged_scale_record_is_checked_again_and_written_again(tmp_path: Path, sim_factory) -> None:
+    """judge-scale.json is derived: one that no longer reads (a torn write, an edit) stopped `score` with no scores."""
+    run = new_scenario_run(tmp_path)
+    (run / "judge-scale.json").write_text('{"checks": [')
+    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
+              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
+    rows = [{"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", rows), "--run", run, "--step", "0",
+                    env=judge_env(sim_factory()))
+    assert result.exit_code == 0, result.stderr
+    assert scores(run)["worked"]["reward"] == 1.0
+    assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["0-1"]
+
+
 def test_a_0_to_10_judges_group_reply_of_only_1s_is_failed_too(tmp_path: Path, sim_factory) -> None:
     """The same in grouped scoring (`--group-by input`: one call judges the responses to one prompt)."""
     bare = [{"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"},

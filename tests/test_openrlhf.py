@@ -106,7 +106,8 @@ def test_openrlhfs_resend_of_a_request_it_gave_up_waiting_for_is_the_same_rollou
     waits for the whole step and its evolution: when the batch's last responses came later than that, the resend
     was a new rollout. Step 0 held the first response twice and one other, and step 1 began with the third
     (README's setup for sync mode: --on-error neutral). OpenRLHF's code runs here with a 6 s timeout, the batch's
-    other responses 7 s after the first: each of the three gives up and sends again at least once."""
+    other responses 7 s after the first: the first one's request gives up and is sent again (the others too
+    when the step's evolution takes longer than the timeout)."""
     import aiohttp
 
     timeout = aiohttp.ClientTimeout
@@ -114,9 +115,12 @@ def test_openrlhfs_resend_of_a_request_it_gave_up_waiting_for_is_the_same_rollou
     run = new_scenario_run(tmp_path, "abandoned")
     responses = [RESPONSE, "6 * 7 = 41. Final answer: 41", "It is 42. Final answer: 42"]
     outputs: dict[int, dict] = {}
+    took: dict[int, float] = {}
 
     def send(i: int) -> None:
+        started = time.monotonic()
         outputs[i] = execute(agent, server.url, tok, tok(responses[i])["input_ids"] + [tok.eos_token_id], label="42")
+        took[i] = time.monotonic() - started
 
     with served(run, sim, "--mode", "sync", "--on-error", "neutral", "--rollouts-per-step", 3) as server:
         senders = [threading.Thread(target=send, args=(i,)) for i in range(3)]
@@ -126,6 +130,7 @@ def test_openrlhfs_resend_of_a_request_it_gave_up_waiting_for_is_the_same_rollou
             sender.start()
         for sender in senders:
             sender.join(120)
+    assert took[0] > 6, took  # the first response's request waited past OpenRLHF's timeout: it was sent again
     rollouts = [json.loads(x) for x in (run / "steps/000000/rollouts.jsonl").read_text().splitlines()]
     assert sorted(r["output"] for r in rollouts) == sorted(r + tok.eos_token for r in responses)
     assert not (run / "steps/000001").exists()

@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from amaris_cli.agents.common import AgentKit
+from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_model, write_json_atomic
 from amaris_cli.llm.endpoint import public_url
 from amaris_cli.models import Criterion, Rollout, RubricSet
@@ -88,19 +89,28 @@ class ScaleCheck:
         return run.path / SCALE_FILE
 
     def _recorded(self) -> ScaleOutcome | None:
+        checks = self._checks()
+        return next((c for c in checks.checks if (c.model, c.template) == self.key), None)
+
+    def _checks(self) -> ScaleChecks:
+        """The run's recorded checks; a file that cannot be read (damaged, edited) is none: asked again, rewritten."""
         run = self.kit.run
         if run is None or not self._path(run).exists():
-            return None
-        checks = read_model(self._path(run), ScaleChecks)
-        return next((c for c in checks.checks if (c.model, c.template) == self.key), None)
+            return ScaleChecks()
+        try:
+            return read_model(self._path(run), ScaleChecks)
+        except AmarisError:
+            return ScaleChecks()
 
     async def _probe(self) -> ScaleOutcome | None:
         from amaris_cli.agents.scorer import ScorerAnswer, asks_presence, check_against, scorer_messages
         from amaris_cli.llm.schemas import scorer_contract
 
         messages = scorer_messages(self.kit, PROBE_RUBRIC, PROBE, 0)
+        # No re-ask: told that its 9 is off the scale, a 0-10 judge answers 1 once, and goes on answering 1 for
+        # "not met" in every first reply. Its first answer to the probe is the scale it scores on.
         answer = await self.kit.client.ask(
-            "scorer", messages, ScorerAnswer, step=None, context=CONTEXT,
+            "scorer", messages, ScorerAnswer, step=None, context=CONTEXT, reasks=0,
             check=check_against(PROBE_RUBRIC, asks_presence(messages[0]["content"])),
             contract=scorer_contract(PROBE_RUBRIC))
         if answer.value is not None:
@@ -117,10 +127,9 @@ class ScaleCheck:
         run = self.kit.run
         if run is None:
             return
-        path = self._path(run)
-        checks = read_model(path, ScaleChecks) if path.exists() else ScaleChecks()
+        checks = self._checks()
         checks.checks = [c for c in checks.checks if (c.model, c.template) != self.key] + [outcome]
-        write_json_atomic(path, checks.model_dump(mode="json"))
+        write_json_atomic(self._path(run), checks.model_dump(mode="json"))
 
 
 class ScaleUnchecked(Exception):

@@ -44,6 +44,7 @@ import orjson
 
 from amaris_cli.serve.api import ScoreResponse
 from amaris_cli.serve.client import DEFAULT_URL, AmarisClient, ServeError
+from amaris_cli.training import METADATA_FIELDS
 
 _log = logging.getLogger("amaris")
 
@@ -53,8 +54,7 @@ TRL_INTERNAL = {"trainer_state", "completion_ids", "log_extra", "log_metric", "e
 REFERENCE_COLUMNS = ("reference", "ground_truth", "solution", "answer", "label", "target", "gts")
 INSTANCE_COLUMNS = ("instance_id", "example_id", "uid", "id")
 VERL_STEP = "global_steps"  # where verl puts the step in extra_info; a dataset's own `step` field is its data
-# A dataset field the server would read from a rollout's metadata as the training step: kept under another name.
-STEP_FIELD, DATASET_STEP_FIELD = "current_step", "dataset_current_step"
+DATASET_PREFIX = "dataset_"  # a dataset field named as the server reads a request's metadata (METADATA_FIELDS)
 # What verl's managers add to extra_info besides the dataset's own fields (not the rollout's metadata).
 VERL_INTERNAL = {"num_turns", "rollout_reward_scores", "min_global_steps", "max_global_steps"}
 # extra_info["split"] of a validation set, as verl's data preprocessing scripts write it (gsm8k.py: "test").
@@ -271,7 +271,7 @@ class TRLReward(_ServedReward):
         self.__name__ = name  # TRL names the reward in its logs after this
         self._origin: tuple[int, int] | None = None  # (global_step, amaris step) of the training's first generation
         self._generations = 0  # the generations of this training so far
-        self._training: Any = None  # the TrainerState of the training _origin and _at number (each train() makes one)
+        self._training: Any = None  # the TrainerState of the training _origin and _generations count (each train() makes one)
         self._last_call = time.time()  # when the latest call ended (or this adapter was made)
 
     def _step(self, kwargs: dict[str, Any]) -> tuple[int, TRLSchedule | None]:
@@ -512,9 +512,11 @@ def _verl_step(info: dict[str, Any]) -> int | None:
 
 
 def _dataset_metadata(fields: dict[str, Any]) -> dict[str, Any]:
-    """A dataset's fields as a rollout's metadata, its own `current_step` renamed: the server reads that name
-    as the training step."""
-    return {(DATASET_STEP_FIELD if k == STEP_FIELD else k): v for k, v in fields.items()}
+    """A dataset's fields as a rollout's metadata, those named as the server reads a request's metadata about the
+    step and the training renamed (`dataset_current_step`, `dataset_total_steps`, ...): a dataset's `current_step`
+    was taken for the training step, a `total_steps` that is not a number was a 422 on every call, and an
+    `other_context` became the training context every agent reads."""
+    return {(DATASET_PREFIX + k if k in METADATA_FIELDS else k): v for k, v in fields.items()}
 
 
 def _verl_body(data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> dict[str, Any]:

@@ -555,9 +555,9 @@ class ServeCore:
                                  if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
         self._abandoned_requests = {k: kept for k, tries in self._abandoned_requests.items()
                                     if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
-        tries = self._failed_requests.get(request_key, [])
-        placed = tries.pop(0)[1] if retried and tries else []
         abandoned = self._abandoned_requests.get(request_key, [])
+        tries = self._failed_requests.get(request_key, [])
+        placed = tries.pop(0)[1] if retried and tries and not abandoned else []
         if abandoned:  # the same request sent again after its client gave up waiting: the first try's judgements
             judgements = abandoned.pop(0)[1]
         elif len(placed) == len(intakes):

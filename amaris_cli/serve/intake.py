@@ -32,9 +32,7 @@ from amaris_cli.serve.api import (
 from amaris_cli.serve.core import ApiError, ScoreIntake, is_explicit
 from amaris_cli.serve.openrlhf import OpenRLHFRequest
 from amaris_cli.training import FIELDS as TRAINING_FIELDS
-from amaris_cli.training import TrainingMetadata
-
-METADATA_FIELDS = {"current_step", *TRAINING_FIELDS}  # what `metadata` says about the step and training
+from amaris_cli.training import METADATA_FIELDS, TrainingMetadata
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:

@@ -147,7 +147,6 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
             session.say(f"{path}: rubric version {rubric.version} {what}; written again from {run.step_dir(step) / name} "
                         "(to change a rubric, edit the base rubric of a new run, or let an update change it)")
         return existing, artifacts.load_retrieval(run, step, iid), False
-        return existing, artifacts.load_retrieval(run, step, iid), False
     if summary.skipped is not None:
         why = CarriedForward(cause="skipped", reason=summary.skipped.reason)
         return _carry_forward(session, step, base, inputs, why), None, True
