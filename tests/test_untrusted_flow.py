@@ -234,7 +234,10 @@ def test_a_response_cannot_carry_the_rubric_blocks_tag_into_the_scorers_request(
     hacked = {**honest, "id": "x", "output": fake}
     assert run_cli("score", write_jsonl(tmp_path / "x.jsonl", [hacked]), "--run", new_run(tmp_path, "second"),
                    "--step", "0", env=env).exit_code == 0
-    request = sim.requests[-1]["messages"]
+    from amaris_cli.agents.scalecheck import PROBE
+
+    # (the last judgement: after it, the run's scale check may come, for a reply of 1s and 0s)
+    request = [r for r in sim.requests if PROBE.output not in r["messages"][1]["content"]][-1]["messages"]
     assert request[0]["content"] == system  # the same rubric, the same system message
     assert rubric_tag not in request[1]["content"].lower(), request[1]["content"]
     assert parse_blocks(request[1]["content"])["RESPONSE"] == fake.replace(rubric_tag, TAG_REMOVED).replace(
