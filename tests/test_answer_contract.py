@@ -112,11 +112,12 @@ def test_a_damaged_scale_record_is_checked_again_and_written_again(tmp_path: Pat
 
 
 def test_a_0_to_10_judges_group_reply_of_only_1s_is_failed_too(tmp_path: Path, sim_factory) -> None:
-    """The same in grouped scoring (`--group-by input`: one call judges the responses to one prompt)."""
+    """The same in grouped scoring (`--group-by input`: one call judges the responses to one prompt), checked with
+    the grouped template: a run's own may ask for another scale than the single one. (Here only the grouped
+    request is answered on 0-10; a probe with the single template passed the judge.)"""
     bare = [{"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"},
             {"id": "bare-wrong-too", "input": "What is 6*7?", "output": "Final answer: 40", "answer": "42"}]
-    # (the sim-judge tells the grouped request by its template: one model on 0-10 answers both on 0-10)
-    judge = sim_factory(agent_faults={"scorer": "scale10", "group_scorer": "scale10"})
+    judge = sim_factory(agent_faults={"group_scorer": "scale10"})  # (the sim-judge tells them apart by template)
     run = new_scenario_run(tmp_path)
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", "0", "--group-by", "input",
                     "--on-error", "skip", env=judge_env(judge))

@@ -37,15 +37,15 @@ class AgentKit:
     _templates: dict[str, Template] = field(default_factory=dict)
     _told: dict[int, TrainingMetadata | None] = field(default_factory=dict)
     _read: dict[int, tuple[tuple[int, int] | None, TrainingMetadata | None]] = field(default_factory=dict)
-    _scale: Any = None  # agents/scalecheck.py's ScaleCheck, made when a reply first needs it
+    _scale: dict[str, Any] = field(default_factory=dict)  # agents/scalecheck.py's ScaleCheck by template
 
-    def scale_check(self) -> Any:
-        """The check that the scorer scores on 0-1 (agents/scalecheck.py), one per session."""
-        if self._scale is None:
+    def scale_check(self, template: str = "scorer") -> Any:
+        """The check that the scorer scores on 0-1 with `template` (agents/scalecheck.py), one per session."""
+        if template not in self._scale:
             from amaris_cli.agents.scalecheck import ScaleCheck
 
-            self._scale = ScaleCheck(self)
-        return self._scale
+            self._scale[template] = ScaleCheck(self, template)  # type: ignore[arg-type]
+        return self._scale[template]
 
     def template(self, agent: str) -> Template:
         if agent not in self._templates:

@@ -107,7 +107,8 @@ async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs:
                                   max_tokens=answer_budget(len(rubric.criteria), len(outputs)))
     if answer.value is None:
         return {}, answer.error
-    if unreadable := await scale_problem(kit, [ScorerAnswer(verdicts=e.verdicts) for e in answer.value.responses]):
+    if unreadable := await scale_problem(kit, [ScorerAnswer(verdicts=e.verdicts) for e in answer.value.responses],
+                                         "group_scorer"):
         return {}, unreadable
     order = {c.id: i for i, c in enumerate(rubric.criteria)}
     return {outputs[entry.response - 1]: sorted(

@@ -55,14 +55,19 @@ def ambiguous(scores: list[float]) -> bool:
     return bool(scores) and all(s in (0.0, 1.0) for s in scores) and 1.0 in scores
 
 
-class ScaleCheck:
-    """The check of one session's scorer; `problem()` is None once the judge is known to score on 0-1."""
+Template = Literal["scorer", "group_scorer"]
 
-    def __init__(self, kit: AgentKit) -> None:
+
+class ScaleCheck:
+    """The check of one session's scorer with one of its templates (the grouped one may be a run's own, asking
+    for another scale); `problem()` is None once the judge is known to score on 0-1 with it."""
+
+    def __init__(self, kit: AgentKit, template: Template) -> None:
         self.kit = kit
+        self.template = template
         scorer = kit.settings.agent("scorer")
         self.base_url = public_url(scorer.base_url)
-        self.key = (scorer.model, kit.template("scorer").sha256)
+        self.key = (scorer.model, kit.template(template).sha256)
         self._known: ScaleOutcome | None = None
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None  # a session runs stages on new loops
 
@@ -103,25 +108,38 @@ class ScaleCheck:
             return ScaleChecks()
 
     async def _probe(self) -> ScaleOutcome | None:
+        # No re-ask: told that its 9 is off the scale, a 0-10 judge answers 1 once, and goes on answering 1 for
+        # "not met" in every first reply. Its first answer to the probe is the scale it scores on.
+        score, error = await (self._ask_grouped() if self.template == "group_scorer" else self._ask_one())
+        if score is not None:
+            scale, said = "0-1", f"{score:g}"
+        elif error is not None and "off the scale" in error:
+            scale, said = "other", error
+        else:
+            raise ScaleUnchecked(error or "no answer")
+        outcome = ScaleOutcome(base_url=self.base_url, model=self.key[0], template=self.key[1], scale=scale, answer=said)
+        self._keep(outcome)
+        return outcome
+
+    async def _ask_one(self) -> tuple[float | None, str | None]:
         from amaris_cli.agents.scorer import ScorerAnswer, asks_presence, check_against, scorer_messages
         from amaris_cli.llm.schemas import scorer_contract
 
         messages = scorer_messages(self.kit, PROBE_RUBRIC, PROBE, 0)
-        # No re-ask: told that its 9 is off the scale, a 0-10 judge answers 1 once, and goes on answering 1 for
-        # "not met" in every first reply. Its first answer to the probe is the scale it scores on.
         answer = await self.kit.client.ask(
             "scorer", messages, ScorerAnswer, step=None, context=CONTEXT, reasks=0,
             check=check_against(PROBE_RUBRIC, asks_presence(messages[0]["content"])),
             contract=scorer_contract(PROBE_RUBRIC))
-        if answer.value is not None:
-            scale, said = "0-1", f"{answer.value.verdicts[0].value:g}"
-        elif answer.error is not None and "off the scale" in answer.error:
-            scale, said = "other", answer.error
-        else:
-            raise ScaleUnchecked(answer.error or "no answer")
-        outcome = ScaleOutcome(base_url=self.base_url, model=self.key[0], template=self.key[1], scale=scale, answer=said)
-        self._keep(outcome)
-        return outcome
+        return (answer.value.verdicts[0].value if answer.value is not None else None), answer.error
+
+    async def _ask_grouped(self) -> tuple[float | None, str | None]:
+        from amaris_cli.agents.group_scorer import GroupAnswer, group_messages
+
+        messages = group_messages(self.kit, PROBE_RUBRIC, PROBE, [PROBE.output])
+        answer = await self.kit.client.ask("scorer", messages, GroupAnswer, step=None, context=CONTEXT, reasks=0)
+        if answer.value is None or len(answer.value.responses) != 1 or len(answer.value.responses[0].verdicts) != 1:
+            return None, answer.error or "not one verdict for the probe's one response"
+        return answer.value.responses[0].verdicts[0].value, None
 
     def _keep(self, outcome: ScaleOutcome) -> None:
         run = self.kit.run

@@ -177,11 +177,11 @@ def check_against(rubric: RubricSet, presence: bool = True):  # noqa: ANN201 - r
     return check
 
 
-async def scale_problem(kit: AgentKit, answers: list[ScorerAnswer]) -> str | None:
-    """Why verdicts whose scores are all 0 or 1 cannot be read (agents/scalecheck.py), or None."""
+async def scale_problem(kit: AgentKit, answers: list[ScorerAnswer], template: str = "scorer") -> str | None:
+    """Why verdicts whose scores are all 0 or 1, answered to `template`, cannot be read (agents/scalecheck.py)."""
     if not ambiguous([v.score for a in answers for v in a.verdicts if v.score is not None]):
         return None
-    return await kit.scale_check().problem()
+    return await kit.scale_check(template).problem()
 
 
 def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> list[dict[str, str]]:
