@@ -21,7 +21,7 @@ Writers of a step hold its step lock (locks.py), so the read-modify-write of pro
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -420,12 +420,15 @@ def freshness(run: RunDir, step: int, name: str, provenance: StepProvenance | No
     return Freshness(name, made, whole, tuple(changed))
 
 
-def stale_files(run: RunDir, step: int, provenance: StepProvenance | None = None) -> list[str]:
+def stale_files(run: RunDir, step: int, provenance: StepProvenance | None = None,
+                among: Collection[str] | None = None) -> list[str]:
     """The step's files that no longer match what they were derived from: edited since written, or made
-    from an upstream file (rollouts, scores, analyses, summary) or a rubric that has changed since."""
+    from an upstream file (rollouts, scores, analyses, summary) or a rubric that has changed since. `among`:
+    only those of these files (each file looked at is read whole for its hash)."""
     provenance = provenance if provenance is not None else read_provenance(run, step)
     shas: dict[str, str | None] = {}
-    return [name for name in sorted(provenance.files) if not freshness(run, step, name, provenance, shas).current]
+    return [name for name in sorted(provenance.files) if (among is None or name in among)
+            and not freshness(run, step, name, provenance, shas).current]
 
 
 def step_state(run: RunDir, step: int) -> str:

@@ -32,7 +32,7 @@ def run_figures(run: RunDir) -> dict[str, Any]:
         scores = reader.scores(step)
         mean_reward[str(step)] = reader.rewards(step).mean
         # (the files the figures here read: a downstream file made from an edited one is stale too, but says no more)
-        if changed := [f for f in artifacts.stale_files(run, step) if f in (artifacts.ROLLOUTS, artifacts.SCORES)]:
+        if changed := artifacts.stale_files(run, step, among=(artifacts.ROLLOUTS, artifacts.SCORES)):
             stale[str(step)] = changed
         rubrics[str(step)] = sorted({_rubric_key(run, s.rubric_version, s.instance_id)
                                      for s in scores if s.rubric_version is not None})

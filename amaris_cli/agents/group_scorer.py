@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
+from amaris_cli.agents.scalecheck import scale_problem
 from amaris_cli.agents.scorer import (
     JudgeVerdict,
     ScorerAnswer,
@@ -19,7 +20,6 @@ from amaris_cli.agents.scorer import (
     asks_presence,
     check_against,
     responses_that_fit,
-    scale_problem,
     second_value,
 )
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
@@ -107,8 +107,7 @@ async def _judge_part(kit: AgentKit, rubric: RubricSet, first: Rollout, outputs:
                                   max_tokens=answer_budget(len(rubric.criteria), len(outputs)))
     if answer.value is None:
         return {}, answer.error
-    if unreadable := await scale_problem(kit, [ScorerAnswer(verdicts=e.verdicts) for e in answer.value.responses],
-                                         "group_scorer"):
+    if unreadable := await scale_problem(kit, (v for e in answer.value.responses for v in e.verdicts), "group_scorer"):
         return {}, unreadable
     order = {c.id: i for i, c in enumerate(rubric.criteria)}
     return {outputs[entry.response - 1]: sorted(

@@ -9,16 +9,19 @@ judge scores a probe with the run's own scorer instructions: one criterion that 
 meets. On the 0-1 scale that is a score of at most 1; on any other scale a number above 1, which the answer
 contract refuses. A judge that answered off the scale has every reply with a 1 failed, never read.
 
-The outcome is kept per judge (model and scorer template; the endpoint, without credentials, is noted) in
-RUN/judge-scale.json, so a run checks each judge once (`--judge sim` has a new port in every process); the probe is an ordinary scorer call in calls.jsonl (context `scale check`),
-which replays answer from the record. A check that could not be made (the endpoint down) is not kept: the
-reply waiting for it fails, and the next one asks again.
+The outcome is kept per judge (model and template, single or grouped; the endpoint, without credentials, is
+noted) in RUN/judge-scale.json, so a run checks each judge once (`--judge sim` has a new port in every process).
+The probe is an ordinary scorer call in calls.jsonl (context `scale check`), which replays answer from the
+record. A check that could not be made (the endpoint down) is not kept: the reply waiting for it fails, and the
+next one asks again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
@@ -28,6 +31,9 @@ from amaris_cli.jsonio import read_model, write_json_atomic
 from amaris_cli.llm.endpoint import public_url
 from amaris_cli.models import Criterion, Rollout, RubricSet
 from amaris_cli.rundir import RunDir
+
+if TYPE_CHECKING:
+    from amaris_cli.agents.scorer import JudgeVerdict
 
 SCALE_FILE = "judge-scale.json"
 CONTEXT = "scale check"
@@ -49,13 +55,21 @@ class ScaleChecks(BaseModel):
     checks: list[ScaleOutcome] = Field(default_factory=list)
 
 
-def ambiguous(scores: list[float]) -> bool:
-    """A reply that reads the same on the 0-1 scale and on one that starts at 0 or 1: every score 0 or 1,
-    one of them 1 (a reply of 0s means nothing met on any of them)."""
-    return bool(scores) and all(s in (0.0, 1.0) for s in scores) and 1.0 in scores
-
-
 Template = Literal["scorer", "group_scorer"]
+
+
+async def scale_problem(kit: AgentKit, verdicts: Iterable[JudgeVerdict], template: Template = "scorer") -> str | None:
+    """Why a reply's verdicts, answered to `template`, cannot be read, or None. Only a reply that reads the same
+    on the 0-1 scale and on one that starts at 0 or 1 is asked about: every score 0 or 1, one of them 1 (a reply
+    of 0s means nothing met on any of them)."""
+    scores = [v.score for v in verdicts if v.score is not None]
+    if not scores or not all(s in (0.0, 1.0) for s in scores) or 1.0 not in scores:
+        return None
+    return await kit.scale_check(template).problem()
+
+
+def _path(run: RunDir) -> Path:
+    return run.path / SCALE_FILE
 
 
 class ScaleCheck:
@@ -90,9 +104,6 @@ class ScaleCheck:
                 f"next to nothing on a 0-10 scale); fix the judge's model or prompt (RUN/{SCALE_FILE} holds the "
                 "outcome: delete it to check again)")
 
-    def _path(self, run: RunDir):  # noqa: ANN202 - a Path
-        return run.path / SCALE_FILE
-
     def _recorded(self) -> ScaleOutcome | None:
         checks = self._checks()
         return next((c for c in checks.checks if (c.model, c.template) == self.key), None)
@@ -100,14 +111,14 @@ class ScaleCheck:
     def _checks(self) -> ScaleChecks:
         """The run's recorded checks; a file that cannot be read (damaged, edited) is none: asked again, rewritten."""
         run = self.kit.run
-        if run is None or not self._path(run).exists():
+        if run is None or not _path(run).exists():
             return ScaleChecks()
         try:
-            return read_model(self._path(run), ScaleChecks)
+            return read_model(_path(run), ScaleChecks)
         except AmarisError:
             return ScaleChecks()
 
-    async def _probe(self) -> ScaleOutcome | None:
+    async def _probe(self) -> ScaleOutcome:
         # No re-ask: told that its 9 is off the scale, a 0-10 judge answers 1 once, and goes on answering 1 for
         # "not met" in every first reply. Its first answer to the probe is the scale it scores on.
         score, error = await (self._ask_grouped() if self.template == "group_scorer" else self._ask_one())
@@ -147,7 +158,7 @@ class ScaleCheck:
             return
         checks = self._checks()
         checks.checks = [c for c in checks.checks if (c.model, c.template) != self.key] + [outcome]
-        write_json_atomic(self._path(run), checks.model_dump(mode="json"))
+        write_json_atomic(_path(run), checks.model_dump(mode="json"))
 
 
 class ScaleUnchecked(Exception):

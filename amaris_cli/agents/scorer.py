@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from amaris_cli.agents.common import AgentKit, rubric_for_judge
-from amaris_cli.agents.scalecheck import ambiguous
+from amaris_cli.agents.scalecheck import scale_problem
 from amaris_cli.llm.parsing import normalize_presence, normalize_score
 from amaris_cli.llm.schemas import scorer_contract
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord, Verdict
@@ -177,13 +177,6 @@ def check_against(rubric: RubricSet, presence: bool = True):  # noqa: ANN201 - r
     return check
 
 
-async def scale_problem(kit: AgentKit, answers: list[ScorerAnswer], template: str = "scorer") -> str | None:
-    """Why verdicts whose scores are all 0 or 1, answered to `template`, cannot be read (agents/scalecheck.py)."""
-    if not ambiguous([v.score for a in answers for v in a.verdicts if v.score is not None]):
-        return None
-    return await kit.scale_check(template).problem()
-
-
 def scorer_messages(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step: int) -> list[dict[str, str]]:
     """The scorer's request. `step` is not part of it: the system message (instructions, training
     context, rubric) is the same at every step and for every rubric version with the same criteria,
@@ -215,7 +208,7 @@ async def score_rollout(kit: AgentKit, rubric: RubricSet, rollout: Rollout, step
     base = {"rollout_id": rollout.id, "step": step, "rubric_version": rubric.version, "instance_id": rubric.instance_id}
     if answer.value is None:
         return ScoreRecord(**base, status="failed", error=answer.error)
-    if unreadable := await scale_problem(kit, [answer.value]):
+    if unreadable := await scale_problem(kit, answer.value.verdicts):
         return ScoreRecord(**base, status="failed", error=unreadable)
     order = {c.id: i for i, c in enumerate(rubric.criteria)}
     verdicts = sorted(

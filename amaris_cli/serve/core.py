@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
@@ -80,6 +80,7 @@ from amaris_cli.stages.writer import StepWriter, VersionRule
 from amaris_cli.training import SentTraining, TrainingMetadata
 
 Mode = Literal["async", "sync"]
+T = TypeVar("T")
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
 OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolution another process runs
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
@@ -550,11 +551,8 @@ class ServeCore:
         # Held for a retry: a failure OpenRLHF is answered with is a failed request, which it sends again; not under
         # neutral (answered with a number) nor in sync mode (answered after the step is written).
         retried = self.session.policy.name != "neutral" and self.options.lag == 1
-        now = time.monotonic()
-        self._failed_requests = {k: kept for k, tries in self._failed_requests.items()
-                                 if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
-        self._abandoned_requests = {k: kept for k, tries in self._abandoned_requests.items()
-                                    if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
+        self._failed_requests = _recent(self._failed_requests)
+        self._abandoned_requests = _recent(self._abandoned_requests)
         abandoned = self._abandoned_requests.get(request_key, [])
         tries = self._failed_requests.get(request_key, [])
         placed = tries.pop(0)[1] if retried and tries and not abandoned else []
@@ -1080,6 +1078,14 @@ class ServeCore:
                       rollouts_per_step=self.options.rollouts_per_step,
                       open_steps=sorted(self.steps), open=[self.steps[s].status() for s in sorted(self.steps)],
                       version=__version__, now=time.time())
+
+
+def _recent(tries_by_request: dict[str, list[tuple[float, T]]]) -> dict[str, list[tuple[float, T]]]:
+    """The tries (monotonic time, what they left) of each OpenRLHF request made within RETRY_MEMORY_S: its retry
+    comes within its 5 tries; an equal body later is another sample's."""
+    now = time.monotonic()
+    return {key: kept for key, tries in tries_by_request.items()
+            if (kept := [t for t in tries if now - t[0] < RETRY_MEMORY_S])}
 
 
 def _settled(task: asyncio.Task[Any], _: object = None) -> None:
