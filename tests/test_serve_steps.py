@@ -184,7 +184,9 @@ def test_a_step_whose_version_waits_on_a_step_nobody_sent_is_refused_at_once(tmp
     /score waited --wait (an hour by default) for a 503 that named step 2, and the reference's wait for step 2
     waited as long: both are a 409 at once naming step 1."""
     run = new_run(tmp_path, "gaps")
-    with served(run, sim, "--wait", 5) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+    # Step 2 waits for step 0's evolution, which took over 5 s under CI's load; a refusal that is not at once
+    # would still wait the 60 s and fail both on its status and on `took`.
+    with served(run, sim, "--wait", 60) as server, httpx.Client(base_url=server.url, timeout=120) as http:
         for step in (0, 2):
             assert http.post("/score", json=line(rows(step)[0], current_step=step)).status_code == 200
             assert http.post("/complete", json={"step": step}).status_code == 200
