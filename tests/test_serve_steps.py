@@ -216,6 +216,19 @@ def test_under_rollouts_per_step_the_reference_complete_is_a_noop(tmp_path, sim)
                                                                          [r["id"] for r in data[2:4]]]
 
 
+def test_a_step_a_crashed_trainers_leftovers_filled_says_to_discard_them(tmp_path, sim) -> None:
+    """--rollouts-per-step is the batch size, and the crashed run's rollout still sat in the step: the resumed
+    run's batch overflowed it. The 409 told only to set --rollouts-per-step to the batch size, which it was."""
+    run = new_run(tmp_path, "leftover")
+    data = rows(0)
+    with served(run, sim, "--rollouts-per-step", 2) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        assert http.post("/score", json=line(data[0], current_step=0)).status_code == 200  # the crashed run's
+        resumed = [http.post("/score", json=line(r, current_step=0)) for r in data[1:3]]
+    assert [r.status_code for r in resumed] == [200, 409]
+    error = resumed[1].json()["error"]
+    assert "counting any that a crashed trainer left in it" in error and "(POST /discard)" in error, error
+
+
 def test_a_step_completes_once_every_shard_is_in_also_across_a_restart(tmp_path, sim) -> None:
     run = new_run(tmp_path, "shards")
     data = rows(0)

@@ -724,8 +724,12 @@ class ServeCore:
             records = self._on_disk(step, artifacts.SCORES) or {}
             if stored.get(rid) == rollout and rid in records:
                 return await self._respond(step, records[rid])  # type: ignore[arg-type]
+        # Two causes fill a step early: a batch bigger than --rollouts-per-step, or rollouts a crashed trainer
+        # left in the step before its resumed run sent the step again.
         overflow = (f"; the server completes a step once it holds {self.options.rollouts_per_step} rollouts "
-                    f"(--rollouts-per-step): a trainer whose steps have more rollouts needs it set to its batch size"
+                    f"(--rollouts-per-step), counting any that a crashed trainer left in it: a trainer whose steps "
+                    "have more rollouts needs it set to its batch size, and a trainer resumed after a crash drops "
+                    "the steps its crashed run left open (POST /discard) before it sends them again"
                     if self.options.rollouts_per_step else "")
         if st is not None:
             raise ApiError(409, f"step {step} is being completed: it takes no more rollouts{overflow}", step=step,
