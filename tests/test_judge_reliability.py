@@ -26,7 +26,17 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, find_chromium
-from tests.conftest import EXAMPLES, TEST_CONFIG, calls, invoke, judge_env, new_run, read_jsonl, write_jsonl
+from tests.conftest import (
+    EXAMPLES,
+    TEST_CONFIG,
+    calls,
+    invoke,
+    judge_env,
+    new_run,
+    new_scenario_run,
+    read_jsonl,
+    write_jsonl,
+)
 
 # The sim-judge's hashed embeddings (/v1/embeddings at OPENAI_BASE_URL): indexing 96 analyses stays fast.
 RELIABLE_ON = "\n[reliability]\nenabled = true\n[memory]\nembedding = \"openai\"\n"
@@ -255,6 +265,25 @@ def test_an_evolution_with_another_scorer_does_not_compare_two_judges(tmp_path: 
     assert record.calls == 0 and record.judgements == [] and "agents.scorer.settings.model" in (record.skipped or "")
     assert "judge reliability not checked" in result.stderr
     assert scorer_lines(run, 0)[1] == []
+
+
+def test_a_re_judgement_of_only_1s_from_a_0_to_10_judge_is_failed_not_a_flip(tmp_path: Path, sim_factory) -> None:
+    """The step's verdicts were all 0 (a bare wrong answer), so scoring never asked the judge's scale. Re-judged
+    by a judge that scores on 0-10, its "not met" 1s were read as 1 on 0-1: a flip of every criterion from 0 to
+    1, the judge's unreliability as the updater reads it. Such a reply is checked as scoring checks it, and the
+    re-judgement is failed with the reason."""
+    run = new_scenario_run(tmp_path, "run", "\n[reliability]\nenabled = true\nmax_extra = 1\n")
+    bare = [{"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"}]
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", "0",
+                    env=judge_env(sim_factory()))
+    assert result.exit_code == 0, result.stderr
+    assert not (run / "judge-scale.json").exists(), "a reply of 0s is not asked about"
+    result = invoke("evolve", "--run", run, "--step", "0", env=judge_env(sim_factory(agent_faults={"scorer": "scale10"})))
+    assert result.exit_code == 0, result.stderr
+    record = ReliabilityRecord.model_validate_json((run / "steps/000000/reliability.json").read_bytes())
+    assert record.skipped is None and [j.status for j in record.judgements] == ["failed"], record
+    assert "scores on another scale than 0-1" in (record.judgements[0].error or ""), record
+    assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
 
 
 def group_rollouts(tmp: Path) -> Path:

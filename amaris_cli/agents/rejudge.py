@@ -17,7 +17,10 @@ sends the same requests and answers them from the record, byte for byte.
 
 A re-judgement is asked once (no re-ask): each costs exactly one request, so the extra calls of a step stay
 within `reliability.max_extra` of its own scorer calls. An answer that breaks the contract is recorded as
-failed, not as a flip.
+failed, not as a flip; so is one whose scores are all 0 or 1 from a judge that scores on another scale
+(agents/scalecheck.py: a 0-10 judge's 1s are "not met", and read on 0-1 they would be flips to "met"). That
+check's probe is the run's one call per judge (context `scale check`), not a re-judgement: usually scoring
+made it already.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from fractions import Fraction
 
 from amaris_cli.agents.common import AgentKit
 from amaris_cli.agents.group_scorer import GroupAnswer, group_messages, split_to_fit
+from amaris_cli.agents.scalecheck import scale_problem
 from amaris_cli.agents.scorer import (
     ScorerAnswer,
     answer_budget,
@@ -179,6 +183,9 @@ async def rejudge(kit: AgentKit, question: Question, kind: RejudgementKind, seed
                                      check=_group_check(rubric, len(question.outputs), presence), max_tokens=budget_tokens)
         if group.value is None:
             return True, failed(group.error or "no answer")
+        if unreadable := await scale_problem(kit, (v for e in group.value.responses for v in e.verdicts),
+                                             "group_scorer"):
+            return True, failed(unreadable)
         entries = {e.response: e.verdicts for e in group.value.responses}
         answers = [{v.criterion_id: (v.value, v.reason) for v in entries[i]} for i in range(1, len(question.outputs) + 1)]
     else:
@@ -186,6 +193,8 @@ async def rejudge(kit: AgentKit, question: Question, kind: RejudgementKind, seed
                                       check=check_against(rubric, presence), max_tokens=budget_tokens)
         if single.value is None:
             return True, failed(single.error or "no answer")
+        if unreadable := await scale_problem(kit, single.value.verdicts):
+            return True, failed(unreadable)
         answers = [{v.criterion_id: (v.value, v.reason) for v in single.value.verdicts}]
     out = []
     for record, again in zip(question.records, answers, strict=True):
