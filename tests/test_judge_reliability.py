@@ -26,17 +26,7 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.simjudge import rules
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.browser import Browser, find_chromium
-from tests.conftest import (
-    EXAMPLES,
-    TEST_CONFIG,
-    calls,
-    invoke,
-    judge_env,
-    new_run,
-    new_scenario_run,
-    read_jsonl,
-    write_jsonl,
-)
+from tests.conftest import EXAMPLES, TEST_CONFIG, calls, invoke, judge_env, new_run, read_jsonl, write_jsonl
 
 # The sim-judge's hashed embeddings (/v1/embeddings at OPENAI_BASE_URL): indexing 96 analyses stays fast.
 RELIABLE_ON = "\n[reliability]\nenabled = true\n[memory]\nembedding = \"openai\"\n"
@@ -272,7 +262,7 @@ def test_a_re_judgement_of_only_1s_from_a_0_to_10_judge_is_failed_not_a_flip(tmp
     by a judge that scores on 0-10, its "not met" 1s were read as 1 on 0-1: a flip of every criterion from 0 to
     1, the judge's unreliability as the updater reads it. Such a reply is checked as scoring checks it, and the
     re-judgement is failed with the reason."""
-    run = new_scenario_run(tmp_path, "run", "\n[reliability]\nenabled = true\nmax_extra = 1\n")
+    run = new_run(tmp_path, "run", RELIABLE_ON.replace("enabled = true", "enabled = true\nmax_extra = 1"))
     bare = [{"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"}]
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", "0",
                     env=judge_env(sim_factory()))

@@ -176,6 +176,13 @@ def test_a_pickled_copy_of_the_verl_reward_does_not_complete_the_step_its_traini
     assert not (run / "steps" / "000001").exists()
 
 
+def verl_step_call(reward: VerlReward, i: int) -> float:
+    """VERL_ROWS[i] through `reward` as verl's reward loop calls it at step 1 (global_steps)."""
+    row = VERL_ROWS[i]
+    info = {"index": i, "split": "train", "question": row["input"], "global_steps": 1}
+    return reward("openai/gsm8k", row["output"], row["gts"], info)
+
+
 def test_a_resumed_verl_discards_its_crashed_runs_half_of_the_step_it_generates_again(tmp_path, sim) -> None:
     """verl's reward loop names the step (global_steps). The trainer died after 2 of step 1's 4 responses and,
     resumed from the checkpoint before it, generates step 1 again: its responses joined the crashed run's half,
@@ -183,20 +190,14 @@ def test_a_resumed_verl_discards_its_crashed_runs_half_of_the_step_it_generates_
     The crashed run's half is discarded before the resumed batch's first response, also when that batch's
     responses come from verl's thread pool all at once."""
     run = new_scenario_run(tmp_path, "verl-resumed")
-    rows = VERL_ROWS[:4]
-
-    def call(reward: VerlReward, i: int) -> float:
-        info = {"index": i, "split": "train", "question": rows[i]["input"], "global_steps": 1}
-        return reward("openai/gsm8k", rows[i]["output"], rows[i]["gts"], info)
-
-    with served(run, sim, "--rollouts-per-step", len(rows)) as server:
+    with served(run, sim, "--rollouts-per-step", 4) as server:
         crashed = VerlReward(server.url)
         for i in range(2):
-            call(crashed, i)
+            verl_step_call(crashed, i)
         time.sleep(0.05)  # the resumed trainer starts after the crashed run's last request
         resumed = VerlReward(server.url)
         with ThreadPoolExecutor(4) as pool:
-            got = list(pool.map(lambda i: call(resumed, i), range(len(rows))))
+            got = list(pool.map(lambda i: verl_step_call(resumed, i), range(4)))
         assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
     instances = {r["id"]: r["instance_id"] for r in stored(run, 1)}  # stored in the order the pool sent them
     assert sorted(instances.values()) == ["0", "1", "2", "3"]
@@ -209,20 +210,14 @@ def test_a_verl_reward_made_again_mid_step_joins_the_step_its_training_still_sen
     and discarded it, with the other workers' judged rollouts. A step that got a request since the adapter was
     made is live: the new adapter joins it."""
     run = new_scenario_run(tmp_path, "verl-restarted-worker")
-    rows = VERL_ROWS[:4]
-
-    def call(reward: VerlReward, i: int) -> float:
-        info = {"index": i, "split": "train", "question": rows[i]["input"], "global_steps": 1}
-        return reward("openai/gsm8k", rows[i]["output"], rows[i]["gts"], info)
-
-    with served(run, sim, "--rollouts-per-step", len(rows)) as server:
+    with served(run, sim, "--rollouts-per-step", 4) as server:
         other = VerlReward(server.url)  # a worker that keeps running
-        call(other, 0)
+        verl_step_call(other, 0)
         time.sleep(0.05)
         restarted = VerlReward(server.url)  # the restarted worker's, made mid-step
-        call(other, 1)  # the training goes on sending the step
-        call(restarted, 2)
-        call(other, 3)
+        verl_step_call(other, 1)  # the training goes on sending the step
+        verl_step_call(restarted, 2)
+        verl_step_call(other, 3)
         assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
         assert "discarded" not in server.stderr
     assert sorted(r["instance_id"] for r in stored(run, 1)) == ["0", "1", "2", "3"]
