@@ -190,7 +190,7 @@ class OpenStepStatus(BaseModel):
     shards_in: list[int] = Field(default_factory=list)
     opened_at: float | None = None  # the server's clock (epoch seconds); None: opened by an older server
     # When a request for it came last (the server's clock); None: none since this server started (a step it
-    # resumed from its journal), or an older server. An adapter made later reads such a step as live.
+    # resumed from its journal), or an older server. An adapter made before then reads the step as live.
     last_at: float | None = None
 
 
