@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import sys
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -32,7 +32,7 @@ from amaris_cli.llm.client import OutageInterrupted
 from amaris_cli.llm.endpoint import EndpointFatal
 from amaris_cli.schedule import EvolutionFailed
 from amaris_cli.serve.api import ErrorResponse, check_step
-from amaris_cli.serve.core import ApiError, ServeCore
+from amaris_cli.serve.core import ApiError, ScoreIntake, ServeCore
 from amaris_cli.serve.hosts import foreign_host
 from amaris_cli.serve.intake import (
     read_complete_request,
@@ -152,12 +152,14 @@ class ServeApp:
     async def _score(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None
         intake = read_score_request(body, self.core.session.settings.pipeline.instance_field)
-        return await self.core.score(intake.step, intake.rollout, intake.explicit_id, intake.training)
+        with _naming(intake):
+            return await self.core.score(intake.step, intake.rollout, intake.explicit_id, intake.training)
 
     async def _validate(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None
         intake = read_score_request(body, self.core.session.settings.pipeline.instance_field, "POST /validate")
-        return await self.core.validate(intake.step, intake.rollout, intake.explicit_id)
+        with _naming(intake):
+            return await self.core.validate(intake.step, intake.rollout, intake.explicit_id)
 
     async def _complete(self, scope: Scope, body: bytes) -> BaseModel:
         request = read_complete_request(body)
@@ -255,6 +257,18 @@ def _step(query: dict[str, str]) -> int | None:
         return check_step(int(query["step"]))
     except ValueError:
         raise ApiError(422, f"step: expected an integer from 0, got {query['step']!r}") from None
+
+
+@contextlib.contextmanager
+def _naming(intake: ScoreIntake) -> Iterator[None]:
+    """An error while a rollout is judged (the endpoint refused, a wait ran out) names the request's step and
+    id, as the server's own refusals do: a client that sent many at once can tell which one failed."""
+    try:
+        yield
+    except ApiError:
+        raise
+    except AmarisError as exc:
+        raise ApiError(status_of(exc), str(exc), step=intake.step, rollout_id=intake.rollout.id) from exc
 
 
 def _error_body(exc: BaseException) -> ErrorResponse:
