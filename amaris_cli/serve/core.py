@@ -876,8 +876,10 @@ class ServeCore:
             raise ApiError(409 if artifacts.rollouts_path(self.run, step).exists() else 404,
                            f"step {step} is not open: only an open step can be discarded", step=step)
         if opened_before is not None and st.opened_at is not None and st.opened_at >= opened_before:
-            raise ApiError(409, f"step {step} opened at {st.opened_at}, not before {opened_before}: it was opened "
-                                "again since (another process of the trainer discarded the earlier one)", step=step)
+            raise ApiError(409, f"step {step} opened at {st.opened_at}, not before {opened_before} (the server's "
+                                "clock, epoch seconds; GET /health gives it as `now`): it is not the step the caller "
+                                "saw open (another process of the trainer discarded that one and the step was opened "
+                                "again since), or the time given is earlier than the step's opening", step=step)
         if st.state != "open":
             raise ApiError(409, f"step {step} is being completed: it can no longer be discarded", step=step)
         st.begin_completion()  # takes no more rollouts; those being judged are answered as usual
