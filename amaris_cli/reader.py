@@ -46,6 +46,7 @@ from amaris_cli.serve.validation import load_validation, validation_steps
 USAGE_KEYS = ("calls", "model_calls", "replayed", "prompt_tokens", "completion_tokens", "recorded_prompt_tokens",
               "recorded_completion_tokens", "cost")
 UsageTable = dict[str, dict[str, dict[str, float]]]  # {step: {agent: {key: value}}}
+RUN_USAGE = "run"  # the usage table's key of calls made for no step (the judge's scale check)
 
 
 class StepOverview(BaseModel):
@@ -211,15 +212,16 @@ class RunReader:
     # --- calls --------------------------------------------------------------------------------------
     @cached_property
     def usage(self) -> UsageTable:
-        """{step: {agent: {calls, model_calls, replayed, prompt_tokens, completion_tokens, recorded_prompt_tokens,
+        """{step (or "run": calls of no step): {agent: {calls, model_calls, replayed, prompt_tokens, completion_tokens, recorded_prompt_tokens,
         recorded_completion_tokens, cost}}} from calls.jsonl.
 
         Tokens and cost count only calls sent to a model (`source` "model", or no source in older runs);
         calls answered from a record (`source` "replay", "cache", ...) spent nothing and are counted apart."""
         table: UsageTable = {}
         for call in iter_jsonl(self.run.calls_path):
-            row = table.setdefault(str(call.get("step")), {}).setdefault(usage_row(call["agent"], call.get("context") or ""),
-                                                                        dict.fromkeys(USAGE_KEYS, 0))
+            step = call.get("step")
+            row = table.setdefault(RUN_USAGE if step is None else str(step), {}).setdefault(
+                usage_row(call["agent"], call.get("context") or ""), dict.fromkeys(USAGE_KEYS, 0))
             usage = call.get("usage") or {}
             prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
             row["calls"] += 1

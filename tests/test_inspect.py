@@ -29,6 +29,9 @@ def test_inspect_reports_steps_updates_hacking_memory_and_cost(tmp_path: Path, s
     prompt = sum(c["usage"]["prompt_tokens"] for c in calls)
     completion = sum(c["usage"]["completion_tokens"] for c in calls)
     assert data["totals"]["prompt_tokens"] == prompt
+    # the judge's scale check belongs to no step: its own key, not "None"
+    assert data["usage"]["run"]["scorer"]["calls"] == sum(c["step"] is None for c in calls) == 1
+    assert set(data["usage"]) == {"0", "1", "2", "run"}
     assert abs(data["totals"]["cost"] - (prompt * 1.0 + completion * 4.0) / 1e6) < 1e-6
     detail = json.loads(invoke("inspect", run, "--step", "1", "--json").stdout)["detail"]
     assert detail["criteria"] and detail["rubric"][0]["anchor"] is True and detail["retrieval"]["static"]
