@@ -407,11 +407,11 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
 def run_memory_rebuild(run_path: Path, json_out: bool, memory: Memory) -> None:
     from amaris_cli.memory.service import rebuild_run
 
-    added, counts, path = rebuild_run(run_path, memory.config_layer())
+    added, counts, where = rebuild_run(run_path, memory.config_layer())
     if json_out:
         emit_json({"indexed": added, "counts": counts})
     else:
-        err.print(f"rebuilt {path}: {added} entries ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+        err.print(f"rebuilt {where}: {added} entries ({', '.join(f'{k} {v}' for k, v in counts.items())})")
 
 
 def run_memory_search(run_path: Path, text: str, n: int, before_step: int | None, json_out: bool,

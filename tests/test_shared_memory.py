@@ -69,6 +69,10 @@ def test_two_runs_share_one_memory_and_rebuild_touches_only_its_own(tmp_path: Pa
     assert any(h["id"].startswith("job-a-") for h in hits) and any(not h["id"].startswith("job-") for h in hits)
     rebuilt = json.loads(invoke("memory", "rebuild", "--run", second, "--memory-url", chroma_server, "--json").stdout)
     assert rebuilt["indexed"] == 2 * 16 + 2 + 2
+    # its own entries, not the whole shared collection's (job-a's 3 steps beside them)
+    assert rebuilt["counts"] == {"analysis": 2 * 16, "summary": 2, "update": 2}, rebuilt
+    told = invoke("memory", "rebuild", "--run", second, "--memory-url", with_credentials)
+    assert told.exit_code == 0 and f"rebuilt {chroma_server}" in told.stderr and "pw-PLANTED-mem" not in told.stderr
     after = json.loads(invoke(*search).stdout)
     assert [h["id"] for h in after if h["id"].startswith("job-a-")] == [h["id"] for h in hits if h["id"].startswith("job-a-")]
 

@@ -135,15 +135,16 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
     return hits
 
 
-def rebuild_run(run_path: Path, flags: dict[str, Any]) -> tuple[int, dict[str, int], Path]:
-    """Re-create the index from the run's files. A second writer of the memory is an error (exit 3)."""
+def rebuild_run(run_path: Path, flags: dict[str, Any]) -> tuple[int, dict[str, int], str]:
+    """Re-create the index from the run's files: (entries added, the run's entries by type, where the index is).
+    A second writer of the memory is an error (exit 3)."""
     from amaris_cli.config import load_settings
 
     run = RunDir(run_path)
     settings = load_settings(base=run.load_manifest().config, flags=flags)
     with MemoryStore.open(run, settings.memory, "writer", rebuilding=True) as store:
         added = rebuild(store, RunCatalog(run))
-        return added, store.counts(), run.memory_path
+        return added, store.counts(), store.where()
 
 
 def search_run(run_path: Path, text: str, n: int, before_step: int | None,

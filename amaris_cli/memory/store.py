@@ -320,7 +320,17 @@ class MemoryStore:
 
     @_store_errors
     def counts(self) -> dict[str, int]:
-        return {t: col.count() for t, col in self._store().items()}
+        """The run's entries by type: in a shared memory, not the other runs' entries beside them."""
+        if not self.shared:
+            return {t: col.count() for t, col in self._store().items()}
+        mine = {"run": {"$in": list(self._run_keys)}}
+        return {t: len(col.get(where=mine, include=[])["ids"]) for t, col in self._store().items()}  # type: ignore[arg-type, list-item]
+
+    def where(self) -> str:
+        """Where the index is, for a message: the run's directory, or the shared server (no credentials)."""
+        if self.shared:
+            return f"{public_url(self.settings.url or '')} (namespace {self.settings.namespace!r})"
+        return str(self.run.memory_path)
 
     @_store_errors
     def query(self, texts: list[str], n: int, before_step: int, instance_id: str = "",
