@@ -42,17 +42,21 @@ def test_a_body_dripped_a_byte_at_a_time_is_cut_at_the_timeout(tmp_path: Path, s
     judge = sim_factory(agent_faults={"scorer": "drip"}, drip_interval=0.1)  # each read well within the timeout
     run = new_run(tmp_path)
     env = judge_env(judge, AMARIS_SCORER_TIMEOUT="1", AMARIS_SCORER_MAX_ATTEMPTS="2")
-    started = time.monotonic()
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", ROLLOUTS[:1]), "--run", run, "--step", "0",
                     "--json", env=env)
-    elapsed = time.monotonic() - started
+    ended = time.monotonic()
     assert result.exit_code == 4
     record = scores(run)["right"]
     assert record["status"] == "failed" and "timed out after 1s" in record["error"]
     assert json.loads(result.stdout)["usage"]["scorer"]["faults"] == {"timeout": 2}
     [call] = read_jsonl(run / "calls.jsonl")
-    assert 2.0 <= call["latency_s"] < 3.5, "two attempts of one second each, plus a short backoff"
-    assert elapsed < 8
+    assert call["latency_s"] >= 2.0, "two attempts of one second each"
+    # Each attempt is cut at its 1 s timeout (uncut, the dripped body holds it for tens of seconds), timed from
+    # the judge's arrivals: the call's latency_s and the command's time also hold its first request's setup
+    # (the SDK's import), seconds under CPU load (it failed 5 of 9 runs beside a CPU hog).
+    first, second = judge.arrivals
+    assert second - first < 2.0, "the first attempt is cut at its timeout, then a short backoff"
+    assert ended - second < 2.0, "the second attempt is cut at its timeout"
 
 
 # --- malformed 200 bodies ---------------------------------------------------------------------------

@@ -139,7 +139,8 @@ def test_rollouts_the_endpoint_refused_give_their_places_back_and_their_retries_
         refused = asyncio.run(together(server.url, batch[2:]))
         del judge.config.agent_faults["scorer"]  # the key works again
         time.sleep(1.2)  # --recheck-after; the step holds the refused rollouts' places for their retries meanwhile
-        retried = [http.post("/score", json=line(r)) for r in batch[2:]]
+        # (together, as a batch's: one after the other, the second came a judgement later, nearer the grace's end)
+        retried = asyncio.run(together(server.url, batch[2:]))
         assert AmarisClient(server.url).rubric_updated(0, timeout=120).state == "done"
     assert [r.status_code for r in judged + refused + retried] == [200, 200, 502, 502, 200, 200], \
         [r.json() for r in refused + retried]
