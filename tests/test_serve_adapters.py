@@ -204,25 +204,6 @@ def test_a_resumed_verl_discards_its_crashed_runs_half_of_the_step_it_generates_
     assert got == [s["reward"] for s in sorted(stored(run, 1, "scores.jsonl"), key=lambda s: instances[s["rollout_id"]])]
 
 
-def test_a_verl_reward_made_again_mid_step_joins_the_step_its_training_still_sends(tmp_path, sim) -> None:
-    """One of verl's reward workers is made again mid-training (a Ray actor restarted) while the others still
-    send step 1. The step opened before the new adapter, so its first call read it as a crashed run's leftover
-    and discarded it, with the other workers' judged rollouts. A step that got a request since the adapter was
-    made is live: the new adapter joins it."""
-    run = new_scenario_run(tmp_path, "verl-restarted-worker")
-    with served(run, sim, "--rollouts-per-step", 4) as server:
-        other = VerlReward(server.url)  # a worker that keeps running
-        verl_step_call(other, 0)
-        time.sleep(0.05)
-        restarted = VerlReward(server.url)  # the restarted worker's, made mid-step
-        verl_step_call(other, 1)  # the training goes on sending the step
-        verl_step_call(restarted, 2)
-        verl_step_call(other, 3)
-        assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
-        assert "discarded" not in server.stderr
-    assert sorted(r["instance_id"] for r in stored(run, 1)) == ["0", "1", "2", "3"]
-
-
 def test_a_verl_datasets_own_step_field_is_its_data_not_the_training_step(tmp_path, sim) -> None:
     """A dataset whose extra_info has a `step` (a multi-step problem's) and a `current_step` field, through the
     legacy managers (no global_steps): the batch was split into steps 2 and 3. The step is verl's global_steps

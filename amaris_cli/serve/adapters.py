@@ -223,10 +223,6 @@ class _Stepper:
         for left in health.open:
             if left.state != "open" or (left.opened_at is not None and left.opened_at >= started):
                 continue
-            if left.last_at is not None and left.last_at >= started:
-                # Opened before, but fed since: another process of this training sends it (this adapter's
-                # process restarted mid-step, e.g. a Ray actor), so it is live, not a crashed run's.
-                continue
             try:
                 if discard_from is not None and left.step >= discard_from:
                     self.client.discard(left.step, opened_before=started)  # not one reopened since

@@ -189,9 +189,6 @@ class OpenStepStatus(BaseModel):
     shards: int | None = None
     shards_in: list[int] = Field(default_factory=list)
     opened_at: float | None = None  # the server's clock (epoch seconds); None: opened by an older server
-    # When a request for it came last (the server's clock); None: none since this server started (a step it
-    # resumed from its journal), or an older server. An adapter made before then reads the step as live.
-    last_at: float | None = None
 
 
 class Health(BaseModel):

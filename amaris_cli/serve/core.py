@@ -131,7 +131,6 @@ class OpenStep:
     shards: int | None = None  # processes whose /complete the step waits for, once one has sent it
     shards_in: set[int] = field(default_factory=set)
     opened_at: float | None = None
-    last_at: float | None = None  # when a request for it came last, on this server (its clock)
     # Failed judgements whose client retries the same request (OpenRLHF), and when the latest failed: the step
     # is written only once they are judged again or RETRY_GRACE_S passed. `sealed`: its files are being written.
     retried: set[str] = field(default_factory=set)
@@ -155,8 +154,7 @@ class OpenStep:
 
     def status(self) -> OpenStepStatus:
         return OpenStepStatus(step=self.step, state=self.state, rollouts=len(self.rollouts), judged=len(self.records),
-                              shards=self.shards, shards_in=sorted(self.shards_in), opened_at=self.opened_at,
-                              last_at=self.last_at)
+                              shards=self.shards, shards_in=sorted(self.shards_in), opened_at=self.opened_at)
 
 
 class ServeCore:
@@ -635,7 +633,6 @@ class ServeCore:
     async def _score_in(self, st: OpenStep, rollout: Rollout, explicit_id: bool,
                         training: TrainingMetadata | None, retried_if_failed: bool = False) -> ScoreResponse:
         step = st.step
-        st.last_at = round(time.time(), 3)
         if training is not None and training != st.training and not st.told_differing:  # None: said nothing
             st.told_differing = True
             fields = (training or TrainingMetadata()).differences(st.training or TrainingMetadata())
