@@ -276,6 +276,24 @@ def test_a_re_judgement_of_only_1s_from_a_0_to_10_judge_is_failed_not_a_flip(tmp
     assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
 
 
+def test_a_grouped_re_judgement_of_only_1s_from_a_0_to_10_judge_is_failed_too(tmp_path: Path, sim_factory) -> None:
+    """The same for a step scored in groups (`--group-by input`): its re-judgements are group calls, checked
+    with the grouped template."""
+    run = new_run(tmp_path, "run", RELIABLE_ON.replace("enabled = true", "enabled = true\nmax_extra = 1"))
+    rows = [{"id": f"bare-{n}", "input": "What is 6*7?", "output": f"Final answer: {n}", "answer": "42"} for n in (41, 40)]
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", rows), "--run", run, "--step", "0", "--group-by",
+                    "input", env=judge_env(sim_factory()))
+    assert result.exit_code == 0, result.stderr
+    assert not (run / "judge-scale.json").exists(), "a reply of 0s is not asked about"
+    judge = sim_factory(agent_faults={"group_scorer": "scale10"})
+    result = invoke("evolve", "--run", run, "--step", "0", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    record = ReliabilityRecord.model_validate_json((run / "steps/000000/reliability.json").read_bytes())
+    assert record.judgements and all(j.status == "failed" and ":group:" in j.call for j in record.judgements), record
+    assert all("scores on another scale than 0-1" in (j.error or "") for j in record.judgements), record
+    assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
+
+
 def group_rollouts(tmp: Path) -> Path:
     """24 prompts x 4 responses (GRPO-style groups): the example answer, a wrong one, a padded one, a bare one."""
     rows = read_jsonl(EXAMPLES / "math" / "step-000.jsonl") + read_jsonl(EXAMPLES / "math" / "step-001.jsonl")

@@ -516,9 +516,12 @@ def test_a_judge_failure_is_an_explicit_failure_never_a_made_up_score(tmp_path, 
         # The server's first judgement imports the SDK: seconds on a loaded machine, past httpx's default 5 s.
         answer = httpx.post(f"{server.url}/score", json={**body(rows(0)[0]), "metadata": {"current_step": 0}},
                             timeout=60)
-    assert answer.status_code == 502 and "401" in answer.json()["error"]
+        validation = httpx.post(f"{server.url}/validate", json={**body(rows(0)[1]), "metadata": {"current_step": 0}},
+                                timeout=60)
+    assert answer.status_code == validation.status_code == 502 and "401" in answer.json()["error"]
     # which request it was, as the server's own refusals say (a trainer sends many at once)
     assert (answer.json()["step"], answer.json()["id"]) == (0, rows(0)[0]["id"]), answer.json()
+    assert (validation.json()["step"], validation.json()["id"]) == (0, rows(0)[1]["id"]), validation.json()
 
 
 def test_a_server_whose_key_was_refused_tries_the_endpoint_again_after_recheck_after(tmp_path, sim_factory) -> None:

@@ -727,9 +727,9 @@ class ServeCore:
         # Two causes fill a step early: a batch bigger than --rollouts-per-step, or rollouts a crashed trainer
         # left in the step before its resumed run sent the step again.
         overflow = (f"; the server completes a step once it holds {self.options.rollouts_per_step} rollouts "
-                    f"(--rollouts-per-step), counting any that a crashed trainer left in it: a trainer whose steps "
-                    "have more rollouts needs it set to its batch size, and a trainer resumed after a crash drops "
-                    "the steps its crashed run left open (POST /discard) before it sends them again"
+                    "(--rollouts-per-step): a trainer whose steps have more needs it set to its batch size. Rollouts "
+                    "a crashed trainer left in the step count too, unless the resumed trainer drops the step first "
+                    "(POST /discard; amaris's adapters do)"
                     if self.options.rollouts_per_step else "")
         if st is not None:
             raise ApiError(409, f"step {step} is being completed: it takes no more rollouts{overflow}", step=step,
@@ -873,10 +873,10 @@ class ServeCore:
             raise ApiError(409 if artifacts.rollouts_path(self.run, step).exists() else 404,
                            f"step {step} is not open: only an open step can be discarded", step=step)
         if opened_before is not None and st.opened_at is not None and st.opened_at >= opened_before:
-            raise ApiError(409, f"step {step} opened at {st.opened_at}, not before {opened_before} (the server's "
-                                "clock, epoch seconds; GET /health gives it as `now`): it is not the step the caller "
-                                "saw open (another process of the trainer discarded that one and the step was opened "
-                                "again since), or the time given is earlier than the step's opening", step=step)
+            raise ApiError(409, f"step {step} opened at {st.opened_at}, not before {opened_before}: it was opened "
+                                "again since the caller saw it open (another process of the trainer discarded that "
+                                "one), or `opened_before` was not taken on the server's clock (epoch seconds, "
+                                "GET /health's `now`)", step=step)
         if st.state != "open":
             raise ApiError(409, f"step {step} is being completed: it can no longer be discarded", step=step)
         st.begin_completion()  # takes no more rollouts; those being judged are answered as usual
