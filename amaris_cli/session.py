@@ -117,6 +117,7 @@ def open_session(
     replaying: RunDir | None = None,
     offline: bool = False,
     recheck_after: float | None = None,
+    announce_judge: bool = True,
 ) -> Iterator[Session]:
     """Start the judge if simulated and open the call log, for `settings` (run_settings) and the command
     `flags` that made them (recorded in provenance, credentials stripped).
@@ -125,7 +126,9 @@ def open_session(
     `replaying`, from that run's log first (`offline`: a request it lacks is an error, and no
     endpoint is needed; the memory reads its record of an embeddings endpoint's vectors likewise).
     `recheck_after`: a session that stays up (serve) tries an endpoint again that long after an
-    answer no request could get past (llm/client.py); a command's session stops on it."""
+    answer no request could get past (llm/client.py); a command's session stops on it. `announce` gets what a
+    person must see (the sim-judge, an outage); `announce_judge` False leaves out the sim-judge's banner (a
+    replay's sessions after its first: said once)."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
     with ExitStack() as stack:
@@ -141,8 +144,9 @@ def open_session(
             sim = stack.enter_context(SimJudge())
             sim_url = sim.base_url
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge")
-            say(f"{why}: using amaris's rule-based sim-judge at {sim_url}. "
-                "Its verdicts come from simple rules, not from an LLM.")
+            if announce_judge:
+                say(f"{why}: using amaris's rule-based sim-judge at {sim_url}. "
+                    "Its verdicts come from simple rules, not from an LLM.")
         elif offline and judge == "sim":  # the record holds the sim-judge's requests: looked up as its own
             sim_url = OFFLINE_SIM_URL
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge (offline: never called)")

@@ -97,6 +97,24 @@ def test_an_offline_miss_on_a_damaged_record_says_where_it_is(recorded, tmp_path
         result.stderr
 
 
+def test_a_run_recorded_before_the_judge_scale_check_replays_offline_as_it_was(recorded, tmp_path) -> None:
+    """A run recorded by an amaris that did not check the judge's scale has no `scale check` call: its offline
+    replay stopped at the probe (exit 5). It takes the replies as the recorded run took them, and says so."""
+    src, judge = recorded
+    old = Path(shutil.copytree(src, tmp_path / "old"))
+    lines = (old / "calls.jsonl").read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if json.loads(line)["context"] != "scale check"]
+    assert len(kept) == len(lines) - 1
+    (old / "calls.jsonl").write_bytes(b"".join(kept))
+    shutil.rmtree(old / ".calls-index")
+    (old / "judge-scale.json").unlink()
+    result = invoke("replay", old, "--out", tmp_path / "off", "--offline", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert "recorded before amaris checked the judge's scale" in result.stderr
+    assert outputs(tmp_path / "off") == outputs(src)
+    assert not (tmp_path / "off" / "judge-scale.json").exists(), "an outcome not checked is not kept"
+
+
 def test_a_record_the_index_no_longer_finds_says_why(recorded, tmp_path) -> None:
     """A log rewritten under its index (a line shortened before a record): the record is not found, and why is the
     index's offset, which now points into a line, with what to do."""

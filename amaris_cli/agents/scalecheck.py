@@ -13,7 +13,9 @@ The outcome is kept per judge (model and template, single or grouped; the endpoi
 noted) in RUN/judge-scale.json, so a run checks each judge once (`--judge sim` has a new port in every process).
 The probe is an ordinary scorer call in calls.jsonl (context `scale check`), which replays answer from the
 record. A check that could not be made (the endpoint down) is not kept: the reply waiting for it fails, and the
-next one asks again.
+next one asks again. An `--offline` replay of a run recorded before amaris made this check (its log holds no
+`scale check` call) takes the replies as the recorded run took them, and says so: it repeats that run, whose
+record has no answer to the probe.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pydantic import BaseModel, Field
 from amaris_cli.agents.common import AgentKit
 from amaris_cli.errors import AmarisError
 from amaris_cli.jsonio import read_model, write_json_atomic
+from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.endpoint import public_url
 from amaris_cli.models import Criterion, Rollout, RubricSet
 from amaris_cli.rundir import RunDir
@@ -121,7 +124,15 @@ class ScaleCheck:
     async def _probe(self) -> ScaleOutcome:
         # No re-ask: told that its 9 is off the scale, a 0-10 judge answers 1 once, and goes on answering 1 for
         # "not met" in every first reply. Its first answer to the probe is the scale it scores on.
-        score, error = await (self._ask_grouped() if self.template == "group_scorer" else self._ask_one())
+        try:
+            score, error = await (self._ask_grouped() if self.template == "group_scorer" else self._ask_one())
+        except OfflineMiss:
+            if not self._recorded_before_the_check():
+                raise
+            self.kit.client.say("the replayed run was recorded before amaris checked the judge's scale: its replies "
+                                "whose scores are all 0 or 1 are taken as it took them (--offline; unchecked)")
+            return ScaleOutcome(base_url=self.base_url, model=self.key[0], template=self.key[1], scale="0-1",
+                                answer="not checked: the replayed run was recorded before the check")  # not kept
         if score is not None:
             scale, said = "0-1", f"{score:g}"
         elif error is not None and "off the scale" in error:
@@ -131,6 +142,12 @@ class ScaleCheck:
         outcome = ScaleOutcome(base_url=self.base_url, model=self.key[0], template=self.key[1], scale=scale, answer=said)
         self._keep(outcome)
         return outcome
+
+    def _recorded_before_the_check(self) -> bool:
+        """An offline replay whose source holds no scale check at all, answered or failed: the recorded run was
+        made before amaris checked the scale (a run that checked has the call, also when it failed)."""
+        cache = self.kit.client.cache
+        return cache is not None and cache.offline and not cache.source_asked(None, CONTEXT)
 
     async def _ask_one(self) -> tuple[float | None, str | None]:
         from amaris_cli.agents.scorer import ScorerAnswer, asks_presence, check_against, scorer_messages

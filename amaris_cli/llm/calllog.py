@@ -404,11 +404,11 @@ class CallIndex:
         return (f"lines {', '.join(map(str, lines[:3]))}{more} of the log are damaged (not JSON), and one may be its "
                 "record (the log has no index)")
 
-    def records(self, step: int | None) -> Iterator[CallRecord]:
-        """Every answered record of a step (to explain a replay miss)."""
+    def records(self, step: int | None, answered_only: bool = True) -> Iterator[CallRecord]:
+        """Every answered record of a step (to explain a replay miss); with `answered_only` False, failed ones too."""
         for request_hash in list(self._load(step)):
             found = self.find(step, request_hash, accepted_only=False)
-            if found is not None and found.response is not None:
+            if found is not None and (found.response is not None or not answered_only):
                 yield found
 
 
