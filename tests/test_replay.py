@@ -113,6 +113,10 @@ def test_a_run_recorded_before_the_judge_scale_check_replays_offline_as_it_was(r
     assert "recorded before amaris checked the judge's scale" in result.stderr
     assert outputs(tmp_path / "off") == outputs(src)
     assert not (tmp_path / "off" / "judge-scale.json").exists(), "an outcome not checked is not kept"
+    # A run that holds an outcome checked the scale: its missing probe is a miss, as before.
+    shutil.copy(src / "judge-scale.json", old / "judge-scale.json")
+    again = invoke("replay", old, "--out", tmp_path / "again", "--offline", env=judge_env(judge))
+    assert again.exit_code == 5 and "(scale check)" in again.stderr, again.stderr
 
 
 def test_a_record_the_index_no_longer_finds_says_why(recorded, tmp_path) -> None:

@@ -144,10 +144,13 @@ class ScaleCheck:
         return outcome
 
     def _recorded_before_the_check(self) -> bool:
-        """An offline replay whose source holds no scale check at all, answered or failed: the recorded run was
-        made before amaris checked the scale (a run that checked has the call, also when it failed)."""
+        """An offline replay whose source holds no scale check at all, answered or failed, nor an outcome: the
+        recorded run was made before amaris checked the scale (a run that checked has the call, also when it
+        failed)."""
         cache = self.kit.client.cache
-        return cache is not None and cache.offline and not cache.source_asked(None, CONTEXT)
+        if cache is None or not cache.offline or cache.source_log is None:
+            return False
+        return not cache.source_asked(None, CONTEXT) and not (cache.source_log.parent / SCALE_FILE).exists()
 
     async def _ask_one(self) -> tuple[float | None, str | None]:
         from amaris_cli.agents.scorer import ScorerAnswer, asks_presence, check_against, scorer_messages
