@@ -22,7 +22,9 @@ from tests.conftest import (
     new_scenario_run,
     outputs,
     read_only_copy,
+    scores,
     snapshot,
+    write_jsonl,
 )
 
 
@@ -117,6 +119,32 @@ def test_a_run_recorded_before_the_judge_scale_check_replays_offline_as_it_was(r
     shutil.copy(src / "judge-scale.json", old / "judge-scale.json")
     again = invoke("replay", old, "--out", tmp_path / "again", "--offline", env=judge_env(judge))
     assert again.exit_code == 5 and "(scale check)" in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize("index", ["kept", "deleted"])
+def test_a_run_whose_scale_check_failed_is_never_replayed_unchecked(tmp_path, sim_factory, index) -> None:
+    """The source's probe got an invalid answer, so its reply of 1s failed. That run keeps judge-scale.json
+    without an outcome, which says it checked; and without that file, its probe's record that no longer reads
+    (a damaged line) may be the check: either way its offline replay stops (exit 5), naming the damage. Read as
+    a run recorded before the check, the replay scored the reply 1.0 where the source had failed it."""
+    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
+              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
+    judge = sim_factory(fault_plan=["", "wrong_shape"])  # the reply as usual (1s), the probe an invalid answer
+    src = new_scenario_run(tmp_path, "src")
+    rows = [{"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", rows), "--run", src, "--step", "0", "--on-error",
+                    "skip", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    assert scores(src)["worked"]["status"] == "failed" and "could not be checked" in scores(src)["worked"]["error"]
+    assert json.loads((src / "judge-scale.json").read_text()) == {"checks": []}
+    (src / "judge-scale.json").unlink()
+    lines = (src / "calls.jsonl").read_bytes().splitlines(keepends=True)
+    (src / "calls.jsonl").write_bytes(b"".join(b"x" + line[1:] if b'"scale check"' in line else line for line in lines))
+    if index == "deleted":
+        shutil.rmtree(src / ".calls-index")
+    replayed = invoke("replay", src, "--out", tmp_path / "off", "--offline", env=judge_env(judge))
+    assert replayed.exit_code == 5, replayed.stderr
+    assert "(scale check)" in replayed.stderr and "damaged (not JSON)" in replayed.stderr, replayed.stderr
 
 
 def test_a_record_the_index_no_longer_finds_says_why(recorded, tmp_path) -> None:

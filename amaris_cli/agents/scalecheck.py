@@ -98,6 +98,7 @@ class ScaleCheck:
                 try:
                     self._known = self._recorded() or await self._probe()
                 except ScaleUnchecked as exc:
+                    self._mark_checking()
                     return (f"the judge's scale could not be checked ({exc}), and a reply whose scores are all 0 or "
                             "1 is not read without it (1 is next to nothing on a 0-10 scale)")
         if self._known.scale == "0-1":
@@ -144,13 +145,13 @@ class ScaleCheck:
         return outcome
 
     def _recorded_before_the_check(self) -> bool:
-        """An offline replay whose source holds no scale check at all, answered or failed, nor an outcome: the
-        recorded run was made before amaris checked the scale (a run that checked has the call, also when it
-        failed)."""
+        """An offline replay whose source has no judge-scale.json (a run that checked has one, also when the
+        check failed) and no call that is or may be a scale check (a damaged line may be one): the recorded run
+        was made before amaris checked the scale."""
         cache = self.kit.client.cache
         if cache is None or not cache.offline or cache.source_log is None:
             return False
-        return not cache.source_asked(None, CONTEXT) and not (cache.source_log.parent / SCALE_FILE).exists()
+        return not (cache.source_log.parent / SCALE_FILE).exists() and not cache.source_may_hold(None, CONTEXT)
 
     async def _ask_one(self) -> tuple[float | None, str | None]:
         from amaris_cli.agents.scorer import ScorerAnswer, asks_presence, check_against, scorer_messages
@@ -171,6 +172,14 @@ class ScaleCheck:
         if answer.value is None or len(answer.value.responses) != 1 or len(answer.value.responses[0].verdicts) != 1:
             return None, answer.error or "not one verdict for the probe's one response"
         return answer.value.responses[0].verdicts[0].value, None
+
+    def _mark_checking(self) -> None:
+        """A check that could not be made leaves the file (without an outcome) all the same: it says that this
+        run's amaris checks the scale, so an offline replay of the run never reads a probe its record lacks (one
+        a held endpoint never sent) as a run recorded before the check."""
+        run = self.kit.run
+        if run is not None and not _path(run).exists():
+            write_json_atomic(_path(run), ScaleChecks().model_dump(mode="json"))
 
     def _keep(self, outcome: ScaleOutcome) -> None:
         run = self.kit.run

@@ -57,9 +57,9 @@ class CallCache:
                 return Cached(found, "cache")
         return None
 
-    def source_asked(self, step: int | None, context: str) -> bool:
-        """Whether the replay's source recorded any request of `context` at `step`, answered or failed."""
-        return self.source is not None and any(r.context == context for r in self.source.records(step, False))
+    def source_may_hold(self, step: int | None, context: str) -> bool:
+        """Whether the replay's source recorded, or may have recorded, a request of `context` at `step`."""
+        return self.source is not None and self.source.may_hold(step, context)
 
     def forget(self, step: int | None) -> None:
         """Release what is held in memory for a step (`amaris serve` runs for many steps)."""

@@ -404,12 +404,21 @@ class CallIndex:
         return (f"lines {', '.join(map(str, lines[:3]))}{more} of the log are damaged (not JSON), and one may be its "
                 "record (the log has no index)")
 
-    def records(self, step: int | None, answered_only: bool = True) -> Iterator[CallRecord]:
-        """Every answered record of a step (to explain a replay miss); with `answered_only` False, failed ones too."""
+    def records(self, step: int | None) -> Iterator[CallRecord]:
+        """Every answered record of a step (to explain a replay miss)."""
         for request_hash in list(self._load(step)):
             found = self.find(step, request_hash, accepted_only=False)
-            if found is not None and (found.response is not None or not answered_only):
+            if found is not None and found.response is not None:
                 yield found
+
+    def may_hold(self, step: int | None, context: str) -> bool:
+        """Whether the log holds a record of `context` at `step`, answered or failed, or may: a record that does
+        not read (a damaged line; a log without an index, its unreadable lines) may be one."""
+        for request_hash in list(self._load(step)):
+            found = self.find(step, request_hash, accepted_only=False)
+            if found is None or found.context == context:
+                return True
+        return bool(self._unreadable)
 
 
 def _rank(value: tuple[int, int, bool | None, bool]) -> int:

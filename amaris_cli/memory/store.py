@@ -324,7 +324,17 @@ class MemoryStore:
         if not self.shared:
             return {t: col.count() for t, col in self._store().items()}
         mine = {"run": {"$in": list(self._run_keys)}}
-        return {t: len(col.get(where=mine, include=[])["ids"]) for t, col in self._store().items()}  # type: ignore[arg-type, list-item]
+        return {t: self._count(col, mine) for t, col in self._store().items()}
+
+    @staticmethod
+    def _count(col: Any, where: dict[str, Any]) -> int:
+        """The entries matching `where`, read a page of ids at a time (a server caps what one answer holds)."""
+        total = 0
+        while len(page := col.get(where=where, include=[], limit=PAGE, offset=total)["ids"]) > 0:
+            total += len(page)
+            if len(page) < PAGE:
+                break
+        return total
 
     def where(self) -> str:
         """Where the index is, for a message: the run's directory, or the shared server (no credentials)."""
