@@ -97,6 +97,20 @@ def test_a_0_to_10_judge_that_complies_when_told_is_still_found_out(tmp_path: Pa
     assert [c["scale"] for c in json.loads((run / "judge-scale.json").read_text())["checks"]] == ["other"]
 
 
+def test_a_scale_check_the_endpoint_refused_leaves_the_mark_that_the_run_checks(tmp_path: Path, sim_factory) -> None:
+    """The probe got a 401 (in `serve`, a held endpoint does not even send it, so the log has no probe): the run
+    keeps judge-scale.json without an outcome, so its offline replay never reads it as a run recorded before
+    amaris checked the scale, and takes none of its replies unchecked."""
+    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
+              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
+    run = new_scenario_run(tmp_path)
+    rows = [{"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+    result = invoke("score", write_jsonl(tmp_path / "r.jsonl", rows), "--run", run, "--step", "0",
+                    env=judge_env(sim_factory(fault_plan=["", "401"])))
+    assert result.exit_code != 0 and "401" in result.stderr, result.stderr
+    assert json.loads((run / "judge-scale.json").read_text()) == {"checks": []}
+
+
 def test_a_damaged_scale_record_is_checked_again_and_written_again(tmp_path: Path, sim_factory) -> None:
     """judge-scale.json is derived: one that no longer reads (a torn write, an edit) stopped `score` with no scores."""
     run = new_scenario_run(tmp_path)

@@ -101,6 +101,11 @@ class ScaleCheck:
                     self._mark_checking()
                     return (f"the judge's scale could not be checked ({exc}), and a reply whose scores are all 0 or "
                             "1 is not read without it (1 is next to nothing on a 0-10 scale)")
+                except OfflineMiss:
+                    raise
+                except Exception:  # the endpoint refused (a held one sends nothing, so the log has no probe)
+                    self._mark_checking()
+                    raise
         if self._known.scale == "0-1":
             return None
         return (f"the judge scores on another scale than 0-1: asked to score a criterion the response fully meets, "
