@@ -212,8 +212,8 @@ class RunReader:
     # --- calls --------------------------------------------------------------------------------------
     @cached_property
     def usage(self) -> UsageTable:
-        """{step (or "run": calls of no step): {agent: {calls, model_calls, replayed, prompt_tokens, completion_tokens, recorded_prompt_tokens,
-        recorded_completion_tokens, cost}}} from calls.jsonl.
+        """{step (or "run": calls of no step): {agent: {calls, model_calls, replayed, prompt_tokens,
+        completion_tokens, recorded_prompt_tokens, recorded_completion_tokens, cost}}} from calls.jsonl.
 
         Tokens and cost count only calls sent to a model (`source` "model", or no source in older runs);
         calls answered from a record (`source` "replay", "cache", ...) spent nothing and are counted apart."""

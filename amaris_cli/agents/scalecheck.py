@@ -12,10 +12,11 @@ contract refuses. A judge that answered off the scale has every reply with a 1 f
 The outcome is kept per judge (model and template, single or grouped; the endpoint, without credentials, is
 noted) in RUN/judge-scale.json, so a run checks each judge once (`--judge sim` has a new port in every process).
 The probe is an ordinary scorer call in calls.jsonl (context `scale check`), which replays answer from the
-record. A check that could not be made (the endpoint down) is not kept: the reply waiting for it fails, and the
-next one asks again. An `--offline` replay of a run recorded before amaris made this check (its log holds no
-`scale check` call) takes the replies as the recorded run took them, and says so: it repeats that run, whose
-record has no answer to the probe.
+record. A check that could not be made (the endpoint down or refusing) keeps no outcome: the reply waiting for
+it fails, and the next one asks again; the file is written all the same, saying that the run checks. An
+`--offline` replay of a run recorded before amaris made this check (no such file, and no call in its log that is
+or may be a `scale check`) takes the replies as the recorded run took them, and says so: it repeats that run,
+whose record has no answer to the probe.
 """
 
 from __future__ import annotations
