@@ -183,7 +183,8 @@ def replay_job(options: ReplayOptions, hooks: Hooks = Hooks()) -> LoopResult:
                         settings = settings.unrecorded_environment()
                     settings.memory = settings.memory.model_copy(update={"url": options.memory_url})
                     sessions[key] = stack.enter_context(open_session(
-                        dst, settings, choice, flags=merged, announce=hooks.say, announce_judge=not sessions,
+                        dst, settings, choice, flags=merged, announce=hooks.say,
+                        announce_judge=not any(s.sim_url for s in sessions.values()),  # said by the first that uses it
                         replaying=src, offline=options.offline))
                 return sessions[key]
 

@@ -147,6 +147,18 @@ def test_a_run_whose_scale_check_failed_is_never_replayed_unchecked(tmp_path, si
     assert "(scale check)" in replayed.stderr and "damaged (not JSON)" in replayed.stderr, replayed.stderr
 
 
+def test_a_replay_says_it_uses_the_sim_judge_when_a_later_step_of_its_source_used_it(tmp_path, sim) -> None:
+    """Step 0 was judged by an endpoint, step 1 by `--judge sim`. The replay's first session (step 0's) starts no
+    sim-judge, and only the first session could say so: step 1 was judged by the rule-based sim-judge unsaid."""
+    src = new_run(tmp_path, "src")
+    for steps, judge in (("0:0", ()), ("1:1", ("--judge", "sim"))):
+        result = invoke("loop", EXAMPLES / "math", "--run", src, "--steps", steps, *judge, env=judge_env(sim))
+        assert result.exit_code == 0, result.stderr
+    replayed = invoke("replay", src, "--out", tmp_path / "dst", env=judge_env(sim))
+    assert replayed.exit_code == 0, replayed.stderr
+    assert replayed.stderr.count("using amaris's rule-based sim-judge") == 1, replayed.stderr
+
+
 def test_a_record_the_index_no_longer_finds_says_why(recorded, tmp_path) -> None:
     """A log rewritten under its index (a line shortened before a record): the record is not found, and why is the
     index's offset, which now points into a line, with what to do."""
