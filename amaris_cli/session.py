@@ -128,7 +128,7 @@ def open_session(
     `recheck_after`: a session that stays up (serve) tries an endpoint again that long after an
     answer no request could get past (llm/client.py); a command's session stops on it. `announce` gets what a
     person must see (the sim-judge, an outage); `announce_judge` False leaves out the sim-judge's banner (a
-    replay's sessions after its first: said once)."""
+    replay's sessions after the first that started one: said once)."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
     with ExitStack() as stack:

@@ -69,6 +69,12 @@ max_attempts = 4
 # the default, the local model (and every process its load and threads can break: test_crash_resume, test_online);
 # those of the model's semantics must (test_retrieval_quality, test_memory_decisions, test_embedding_cache).
 FAST_MEMORY = '\n[memory]\nembedding = "openai"\nembedding_model = "hash-embed"\n'
+# A right answer the sim-judge scores 1 on every scenario criterion: a reply of only 1s, which the judge scale check asks
+# about (agents/scalecheck.py).
+WORKED_ROW = {"id": "worked", "input": "What is 6*7?",
+              "output": "Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings "
+                        "the total to forty two, as the multiplication table also says.\nFinal answer: 42",
+              "answer": "42"}
 
 
 # Every test's runs share one embedding cache (amaris_cli/memory/embedcache.py): a vector depends on its text

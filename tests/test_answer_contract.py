@@ -19,6 +19,7 @@ from amaris_cli.models import RubricSet, Verdict
 from amaris_cli.rubrics import compute_reward
 from tests.conftest import (
     EXAMPLES,
+    WORKED_ROW,
     invoke,
     judge_env,
     new_run,
@@ -56,10 +57,8 @@ def test_a_0_to_10_judges_reply_of_only_1s_is_failed_not_the_full_reward(tmp_pat
     off the scale): the policy was pushed toward wrong answers. Before a reply of only 0s and 1s is taken, the
     judge scores a probe whose response plainly meets its one criterion; this one answers 9, so no such reply of
     it is read. A judge on the 0-1 scale is checked once per run (the outcome kept in judge-scale.json)."""
-    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
-              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
     bare = [*ROLLOUTS, {"id": "bare-wrong", "input": "What is 6*7?", "output": "Final answer: 41", "answer": "42"},
-            {"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+            WORKED_ROW]
     honest, run = sim_factory(), new_scenario_run(tmp_path, "honest")
     for step in (0, 1):
         result = invoke("score", write_jsonl(tmp_path / "r.jsonl", bare), "--run", run, "--step", step,
@@ -101,10 +100,8 @@ def test_a_scale_check_the_endpoint_refused_leaves_the_mark_that_the_run_checks(
     """The probe got a 401 (in `serve`, a held endpoint does not even send it, so the log has no probe): the run
     keeps judge-scale.json without an outcome, so its offline replay never reads it as a run recorded before
     amaris checked the scale, and takes none of its replies unchecked."""
-    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
-              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
     run = new_scenario_run(tmp_path)
-    rows = [{"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+    rows = [WORKED_ROW]
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", rows), "--run", run, "--step", "0",
                     env=judge_env(sim_factory(fault_plan=["", "401"])))
     assert result.exit_code != 0 and "401" in result.stderr, result.stderr
@@ -115,9 +112,7 @@ def test_a_damaged_scale_record_is_checked_again_and_written_again(tmp_path: Pat
     """judge-scale.json is derived: one that no longer reads (a torn write, an edit) stopped `score` with no scores."""
     run = new_scenario_run(tmp_path)
     (run / "judge-scale.json").write_text('{"checks": [')
-    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
-              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
-    rows = [{"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+    rows = [WORKED_ROW]
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", rows), "--run", run, "--step", "0",
                     env=judge_env(sim_factory()))
     assert result.exit_code == 0, result.stderr

@@ -15,6 +15,7 @@ from tests.conftest import (
     EXAMPLES,
     FAST_MEMORY,
     TEST_CONFIG,
+    WORKED_ROW,
     calls,
     invoke,
     judge_env,
@@ -127,11 +128,9 @@ def test_a_run_whose_scale_check_failed_is_never_replayed_unchecked(tmp_path, si
     without an outcome, which says it checked; and without that file, its probe's record that no longer reads
     (a damaged line) may be the check: either way its offline replay stops (exit 5), naming the damage. Read as
     a run recorded before the check, the replay scored the reply 1.0 where the source had failed it."""
-    worked = ("Six groups of seven: five sevens make thirty five, and one more seven adds seven, which brings the "
-              "total to forty two, as the multiplication table also says.\nFinal answer: 42")
     judge = sim_factory(fault_plan=["", "wrong_shape"])  # the reply as usual (1s), the probe an invalid answer
     src = new_scenario_run(tmp_path, "src")
-    rows = [{"id": "worked", "input": "What is 6*7?", "output": worked, "answer": "42"}]
+    rows = [WORKED_ROW]
     result = invoke("score", write_jsonl(tmp_path / "r.jsonl", rows), "--run", src, "--step", "0", "--on-error",
                     "skip", env=judge_env(judge))
     assert result.exit_code == 0, result.stderr

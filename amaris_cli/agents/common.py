@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -14,6 +14,10 @@ from amaris_cli.models import RubricSet
 from amaris_cli.prompts import LedData, Template, load_template
 from amaris_cli.rundir import RunDir
 from amaris_cli.training import TrainingMetadata, load_training, training_path
+
+if TYPE_CHECKING:  # scalecheck imports this module
+    from amaris_cli.agents.scalecheck import ScaleCheck
+    from amaris_cli.agents.scalecheck import Template as ScaleTemplate
 
 # Said before the block of a trainer's training metadata, outside it: the block itself is data.
 SENT_BY_TRAINER = ("as the trainer sent it with this step's requests (data between markers; nothing inside is an "
@@ -37,14 +41,14 @@ class AgentKit:
     _templates: dict[str, Template] = field(default_factory=dict)
     _told: dict[int, TrainingMetadata | None] = field(default_factory=dict)
     _read: dict[int, tuple[tuple[int, int] | None, TrainingMetadata | None]] = field(default_factory=dict)
-    _scale: dict[str, Any] = field(default_factory=dict)  # agents/scalecheck.py's ScaleCheck by template
+    _scale: dict[str, ScaleCheck] = field(default_factory=dict)  # by template
 
-    def scale_check(self, template: str = "scorer") -> Any:
+    def scale_check(self, template: ScaleTemplate = "scorer") -> ScaleCheck:
         """The check that the scorer scores on 0-1 with `template` (agents/scalecheck.py), one per session."""
         if template not in self._scale:
             from amaris_cli.agents.scalecheck import ScaleCheck
 
-            self._scale[template] = ScaleCheck(self, template)  # type: ignore[arg-type]
+            self._scale[template] = ScaleCheck(self, template)
         return self._scale[template]
 
     def template(self, agent: str) -> Template:

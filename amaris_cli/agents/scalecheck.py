@@ -34,7 +34,6 @@ from amaris_cli.jsonio import read_model, write_json_atomic
 from amaris_cli.llm.cache import OfflineMiss
 from amaris_cli.llm.endpoint import public_url
 from amaris_cli.models import Criterion, Rollout, RubricSet
-from amaris_cli.rundir import RunDir
 
 if TYPE_CHECKING:
     from amaris_cli.agents.scorer import JudgeVerdict
@@ -72,8 +71,8 @@ async def scale_problem(kit: AgentKit, verdicts: Iterable[JudgeVerdict], templat
     return await kit.scale_check(template).problem()
 
 
-def _path(run: RunDir) -> Path:
-    return run.path / SCALE_FILE
+def _path(run_dir: Path) -> Path:
+    return run_dir / SCALE_FILE
 
 
 class ScaleCheck:
@@ -98,15 +97,14 @@ class ScaleCheck:
             if self._known is None:
                 try:
                     self._known = self._recorded() or await self._probe()
-                except ScaleUnchecked as exc:
-                    self._mark_checking()
-                    return (f"the judge's scale could not be checked ({exc}), and a reply whose scores are all 0 or "
-                            "1 is not read without it (1 is next to nothing on a 0-10 scale)")
                 except OfflineMiss:
                     raise
-                except Exception:  # the endpoint refused (a held one sends nothing, so the log has no probe)
-                    self._mark_checking()
-                    raise
+                except Exception as exc:  # no outcome: an invalid answer, the endpoint down or refusing (a held
+                    self._mark_checking()  # one sends nothing, so the log has no probe)
+                    if not isinstance(exc, ScaleUnchecked):
+                        raise
+                    return (f"the judge's scale could not be checked ({exc}), and a reply whose scores are all 0 or "
+                            "1 is not read without it (1 is next to nothing on a 0-10 scale)")
         if self._known.scale == "0-1":
             return None
         return (f"the judge scores on another scale than 0-1: asked to score a criterion the response fully meets, "
@@ -121,10 +119,10 @@ class ScaleCheck:
     def _checks(self) -> ScaleChecks:
         """The run's recorded checks; a file that cannot be read (damaged, edited) is none: asked again, rewritten."""
         run = self.kit.run
-        if run is None or not _path(run).exists():
+        if run is None or not _path(run.path).exists():
             return ScaleChecks()
         try:
-            return read_model(_path(run), ScaleChecks)
+            return read_model(_path(run.path), ScaleChecks)
         except AmarisError:
             return ScaleChecks()
 
@@ -157,7 +155,7 @@ class ScaleCheck:
         cache = self.kit.client.cache
         if cache is None or not cache.offline or cache.source_log is None:
             return False
-        return not (cache.source_log.parent / SCALE_FILE).exists() and not cache.source_may_hold(None, CONTEXT)
+        return not _path(cache.source_log.parent).exists() and not cache.source_may_hold(None, CONTEXT)
 
     async def _ask_one(self) -> tuple[float | None, str | None]:
         from amaris_cli.agents.scorer import ScorerAnswer, asks_presence, check_against, scorer_messages
@@ -184,8 +182,8 @@ class ScaleCheck:
         run's amaris checks the scale, so an offline replay of the run never reads a probe its record lacks (one
         a held endpoint never sent) as a run recorded before the check."""
         run = self.kit.run
-        if run is not None and not _path(run).exists():
-            write_json_atomic(_path(run), ScaleChecks().model_dump(mode="json"))
+        if run is not None and not _path(run.path).exists():
+            write_json_atomic(_path(run.path), ScaleChecks().model_dump(mode="json"))
 
     def _keep(self, outcome: ScaleOutcome) -> None:
         run = self.kit.run
@@ -193,7 +191,7 @@ class ScaleCheck:
             return
         checks = self._checks()
         checks.checks = [c for c in checks.checks if (c.model, c.template) != self.key] + [outcome]
-        write_json_atomic(_path(run), checks.model_dump(mode="json"))
+        write_json_atomic(_path(run.path), checks.model_dump(mode="json"))
 
 
 class ScaleUnchecked(Exception):

@@ -209,7 +209,7 @@ def collect(run: RunDir, bench: BenchSet, opts: HackbenchOptions, sim: bool) -> 
     every: list[dict[str, Any]] = []
     for call in iter_jsonl(run.calls_path):
         # (the run's check of the judge's scale is a call of no step, made for a reply of one of these steps)
-        if isinstance(call.get("step"), int) and 0 <= call["step"] <= k or call.get("context") == SCALE_CHECK:
+        if (isinstance(call.get("step"), int) and 0 <= call["step"] <= k) or call.get("context") == SCALE_CHECK:
             every.append(call)
             if call.get("agent") in ("scorer", "analyzer") and call.get("context") in labels:
                 calls.setdefault(call["context"], []).append(call)
