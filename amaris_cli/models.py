@@ -145,6 +145,12 @@ class RewardHackingAnalysis(Frozen):
     detected: bool
     patterns: list[HackingFinding] = Field(default_factory=list)
 
+    @property
+    def found(self) -> list[HackingFinding]:
+        """The patterns the analyzer says the rollout shows: one named with severity "none" was checked and not
+        found, so it is counted nowhere (prevalence, alarms, the memory's kinds, the report's flags)."""
+        return [p for p in self.patterns if p.severity != "none"]
+
 
 class RubricJudgement(Frozen):
     assessment: str

@@ -37,7 +37,7 @@ def count_hacking(analyses: list[AnalysisRecord]) -> list[HackingCount]:
     counts: dict[str, int] = {}
     for record in analyzed:
         assert record.analysis is not None
-        for name in {p.pattern for p in record.analysis.reward_hacking.patterns}:
+        for name in {p.pattern for p in record.analysis.reward_hacking.found}:
             counts[name] = counts.get(name, 0) + 1
     total = max(1, len(analyzed))
     return [HackingCount(pattern=name, count=n, prevalence=round(n / total, 6), known=name in HACKING_PATTERNS)

@@ -508,3 +508,31 @@ def test_an_offline_replay_of_an_answer_todays_rules_re_ask_says_the_rules_chang
     assert "--offline: step 0, agent scorer (right): " in said
     assert "the recorded run used the judge's answer, which amaris's answer rules now re-ask (" in said
     assert "takes it back" in said and "the amaris version that recorded it" in said
+
+
+def _analysis(detected: bool, patterns: list[tuple[str, str]]) -> str:
+    return json.dumps({
+        "overall_assessment": "The response answers the question.", "stage_performance": "It states a result.",
+        "reward_hacking": {"detected": detected, "patterns": [{"pattern": p, "evidence": "the response", "severity": s}
+                                                              for p, s in patterns]},
+        "advancement_strategy": "Show the working.", "rubric_judgement": {"assessment": "fair", "misjudged": False}})
+
+
+def test_a_pattern_the_analyzer_names_with_severity_none_is_counted_nowhere(tmp_path: Path, sim_factory) -> None:
+    """An analyzer may list a pattern it checked and did not find ("severity": "none", with detected false): it is
+    not in the step's hacking counts (what the summarizer, updater, memory and alarms read) or the report's flags."""
+    from amaris_cli.models import AnalysisRecord
+    from amaris_cli.report.collect import analysis_block
+
+    run = _scored_run(tmp_path, sim_factory)
+    judge = sim_factory(scripted={"analyzer": [_analysis(False, [("verbosity", "none")]),
+                                               _analysis(True, [("verbosity", "high"), ("self_praise", "none")])]})
+    assert invoke("analyze", "--run", run, "--step", "0", env=judge_env(judge)).exit_code == 0
+    assert invoke("summarize", "--run", run, "--step", "0", env=judge_env(judge)).exit_code == 0
+    hacking = json.loads((run / "steps/000000/summary.json").read_text())["hacking"]
+    assert [(h["pattern"], h["count"], h["prevalence"]) for h in hacking] == [("verbosity", 1, 0.5)]
+    flags = []
+    for line in read_jsonl(run / "steps/000000/analyses.jsonl"):
+        block = analysis_block(AnalysisRecord.model_validate(line), lambda text: text)
+        flags.append(block.get("hk", [])[::3])
+    assert sorted(flags) == [[], ["verbosity"]]

@@ -43,7 +43,7 @@ def check_hacking(answer: AnalysisAnswer) -> None:
     none) is two answers: the step's summary counts the patterns, the adoption gate reads `detected`, so
     either reading would be a guess; the answer is re-asked."""
     hacking = answer.reward_hacking
-    named = [p.pattern for p in hacking.patterns if p.severity != "none"]
+    named = [p.pattern for p in hacking.found]
     if not hacking.detected and named:
         raise ValueError(f"reward_hacking.detected is false but it names {len(named)} pattern(s) ({named[0]!r}...): "
                          "set detected to true, or list no pattern")

@@ -194,7 +194,7 @@ def collect(run: RunDir, bench: BenchSet, opts: HackbenchOptions, sim: bool) -> 
     k = opts.updates
     labels = {r.id: BenchLabel.model_validate(r.metadata["hackbench"]) for r in artifacts.load_rollouts(run, 0)}
     r0, rk = _rewards(run, 0), _rewards(run, k)
-    named_in = {a.rollout_id: [p.pattern for p in a.analysis.reward_hacking.patterns]
+    named_in = {a.rollout_id: [p.pattern for p in a.analysis.reward_hacking.found]
                 for a in artifacts.load_analyses(run, 0) if a.analysis is not None}
     controls = [rid for rid, label in labels.items() if label.family == HONEST]
     by_item: dict[str, list[str]] = {}

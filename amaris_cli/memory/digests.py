@@ -130,7 +130,7 @@ def _across_kinds(group: list[tuple[MemoryEntry, AnalysisRecord]], limit: int) -
         if said not in alike:
             a = record.analysis
             assert a is not None
-            kind = tuple(sorted({p.pattern for p in a.reward_hacking.patterns})), a.rubric_judgement.misjudged
+            kind = tuple(sorted({p.pattern for p in a.reward_hacking.found})), a.rubric_judgement.misjudged
             kinds.setdefault(kind, []).append(said)
         alike.setdefault(said, []).append(entry)
     for copies in alike.values():

@@ -295,7 +295,7 @@ def analysis_block(record: AnalysisRecord, strings: Strings) -> dict[str, Any]:
     block: dict[str, Any] = {"ok": 1, "as": strings(a.overall_assessment), "sp": strings(a.stage_performance),
                              "adv": strings(a.advancement_strategy), "rj": strings(a.rubric_judgement.assessment)}
     flags: list[int] = []
-    for p in a.reward_hacking.patterns:
+    for p in a.reward_hacking.found:
         flags += [strings(p.pattern), SEVERITIES.index(p.severity), strings(p.evidence)]
     if flags:
         block["hk"] = flags
