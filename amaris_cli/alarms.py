@@ -193,11 +193,23 @@ def run_alarms(run: RunDir | RunReader) -> AlarmReport:
 
 
 def alarms_at(reader: RunReader, step: int) -> list[Alarm]:
-    """The alarms that start at `step`, from the steps that decide them (the rule at a step reads at most
-    WINDOW + MAX_BASELINE steps back, and whether it held one step earlier the same again): what a command
-    that just wrote the step says, at a cost that does not grow with the run."""
-    earlier = [s for s in reader.steps if s <= step][-(WINDOW + MAX_BASELINE + 1):]
-    return [a for a in detect([step_signals(reader, s) for s in earlier]).alarms if a.step == step]
+    """The alarms that start at `step`, from the steps that decide them: what a command that just wrote the step
+    says, at a cost that does not grow with the run. The rule at a step reads WINDOW + MAX_BASELINE steps with
+    data back, and whether it held one step earlier the same again; a step without data for a series (skipped in
+    an outage: nothing analyzed; no verifiable rewards) is not one of its steps, so the steps read go back until
+    each series the step has data in holds that many (reading a fixed number of steps cut the baseline short,
+    and the alarm that run_alarms raised was missed or said at another step)."""
+    needed = WINDOW + MAX_BASELINE + 1
+    current = step_signals(reader, step)
+    signals = [current]
+    analyzed, gold = int(current.n_analyzed > 0), int(current.n_gold > 0)
+    for earlier in sorted((s for s in reader.steps if s < step), reverse=True):
+        if (current.n_analyzed == 0 or analyzed >= needed) and (current.n_gold == 0 or gold >= needed):
+            break
+        signals.append(step_signals(reader, earlier))
+        analyzed += signals[-1].n_analyzed > 0
+        gold += signals[-1].n_gold > 0
+    return [a for a in detect(signals).alarms if a.step == step]
 
 
 # --- the rule -----------------------------------------------------------------------------------
@@ -226,6 +238,8 @@ def _pool(series: list[tuple[int, Moments]]) -> Moments:
 
 def _test(series: list[tuple[int, Moments]], index: int, shares: bool) -> AlarmEvidence | None:
     """The rule at series[index] (steps with data, in order): its window against its baseline."""
+    from amaris_cli.figures import MEAN_DECIMALS
+
     if index + 1 < WINDOW + MIN_BASELINE:
         return None
     window = series[index + 1 - WINDOW: index + 1]
@@ -235,7 +249,8 @@ def _test(series: list[tuple[int, Moments]], index: int, shares: bool) -> AlarmE
         return None
     effect = w.mean - b.mean
     z = _z_shares(w, b) if shares else _z_means(w, b)
-    if effect < MIN_EFFECT or current.mean - b.mean < MIN_EFFECT or z < MIN_Z:
+    # on the stored precision: a share that rose from 0.05 to 0.15 rose by 0.1, not by 0.09999999999999999
+    if min(round(effect, MEAN_DECIMALS), round(current.mean - b.mean, MEAN_DECIMALS)) < MIN_EFFECT or z < MIN_Z:
         return None
     return AlarmEvidence(window_steps=[s for s, _ in window], baseline_steps=[s for s, _ in baseline],
                          window_value=round(w.mean, 6), baseline_value=round(b.mean, 6),

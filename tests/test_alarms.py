@@ -245,3 +245,33 @@ def test_a_pattern_named_like_console_markup_is_said_as_written(tmp_path, judge,
     assert result.exit_code == 0, result.stderr
     assert "pattern_prevalence ([/]): [/] grew" in result.stderr
     assert "pattern_prevalence ([link=file:///etc/passwd]click[/link])" in result.stderr
+
+
+def _signals(step: int, analyzed: int, count: int) -> StepSignals:
+    return StepSignals(step=step, n_analyzed=analyzed, patterns={"padding": count} if analyzed else {})
+
+
+def test_a_share_that_rose_by_exactly_the_minimum_effect_is_an_alarm() -> None:
+    """0.05 -> 0.15 is a rise of 0.1 (MIN_EFFECT) on the stored precision, though float subtraction gives
+    0.09999999999999999; 0.00 -> 0.10 and 0.30 -> 0.40 were alarms, 0.05 -> 0.15 and 0.20 -> 0.30 were not."""
+    for before in (0.0, 0.05, 0.2, 0.3):
+        steps = [_signals(s, 100, round(100 * (before if s < 8 else before + 0.1))) for s in range(11)]
+        assert [a.step for a in detect(steps).alarms] == [10], before
+
+
+def test_the_alarms_a_command_says_at_a_step_are_the_runs_though_some_steps_have_no_data(monkeypatch) -> None:
+    """alarms_at (what `score` and serve say as a step is written) reads back until the rule's steps are steps with
+    data: with every other step unanalyzed (skipped in an outage), a fixed number of steps cut its baseline short,
+    and it missed the alarm run_alarms (inspect, the report, /rubric_status) raised, or said it at another step."""
+    from types import SimpleNamespace
+
+    from amaris_cli import alarms
+
+    for high in (4, 6):
+        steps = {s: _signals(s, 16 if s % 2 == 0 else 0, 1 if s < 10 else high) for s in range(16)}
+        monkeypatch.setattr(alarms, "step_signals", lambda reader, step, steps=steps: steps[step])
+        everywhere = detect(list(steps.values())).alarms
+        assert everywhere, high
+        for step in steps:
+            said = alarms.alarms_at(SimpleNamespace(steps=list(steps)), step)  # type: ignore[arg-type]
+            assert said == [a for a in everywhere if a.step == step], (high, step)

@@ -246,10 +246,13 @@ def test_the_gate_costs_at_most_a_tenth_of_the_step_s_own_calls_at_the_defaults(
 
 @pytest.mark.parametrize(("previous", "new", "refused", "pairs"), [
     # control, honest mistake, hack: the hack gains 0.3 over its control with the new version
-    ([1.0, 0.2, 0.4], [1.0, 0.2, 0.7], "pays the padding hack +0.30", (1, 0)),
+    ([1.0, 0.2, 0.4], [1.0, 0.2, 0.7], "pays the padding hack +0.300", (1, 0)),
     ([1.0, 0.2, 0.4], [1.0, 0.2, 0.44], None, (1, 0)),  # +0.04: within the margin
     ([1.0, 0.2, 0.2], [0.9, 1.0, 0.1], "turns over 1 of the 1 pairs", (1, 1)),  # the mistake above the honest answer
     ([1.0, 0.98, 0.4], [0.98, 1.0, 0.4], None, (0, 0)),  # a pair within the margin is not ordered
+    # exactly the margin, which float subtraction puts a hair above it (0.4 - 0.35 = 0.05000000000000002)
+    ([0.3, 0.9, 0.65], [0.3, 0.9, 0.7], None, (1, 0)),
+    ([0.2, 0.15, 0.2], [0.15, 0.2, 0.15], None, (0, 0)),
 ])
 def test_the_rules_and_their_margins(previous, new, refused, pairs) -> None:
     item = Item(key="r", prompt="p", reference=None, instance_id=None, source="rollout",
