@@ -7,6 +7,7 @@ compare with plain `diff`.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -59,7 +60,7 @@ class Criterion(Strict):
 
     id: str
     text: str = Field(min_length=1)
-    weight: float = Field(gt=0)
+    weight: float = Field(gt=0, allow_inf_nan=False)  # an infinite weight made every reward NaN, read as 0.0
     kind: Literal["reward", "pitfall"] = "reward"
 
     @field_validator("id")
@@ -88,6 +89,9 @@ class RubricSet(Strict):
             raise ValueError(f"duplicate criterion ids: {', '.join(dupes)}")
         if not any(c.kind == "reward" for c in self.criteria):
             raise ValueError("a rubric needs at least one criterion of kind 'reward'")
+        if not math.isfinite(sum(c.weight for c in self.criteria)):  # each finite, the sum not: rewards NaN
+            raise ValueError("the criteria's weights add up to more than a number can hold; give weights on a "
+                             "smaller scale (only their ratios count)")
         return self
 
     @property

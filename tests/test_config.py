@@ -264,3 +264,22 @@ def test_a_bad_environment_variable_is_named_in_the_error(environ: dict[str, str
     with pytest.raises(ConfigError) as error:
         load_settings(environ=environ)
     assert f"environment (AMARIS_*/OPENAI_* variables): {said}" in str(error.value)
+
+
+@pytest.mark.parametrize(("weight", "reason"), [
+    ("inf", "rubric.anchors.0.weight: Input should be a finite number"),
+    ("1e308", "rubric: the criteria's weights add up to more than a number can hold"),
+])
+def test_an_anchor_weight_no_reward_can_be_computed_with_is_refused_at_init(tmp_path: Path, weight: str,
+                                                                           reason: str) -> None:
+    """An infinite weight (or finite weights whose sum is not) made every reward NaN, which clipping read as 0.0:
+    a run whose every rollout scored 0 without an error."""
+    from tests.conftest import invoke
+
+    config = tmp_path / "c.toml"
+    config.write_text("[rubric]\nanchors = [\n"
+                      f'  {{ id = "correct", text = "The final answer is correct.", weight = {weight} }},\n'
+                      f'  {{ id = "fmt", text = "The answer is formatted as a number.", weight = {weight} }},\n]\n')
+    result = invoke("init", tmp_path / "run", "--config", config)
+    assert result.exit_code == 2 and f"{config}: {reason}" in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()
