@@ -54,7 +54,7 @@ from amaris_cli.models import (
     RubricSet,
     ScoreRecord,
 )
-from amaris_cli.rollouts import group_by_instance
+from amaris_cli.rollouts import group_by_instance, group_rollouts
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stages.common import bounded_map
@@ -300,7 +300,6 @@ def step_calls(session: Session, step: int) -> int:
     """The requests the step itself needed, counted from its files (the same in a replay): one scorer request
     per rollout (per group of a prompt's rollouts with group_by input), one analyzer request per rollout, the
     summarizer's chunks and merges, and per update the query generator (with dynamic retrieval) and the updater."""
-    from amaris_cli.stages.score import group_rollouts
 
     run, settings = session.run, session.settings
     rollouts = artifacts.load_rollouts(run, step)

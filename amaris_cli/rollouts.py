@@ -436,6 +436,17 @@ def group_by_instance(rollouts: Sequence[Rollout]) -> dict[str, list[Rollout]]:
     return groups
 
 
+def group_rollouts(rollouts: list[Rollout], size: int) -> list[list[Rollout]]:
+    """Rollouts sharing a prompt (instance), in input order, at most `size` per group call. A group call sends
+    the prompt and the reference of its first member only, so members of one instance whose prompt or reference
+    differs (an `instance_id` a trainer reused) are judged in calls of their own, never against another's."""
+    same_context: dict[tuple[str, str, str | None], list[Rollout]] = {}
+    for key, members in group_by_instance(rollouts).items():
+        for r in members:
+            same_context.setdefault((key, r.input, r.supplemental_context), []).append(r)
+    return [members[i : i + size] for members in same_context.values() for i in range(0, len(members), size)]
+
+
 @dataclass(frozen=True)
 class RolloutFile:
     """The rollouts of one input and the SHA-256 of the exact bytes they were read from (a pipe

@@ -381,3 +381,23 @@ def test_per_instance_each_updater_gets_the_flip_rates_of_its_own_rubric(tmp_pat
     judged_again = sum(line["judged_again"] for line in lines if line["criterion_id"] == "shows-reasoning")
     assert judged_again == sum(j.status == "judged" for j in record.judgements) == 14
     assert sum(line["flipped"] for line in lines) == sum(c.flips for v in versions for c in v.criteria) > 0
+
+
+def test_a_group_is_re_judged_as_scoring_judged_it_when_one_instance_id_covers_two_prompts(tmp_path: Path,
+                                                                                           sim_factory) -> None:
+    """Scoring judges an instance's members whose prompts differ in calls of their own (an instance_id a trainer
+    reused); the re-judgement rebuilt the calls by instance alone, judged one prompt's response against the other's
+    prompt and reference, and recorded what a judge that never changes its mind said then as flips."""
+    first, second = (dict(row, instance_id="q1") for row in read_jsonl(EXAMPLES / "math" / "step-000.jsonl")[:2])
+    rows = [dict(first, id="a"), dict(second, id="b"), dict(first, id="c", output="Final answer: 12345")]
+    rollouts = write_jsonl(tmp_path / "reused.jsonl", [{k: v for k, v in r.items() if k != "step"} for r in rows])
+    run = new_run(tmp_path, "run", "\n[reliability]\nenabled = true\nmax_extra = 1.0\n[memory]\nembedding = \"openai\"\n")
+    env = judge_env(sim_factory())
+    assert invoke("score", rollouts, "--run", run, "--step", "0", "--group-by", "input", env=env).exit_code == 0
+    result = invoke("evolve", "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 0, result.stderr
+    record = ReliabilityRecord.model_validate_json((run / "steps/000000/reliability.json").read_bytes())
+    own, _ = scorer_lines(run, 0)
+    assert record.scorer_calls == len(own) == 2, record
+    assert sorted(j.rollout_id for j in record.judgements) == ["a", "b", "c"], record
+    assert all(c["flips"] == 0 for c in RunReader(RunDir(run)).flip_rates()[0].model_dump()["criteria"]), record

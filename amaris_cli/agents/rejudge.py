@@ -42,7 +42,7 @@ from amaris_cli.agents.scorer import (
 )
 from amaris_cli.models import Rejudgement, RejudgementKind, Reverdict, Rollout, RubricSet, ScoreRecord
 from amaris_cli.prompts import BLOCK_PATTERN, tag_candidates
-from amaris_cli.rollouts import group_by_instance
+from amaris_cli.rollouts import group_rollouts, instance_key
 
 CONTEXT_PREFIX = "reliability:"  # the context of every re-judgement call in calls.jsonl
 
@@ -80,19 +80,17 @@ def questions(rollouts: list[Rollout], scores: list[ScoreRecord], rubrics: dict[
         return [Question(context=r.id, rubric=rubric_of(r), first=r, outputs=[r.output], records=[by_id[r.id]],
                          grouped=False) for r in present]
     out: list[Question] = []
-    for key, members in group_by_instance(present).items():
-        for start in range(0, len(members), group_size):
-            chunk = members[start : start + group_size]
-            rubric = rubric_of(chunk[0])
-            firsts: dict[str, Rollout] = {}
-            for r in chunk:
-                firsts.setdefault(r.output, r)
-            parts = split_to_fit(list(firsts), len(rubric.criteria), token_cap)
-            contexts = [f"group:{key}"] if len(parts) == 1 else [
-                f"group:{key}:{i}/{len(parts)}" for i in range(1, len(parts) + 1)]
-            out += [Question(context=context, rubric=rubric, first=chunk[0], outputs=part,
-                             records=[by_id[firsts[o].id] for o in part], grouped=True)
-                    for part, context in zip(parts, contexts, strict=True)]
+    for chunk in group_rollouts(present, group_size):  # the group calls scoring made (its prompt: the first's)
+        key, rubric = instance_key(chunk[0]), rubric_of(chunk[0])
+        firsts: dict[str, Rollout] = {}
+        for r in chunk:
+            firsts.setdefault(r.output, r)
+        parts = split_to_fit(list(firsts), len(rubric.criteria), token_cap)
+        contexts = [f"group:{key}"] if len(parts) == 1 else [
+            f"group:{key}:{i}/{len(parts)}" for i in range(1, len(parts) + 1)]
+        out += [Question(context=context, rubric=rubric, first=chunk[0], outputs=part,
+                         records=[by_id[firsts[o].id] for o in part], grouped=True)
+                for part, context in zip(parts, contexts, strict=True)]
     return out
 
 

@@ -20,7 +20,7 @@ from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.errors import AmarisError
 from amaris_cli.figures import mean_reward
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
-from amaris_cli.rollouts import group_by_instance, instance_key
+from amaris_cli.rollouts import group_rollouts, instance_key
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stages.common import (
@@ -31,17 +31,6 @@ from amaris_cli.stages.common import (
     rubric_inputs,
     training_inputs,
 )
-
-
-def group_rollouts(rollouts: list[Rollout], size: int) -> list[list[Rollout]]:
-    """Rollouts sharing a prompt (instance), in input order, at most `size` per group call. A group call sends
-    the prompt and the reference of its first member only, so members of one instance whose prompt or reference
-    differs (an `instance_id` a trainer reused) are judged in calls of their own, never against another's."""
-    same_context: dict[tuple[str, str, str | None], list[Rollout]] = {}
-    for key, members in group_by_instance(rollouts).items():
-        for r in members:
-            same_context.setdefault((key, r.input, r.supplemental_context), []).append(r)
-    return [members[i : i + size] for members in same_context.values() for i in range(0, len(members), size)]
 
 
 def rubric_for(run: RunDir, limit: int, instance_id: str | None = None, exact: bool = False) -> RubricSet:
