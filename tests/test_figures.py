@@ -91,3 +91,14 @@ def test_inspect_and_the_report_show_the_same_digits(tmp_path: Path) -> None:
         assert "0.313" in cells and "verbosity 13%" in cells, cells
     finally:
         browser.close()
+
+
+def test_serve_says_a_completed_steps_mean_as_inspect_shows_it() -> None:
+    """A served step's mean of 0.3125 (5 of 16 rollouts at 1.0) is 0.313 in inspect and the report; the server's
+    own line said 0.312 (Python's format rounds a binary half to even)."""
+    from amaris_cli.serve.core import completed_line
+    from amaris_cli.stages.common import StageOutcome
+
+    line = completed_line(StageOutcome(stage="score", step=3, total=16, done=16, mean_reward=0.3125))
+    assert line == f"step 3: complete (16 rollouts, mean reward {shown_number(0.3125)}); evolving in the background"
+    assert shown_number(0.3125) == "0.313"

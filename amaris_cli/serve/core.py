@@ -37,7 +37,7 @@ from amaris_cli import __version__, artifacts, locks
 from amaris_cli.agents.scorer import score_rollout
 from amaris_cli.alarms import alarms_at, run_alarms
 from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
-from amaris_cli.figures import reward_figures
+from amaris_cli.figures import reward_figures, shown_number
 from amaris_cli.llm.calllog import VALIDATION_CONTEXT
 from amaris_cli.models import Rollout, RubricSet, ScoreRecord
 from amaris_cli.options import ScoreOptions, ServeOptions
@@ -74,7 +74,7 @@ from amaris_cli.serve.journal import (
 from amaris_cli.serve.openrlhf import OpenRLHFResponse
 from amaris_cli.serve.validation import ValidationAnswers, record_validation
 from amaris_cli.session import Session, open_session, run_settings
-from amaris_cli.stages.common import agent_inputs, training_inputs
+from amaris_cli.stages.common import StageOutcome, agent_inputs, training_inputs
 from amaris_cli.stages.score import rubric_for
 from amaris_cli.stages.writer import StepWriter, VersionRule
 from amaris_cli.training import SentTraining, TrainingMetadata
@@ -944,15 +944,13 @@ class ServeCore:
 
         self._evolve(step, before=hand_over)
         st.closed.set()  # after the evolution is registered: a waiter then finds it running
-        mean = f", mean reward {outcome.mean_reward:.3f}" if outcome.mean_reward is not None else ""
-        failed = f", {outcome.failed} failed" if outcome.failed else ""
-        self.say(f"step {step}: complete ({outcome.total} rollouts{mean}{failed}); evolving in the background")
+        self.say(completed_line(outcome))
         return CompleteResponse(step=step, rollouts=outcome.total, scored=outcome.done, failed=outcome.failed,
                                 mean_reward=outcome.mean_reward, rubric_versions=outcome.rubric_versions,
                                 state=self._state(step))
 
     async def _write_step(self, writer: StepWriter, judged: JournalState | OpenStep,
-                          training: TrainingMetadata | None) -> Any:
+                          training: TrainingMetadata | None) -> StageOutcome:
         """rollouts.jsonl and scores.jsonl with their provenance (and training.json when the step's requests
         said something about training), by the step writer `score` uses, from the journaled records (no
         request is sent again)."""
@@ -1127,3 +1125,10 @@ def is_explicit(rollout: Rollout) -> bool:
     """Whether the rollout's id was given (else it is the content id a file line without one gets)."""
     return rollout.id != content_id(rollout)
 
+
+def completed_line(outcome: StageOutcome) -> str:
+    """What the server says of a step it completed; its mean as `inspect` and the report show it (a mean of
+    0.3125 is 0.313 there, and was 0.312 here)."""
+    mean = f", mean reward {shown_number(outcome.mean_reward)}" if outcome.mean_reward is not None else ""
+    failed = f", {outcome.failed} failed" if outcome.failed else ""
+    return f"step {outcome.step}: complete ({outcome.total} rollouts{mean}{failed}); evolving in the background"
