@@ -156,8 +156,9 @@ def flip_figures(records: Iterable[ReliabilityRecord]) -> list[VersionFlips]:
 
 
 def _half_up(x: float, digits: int, scale: int = 1) -> Decimal:
-    """`x` x `scale` rounded half up, on the decimal value `x` is written as (0.145 is 14.5%, not 14.4999...%)."""
-    return (Decimal(repr(x)) * scale).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    """`x` x `scale` rounded half up, on the decimal value `x` is written as (0.145 is 14.5%, not 14.4999...%);
+    a value that rounds to zero is 0, never -0 (as the report's own rounding shows it)."""
+    return (Decimal(repr(x)) * scale).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP) + 0
 
 
 def shown_number(x: float | None, digits: int = 3) -> str:

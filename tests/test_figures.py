@@ -23,6 +23,7 @@ from tests.conftest import invoke, new_run
 @pytest.mark.parametrize(("value", "digits", "number", "percent"), [
     (0.3125, 3, "0.313", "31%"), (0.125, 2, "0.13", "13%"), (0.145, 2, "0.15", "15%"), (1.005, 2, "1.01", "101%"),
     (0.9995, 3, "1.000", "100%"), (0.0, 3, "0.000", "0%"), (None, 3, "-", "-"),
+    (-0.0004, 3, "0.000", "0%"), (-0.25, 3, "-0.250", "-25%"),  # a value that rounds to zero has no sign (as in the report)
 ])
 def test_figures_round_half_up_on_the_decimal_value(value: float | None, digits: int, number: str, percent: str) -> None:
     assert shown_number(value, digits) == number
