@@ -47,7 +47,7 @@ class RunStability(BaseModel):
     edits: int
     reversals: int
     reversals_by_kind: dict[str, int]
-    ages: dict[str, int]
+    ages: dict[str, int]  # per criterion of the newest version: how many versions, up to it, hold it
 
 
 def _words(text: str) -> set[str]:
@@ -65,7 +65,7 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
     texts = {c.id: c.text for c in initial.adaptive}
     weights = {c.id: [c.weight] for c in initial.adaptive}
     added_at: dict[str, int] = {}
-    born = {c.id: initial.version for c in initial.criteria}
+    born = {c.id: initial.version for c in initial.criteria}  # the first rubric version that holds it
     removed: list[tuple[str, str, int]] = []  # (text, id, step)
     per_update: list[UpdateStability] = []
     for update in sorted(updates, key=lambda u: u.step):
@@ -80,7 +80,7 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
                     u.reversals.append(Reversal(step=update.step, kind="readded", criterion_id=cid,
                                                 detail=f"re-adds {match[1]!r}, removed at step {match[2]}"))
                 texts[cid], weights[cid] = text, [m.weight if m.weight is not None else 1.0]
-                added_at[cid] = born[cid] = update.step
+                added_at[cid], born[cid] = update.step, update.step + 1  # step t's update writes version t + 1
             elif m.op == "remove":
                 u.removed += 1
                 if cid in added_at:
@@ -120,5 +120,5 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
         edits=sum(u.added + u.modified + u.removed + u.reweighted for u in per_update),
         reversals=sum(kinds.values()),
         reversals_by_kind=kinds,
-        ages={cid: last_step + 1 - step for cid, step in sorted(born.items())},
+        ages={cid: last_step + 2 - version for cid, version in sorted(born.items())},  # the newest: last_step + 1
     )

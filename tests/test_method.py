@@ -49,7 +49,10 @@ def test_a_scripted_sequence_of_updates_has_a_known_number_of_reversals() -> Non
     assert result.reversals_by_kind == {"weight_back": 2, "added_then_removed": 1, "readded": 1}
     assert [len(u.reversals) for u in result.updates] == [0, 2, 1, 1]
     assert result.edits == 8
-    assert result.ages == {"correct": 4, "grader2": 2, "units": 1, "work": 4}
+    # versions 0-4: the initial criteria are in all 5 (they were counted 4, one less than the added ones' count),
+    # grader2 (added by step 2's update) in versions 3 and 4, units in 4
+    assert result.ages == {"correct": 5, "grader2": 2, "units": 1, "work": 5}
+    assert stability(INITIAL, []).ages == {"correct": 1, "work": 1}
 
 
 def stats(**spreads: float) -> StepStats:
