@@ -269,14 +269,23 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
     return result, applied, rejected
 
 
-def cap_active(rubric: RubricSet, stats: StepStats | None, cap: int | None) -> tuple[RubricSet, list[Deactivated]]:
+def cap_active(rubric: RubricSet, stats: StepStats | None, cap: int | None,
+               measured: RubricSet | None = None) -> tuple[RubricSet, list[Deactivated]]:
     """Keep at most `cap` adaptive criteria, the most discriminative first (as DR Tulu does):
     ranked by spread within prompt groups (else across rollouts); criteria without statistics yet
-    (just added) rank first, so a new criterion gets a step to show its worth."""
+    (just added) rank first, so a new criterion gets a step to show its worth. `measured`: the rubric whose
+    verdicts `stats` are of; a criterion whose text or kind is not the one measured (rewritten since, or a new
+    criterion under a removed one's id) has no statistics yet either: the old text's spread would drop the
+    rewrite the update just made for that very spread."""
     if cap is None or len(rubric.adaptive) <= cap:
         return rubric, []
+
+    def measured_as_now(criterion_id: str) -> bool:
+        then, now = (measured.get(criterion_id) if measured else None), rubric.get(criterion_id)
+        return measured is None or (then is not None and now is not None and (then.text, then.kind) == (now.text, now.kind))
+
     spreads = {c.criterion_id: (c.within_group_spread if c.within_group_spread is not None else c.spread)
-               for c in (stats.criteria if stats else [])}
+               for c in (stats.criteria if stats else []) if measured_as_now(c.criterion_id)}
     order = {c.id: i for i, c in enumerate(rubric.adaptive)}
 
     def rank(c: Criterion) -> tuple[float, int]:

@@ -172,3 +172,26 @@ def test_min_anchor_share_rejects_the_edits_that_would_outweigh_the_anchors() ->
     with pytest.raises(ValueError, match="needs a reward criterion among the anchors"):
         RubricSettings(anchors=[Criterion(id="p", text="The response flatters the grader.", weight=1, kind="pitfall")],
                        min_anchor_share=0.5)
+
+
+def test_the_active_cap_gives_a_criterion_rewritten_since_its_statistics_a_step_to_show_its_worth() -> None:
+    """A rewrite keeps the criterion's id: ranked by the spread of the text it replaced (often the reason it was
+    rewritten: it never separated rollouts), the cap dropped the updater's fix in the update that made it."""
+    anchors = [Criterion(id="correct", text="The response gives the correct final answer.", weight=2.0)]
+    measured = RubricSet(version=0, anchors=anchors, adaptive=[
+        Criterion(id="a", text="The response keeps the explanation under two hundred words.", weight=1.0),
+        Criterion(id="b", text="The response shows the steps of its derivation.", weight=1.0)])
+    values = {"correct": [1, 0, 1, 0], "a": [1, 1, 1, 1], "b": [1, 0, 0, 1]}  # a never separates rollouts
+    scores = [ScoreRecord(rollout_id=f"r{i}", step=0, rubric_version=0, status="scored", reward=0.5,
+                          verdicts=[Verdict(criterion_id=k, score=v[i]) for k, v in values.items()]) for i in range(4)]
+    stats = step_stats(0, measured, scores)
+    mods = [Modification(op="modify", id="a", text="The response checks its final answer by substitution."),
+            Modification(op="add", kind="reward", text="The response states the units of its answer.", weight=1.0)]
+    new, applied, _ = apply_modifications(measured, mods, BOUNDS, new_version=1, step=0)
+    assert [m.op for m in applied] == ["modify", "add"]
+    capped, dropped = cap_active(new, stats, cap=2, measured=measured)
+    assert [d.criterion_id for d in dropped] == ["b"], dropped
+    assert "a" in {c.id for c in capped.adaptive}
+    unchanged, dropped = cap_active(new.model_copy(update={"adaptive": [*measured.adaptive, new.adaptive[-1]]}),
+                                    stats, cap=2, measured=measured)
+    assert [d.criterion_id for d in dropped] == ["a"], "a text measured as it is keeps its statistics"

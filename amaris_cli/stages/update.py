@@ -118,6 +118,15 @@ def _rubric_of(base: RubricSet, record: UpdateRecord) -> RubricSet:
                      adaptive=record.final_adaptive, produced_by_step=record.step)
 
 
+def _measured(run: RunDir, step: int, instance_id: str | None) -> RubricSet | None:
+    """The rubric version whose verdicts the step's statistics are of (the one that scored it; with --lag, an
+    earlier one than the update edits)."""
+    scores = artifacts.load_scores(run, step)
+    versions = sorted({s.rubric_version for s in scores if s.instance_id == instance_id}
+                      or {s.rubric_version for s in scores})
+    return rubric_for(run, versions[0], instance_id, exact=True) if versions else None
+
+
 async def _update_one(session: Session, step: int, summary: SummaryRecord, memory: MemoryStore | None,
                       catalog: RunCatalog, force: bool, gate_budget: tuple[int, int] = (0, 0),
                       ) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
@@ -177,7 +186,8 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
         return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), None, True
     proposal = answer.value
     new_rubric, applied, rejected = apply_modifications(base, proposal.modifications, session.settings.rubric, step + 1, step)
-    new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive)
+    new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive,
+                                         measured=_measured(run, step, iid))
     gate = None
     if session.settings.gate.enabled and not same_criteria(base, new_rubric):
         own_calls, budget = gate_budget
