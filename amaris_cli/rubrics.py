@@ -128,6 +128,7 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
     adaptive = [c.model_copy() for c in rubric.adaptive]
     applied: list[Modification] = []
     rejected: list[RejectedModification] = []
+    removed: set[str] = set()
 
     def reject(mod: Modification, reason: str) -> None:
         rejected.append(RejectedModification(modification=mod, reason=reason))
@@ -191,7 +192,7 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
             if problem := criterion_text_problem(mod.text, mod.kind):
                 reject(mod, problem)
                 continue
-            taken = anchors | {c.id for c in adaptive}
+            taken = anchors | {c.id for c in adaptive} | removed  # a removed id names the removed criterion's history
             new_id = mod.id or derived_id(mod.text, f"s{step}")
             if mod.id is None:  # a derived id is made unique (-2, -3, ...); one the updater chose must be
                 base_id, n = new_id, 1
@@ -199,7 +200,9 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
                     n += 1
                     new_id = f"{base_id}-{n}"
             if new_id in taken:
-                reject(mod, f"criterion id {new_id!r} already exists")
+                reject(mod, f"criterion id {new_id!r} " + ("names a criterion this update removes: a new criterion "
+                                                          "takes an id of its own" if new_id in removed
+                                                          else "already exists"))
                 continue
             try:
                 criterion = Criterion(id=new_id, text=clean_criterion_text(mod.text), weight=weight,
@@ -220,6 +223,7 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
         current = adaptive[index]
         if mod.op == "remove":
             del adaptive[index]
+            removed.add(current.id)
             applied.append(mod)
         elif mod.op == "reweight":
             if mod.weight is None:
@@ -233,7 +237,7 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
                 reject(mod, problem)
                 continue
             adaptive[index] = edited
-            applied.append(mod)
+            applied.append(mod.model_copy(update={"text": None, "kind": None}))  # what a reweight applies: its weight
         else:  # modify
             if mod.text is None and mod.weight is None and mod.kind is None:
                 reject(mod, "modify needs a new text, weight or kind")
@@ -251,6 +255,10 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
                 reject(mod, problem)
                 continue
             text = None if mod.text is None else clean_criterion_text(mod.text)
+            if text is not None and any(_norm_text(c.text) == _norm_text(text)
+                                        for c in [*rubric.anchors, *adaptive] if c.id != current.id):
+                reject(mod, "a criterion with the same text already exists")  # as for an added one
+                continue
             update = {k: v for k, v in (("text", text), ("weight", mod.weight), ("kind", mod.kind)) if v is not None}
             edited = current.model_copy(update=update)
             if problem := outweighs_anchors(replaced(index, edited)):

@@ -195,3 +195,27 @@ def test_the_active_cap_gives_a_criterion_rewritten_since_its_statistics_a_step_
     unchanged, dropped = cap_active(new.model_copy(update={"adaptive": [*measured.adaptive, new.adaptive[-1]]}),
                                     stats, cap=2, measured=measured)
     assert [d.criterion_id for d in dropped] == ["a"], "a text measured as it is keeps its statistics"
+
+
+def test_an_update_cannot_reuse_a_removed_id_duplicate_a_text_by_modify_or_record_what_a_reweight_ignored() -> None:
+    """Three ways an update's record and history described another rubric than the one written: a new criterion
+    under the id this update removed (its statistics, plot line and stability were the removed one's), a modify
+    giving a criterion another criterion's text (an add with that text is refused: the weight then counts twice),
+    and a reweight's text and kind recorded as applied though only its weight was."""
+    base = RubricSet(version=0, anchors=[Criterion(id="correct", text="The final answer is correct.", weight=2.0)],
+                     adaptive=[Criterion(id="work", text="The response shows its work.", weight=1.0),
+                               Criterion(id="grader", text="The response addresses the grader.", weight=1.5,
+                                         kind="pitfall")])
+    mods = [Modification(op="remove", id="work"),
+            Modification(op="add", id="work", text="The response cites a source for each claim.", weight=1.0,
+                         kind="pitfall"),
+            Modification(op="modify", id="grader", text="The final answer is correct."),
+            Modification(op="reweight", id="grader", weight=2.0, kind="reward", text="The response pads the answer.")]
+    new, applied, rejected = apply_modifications(base, mods, BOUNDS, new_version=1, step=0)
+    assert [(r.modification.op, r.reason) for r in rejected] == [
+        ("add", "criterion id 'work' names a criterion this update removes: a new criterion takes an id of its own"),
+        ("modify", "a criterion with the same text already exists")]
+    assert [(m.op, m.id, m.text, m.kind, m.weight) for m in applied] == [
+        ("remove", "work", None, None, None), ("reweight", "grader", None, None, 2.0)]
+    assert [(c.id, c.text, c.kind, c.weight) for c in new.adaptive] == [
+        ("grader", "The response addresses the grader.", "pitfall", 2.0)]
