@@ -47,20 +47,23 @@ def compute_reward(rubric: RubricSet, verdicts: Iterable[Verdict]) -> float:
     return round(min(1.0, max(0.0, (gained - lost) / possible)), REWARD_DECIMALS)
 
 
+def bounds_problem(settings: RubricSettings, adaptive: Sequence[Criterion]) -> str | None:
+    """Why a rubric's initial adaptive criteria break the bounds updates keep (their number, their weights), or
+    None: one rule for the run's rubric and for each instance's own."""
+    if len(adaptive) > settings.max_adaptive:
+        return f"{len(adaptive)} initial adaptive criteria exceed rubric.max_adaptive={settings.max_adaptive}"
+    for c in adaptive:
+        if not settings.min_weight <= c.weight <= settings.max_weight:
+            return f"adaptive criterion {c.id!r}: weight {c.weight} outside [{settings.min_weight}, {settings.max_weight}]"
+    return None
+
+
 def initial_rubric(settings: RubricSettings, source: str = "config") -> RubricSet:
     if not settings.anchors:
         raise ConfigError(f"{source}: no anchor criteria: give them as [[rubric.anchors]] tables of a --config file "
                           "(the repository's examples/amaris.toml is one) or as --anchor 'TEXT' flags, one per criterion")
-    if len(settings.adaptive) > settings.max_adaptive:
-        raise ConfigError(
-            f"{source}: {len(settings.adaptive)} initial adaptive criteria exceed rubric.max_adaptive={settings.max_adaptive}"
-        )
-    for c in settings.adaptive:
-        if not settings.min_weight <= c.weight <= settings.max_weight:
-            raise ConfigError(
-                f"{source}: adaptive criterion {c.id!r}: weight {c.weight} outside "
-                f"[{settings.min_weight}, {settings.max_weight}]"
-            )
+    if problem := bounds_problem(settings, settings.adaptive):
+        raise ConfigError(f"{source}: {problem}")
     try:
         rubric = RubricSet(version=0, anchors=settings.anchors, adaptive=settings.adaptive)
     except ValidationError as exc:

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from amaris_cli import locks
-from amaris_cli.config import deep_merge, load_settings
+from amaris_cli.config import RubricSettings, deep_merge, load_settings
 from amaris_cli.criteria import clean_criterion_text, criterion_text_problem
 from amaris_cli.errors import ConfigError
 from amaris_cli.models import RubricSet
-from amaris_cli.rubrics import initial_rubric
+from amaris_cli.rubrics import bounds_problem, initial_rubric
 from amaris_cli.rundir import Manifest, RunDir, now_iso
 
 _ANCHOR = re.compile(r"^(?:(?P<id>[A-Za-z0-9][A-Za-z0-9_.:-]*)=)?(?:(?P<weight>\d+(?:\.\d+)?):)?(?P<text>.+)$", re.S)
@@ -36,9 +36,9 @@ def parse_anchor_flags(values: list[str]) -> list[dict[str, Any]]:
     return anchors
 
 
-def read_instance_rubrics(path: Path, global_rubric: RubricSet) -> list[RubricSet]:
+def read_instance_rubrics(path: Path, global_rubric: RubricSet, bounds: RubricSettings) -> list[RubricSet]:
     """Predefined rubrics per instance: JSONL lines {"instance_id", "adaptive": [...], "anchors": [...]?}.
-    An instance without its own anchors uses the run's anchors."""
+    An instance without its own anchors uses the run's anchors; its adaptive criteria keep the run's bounds."""
     import orjson
     from pydantic import ValidationError
 
@@ -64,6 +64,8 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet) -> list[RubricSe
             seen[iid] = number
             rubric = RubricSet(version=0, instance_id=iid, anchors=row.get("anchors", global_rubric.anchors),
                                adaptive=row.get("adaptive", []))
+            if problem := bounds_problem(bounds, rubric.adaptive):
+                raise ValueError(problem)
             rubrics.append(checked_texts(rubric, "anchors" in row))
         except orjson.JSONDecodeError as exc:
             errors.append(InputError(path, f"invalid JSON: {exc}", number))
@@ -106,7 +108,7 @@ def init_run(path: Path, config_file: Path | None, flags: dict[str, Any],
                              source="flags")
     source = str(config_file) if config_file else "amaris init"
     rubric = initial_rubric(settings.rubric, source)  # validate before anything is written
-    per_instance = read_instance_rubrics(instance_rubrics, rubric) if instance_rubrics else []
+    per_instance = read_instance_rubrics(instance_rubrics, rubric, settings.rubric) if instance_rubrics else []
     if per_instance and not settings.pipeline.per_instance:
         raise ConfigError("--instance-rubrics needs per-instance mode: pipeline.per_instance = true or --per-instance")
     run.path.mkdir(parents=True, exist_ok=True)

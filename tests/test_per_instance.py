@@ -70,13 +70,21 @@ def test_instance_rubric_file_errors_name_the_line(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(TEST_CONFIG)
     bad = tmp_path / "inst.jsonl"
+    many = [{"id": f"c{i}", "text": f"The response names point number {i} of the method.", "weight": 1} for i in range(9)]
+    heavy = [{"id": "h", "text": "The response names the method it uses.", "weight": 50}]
     bad.write_text('{"instance_id": "a"}\n{"instance_id": "a"}\n{"adaptive": []}\n'
-                   '{"instance_id": "b", "adaptive": [{"id": "x", "text": "t", "weight": -2}]}\n')
+                   '{"instance_id": "b", "adaptive": [{"id": "x", "text": "t", "weight": -2}]}\n'
+                   + json.dumps({"instance_id": "c", "adaptive": many}) + "\n"
+                   + json.dumps({"instance_id": "d", "adaptive": heavy}) + "\n")
     result = invoke("init", tmp_path / "run", "--config", config, "--per-instance", "--instance-rubrics", bad)
     assert result.exit_code == 2
     assert f"{bad}:2: duplicate instance_id 'a'" in result.stderr
     assert f"{bad}:3: expected an object" in result.stderr
     assert f"{bad}:4: adaptive.0.weight" in result.stderr
+    # an instance's own rubric keeps the run's bounds, as the run's does (it had 12 criteria at weight 50)
+    stderr = " ".join(result.stderr.split())
+    assert f"{bad}:5: 9 initial adaptive criteria exceed rubric.max_adaptive=6" in stderr, stderr
+    assert f"{bad}:6: adaptive criterion 'h': weight 50.0 outside [0.1, 5.0]" in stderr, stderr
     assert not (tmp_path / "run").exists()
 
 
