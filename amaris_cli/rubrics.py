@@ -98,18 +98,28 @@ def apply_modifications(
     updater's when it gives a valid one, else derived from the text.
     Two edits of one criterion that would both apply and disagree (two weights, two texts, a removal and an
     edit) are both rejected: which one the updater meant cannot be told (the last one was applied silently)."""
-    new, applied, rejected = _apply_each(rubric, modifications, bounds, new_version, step)
-    if not (twice := _conflicting(applied)):
+    left_out: list[Modification] = []
+    reasons: dict[int, str] = {}  # a left-out edit that the pass leaving it out refused on its own keeps that reason
+    # Each pass that finds a conflict leaves out one more criterion's edits, so this ends; a later pass can apply
+    # edits an earlier one refused (a share bound met once a conflicting edit is out), which may disagree in turn.
+    for _ in range(len(modifications) + 1):
+        kept = [m for m in modifications if not any(m is out for out in left_out)]
+        new, applied, rejected, after_removal = _apply_each(rubric, kept, bounds, new_version, step)
+        if not (twice := _conflicting([*applied, *after_removal])):
+            break
+        out = [m for m in kept if m.op != "add" and m.id in twice]
+        own = {id(r.modification): r.reason for r in rejected}
+        reasons.update({id(m): own[id(m)] for m in out if id(m) in own})
+        left_out += out
+    if not left_out:
         return new, applied, rejected
-    left_out = [m for m in modifications if m.op != "add" and m.id in twice]
-    new, applied, rejected_again = _apply_each(rubric, [m for m in modifications if m not in left_out], bounds,
-                                               new_version, step)
-    reasons = {id(r.modification): r.reason for r in [*rejected, *rejected_again]}  # the second pass's count
+    reasons.update({id(r.modification): r.reason for r in rejected})  # the last pass's count
     for mod in left_out:
         reasons.setdefault(id(mod), f"the update edits {mod.id!r} {sum(m.id == mod.id for m in left_out)} times, and "
                                     "the edits disagree; which one is meant is ambiguous: give one edit per criterion")
     return new, applied, [RejectedModification(modification=m, reason=reasons[id(m)]) for m in modifications
-                          if id(m) in reasons and (m in left_out or any(r.modification is m for r in rejected_again))]
+                          if id(m) in reasons and (any(m is out for out in left_out)
+                                                   or any(r.modification is m for r in rejected))]
 
 
 def _conflicting(applied: list[Modification]) -> set[str]:
@@ -125,13 +135,15 @@ def _conflicting(applied: list[Modification]) -> set[str]:
 
 
 def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds: RubricSettings, new_version: int,
-                step: int) -> tuple[RubricSet, list[Modification], list[RejectedModification]]:
-    """The edits applied one by one (apply_modifications)."""
+                step: int) -> tuple[RubricSet, list[Modification], list[RejectedModification], list[Modification]]:
+    """The edits applied one by one (apply_modifications), and the edits of a criterion an earlier edit of the
+    update removed (they disagree with the removal, as a removal after them would)."""
     anchors = {c.id for c in rubric.anchors}
     adaptive = [c.model_copy() for c in rubric.adaptive]
     applied: list[Modification] = []
     rejected: list[RejectedModification] = []
     removed: set[str] = set()
+    after_removal: list[Modification] = []
 
     def reject(mod: Modification, reason: str) -> None:
         rejected.append(RejectedModification(modification=mod, reason=reason))
@@ -220,6 +232,12 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
             applied.append(mod.model_copy(update={"id": new_id, "text": criterion.text, "weight": weight,
                                                   "kind": criterion.kind}))
             continue
+        if index is None and mod.id in removed:
+            if mod.op == "remove":
+                reject(mod, f"{mod.id!r} is removed by an earlier edit of this update")
+            else:
+                after_removal.append(mod)
+            continue
         if index is None:
             reject(mod, f"unknown criterion id {mod.id!r}")
             continue
@@ -277,7 +295,7 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
         adaptive=adaptive,
         produced_by_step=step,
     )
-    return result, applied, rejected
+    return result, applied, rejected, after_removal
 
 
 def cap_active(rubric: RubricSet, stats: StepStats | None, cap: int | None,

@@ -219,3 +219,30 @@ def test_an_update_cannot_reuse_a_removed_id_duplicate_a_text_by_modify_or_recor
         ("remove", "work", None, None, None), ("reweight", "grader", None, None, 2.0)]
     assert [(c.id, c.text, c.kind, c.weight) for c in new.adaptive] == [
         ("grader", "The response addresses the grader.", "pitfall", 2.0)]
+
+
+def test_disagreeing_edits_of_one_criterion_are_refused_whatever_their_order_and_whichever_pass_finds_them() -> None:
+    """A removal and an edit of one criterion were both refused as ambiguous in one order; in the other the removal
+    applied and the edit was refused as naming an unknown id. And the edits a first pass refused for a bound that a
+    conflict's removal then met were applied in the second pass without being checked for a conflict: the last
+    of two disagreeing weights won silently."""
+    anchors = [Criterion(id="correct", text="The response gives the correct final answer.", weight=2.0)]
+    base = RubricSet(version=1, anchors=anchors, adaptive=[
+        Criterion(id="x", text="The response shows the steps of its derivation.", weight=1.0),
+        Criterion(id="y", text="The response keeps the explanation under two hundred words.", weight=1.0)])
+    plain = RubricSettings(anchors=anchors, max_adaptive=3)
+    for mods in ([Modification(op="reweight", id="x", weight=2.0), Modification(op="remove", id="x")],
+                 [Modification(op="remove", id="x"), Modification(op="reweight", id="x", weight=2.0)]):
+        new, applied, rejected = apply_modifications(base, mods, plain, new_version=2, step=1)
+        assert [c.id for c in new.adaptive] == ["x", "y"] and applied == [], mods
+        assert [r.modification.op for r in rejected] == [m.op for m in mods], mods
+        assert all("the edits disagree" in r.reason for r in rejected), rejected
+    twice = [Modification(op="remove", id="x"), Modification(op="remove", id="x")]  # two removals agree
+    new, applied, rejected = apply_modifications(base, twice, plain, new_version=2, step=1)
+    assert [c.id for c in new.adaptive] == ["y"] and len(applied) == 1
+    assert [r.reason for r in rejected] == ["'x' is removed by an earlier edit of this update"]
+    floor = RubricSettings(anchors=anchors, max_adaptive=3, min_anchor_share=0.4)
+    mods = [Modification(op="reweight", id=i, weight=w) for i, w in (("x", 1.4), ("x", 1.5), ("y", 1.6), ("y", 1.7))]
+    new, applied, rejected = apply_modifications(base, mods, floor, new_version=2, step=1)
+    assert [(c.id, c.weight) for c in new.adaptive] == [("x", 1.0), ("y", 1.0)] and applied == []
+    assert len(rejected) == 4 and all("the edits disagree" in r.reason for r in rejected), rejected
