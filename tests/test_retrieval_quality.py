@@ -293,3 +293,34 @@ def test_the_update_of_a_late_step_retrieves_the_earlier_step_whose_failure_recu
     assert all(h["step"] == RECURRING and "difference backwards" in h["text"] for h in shown)
     unrelated = [s for s in range(LATE) if s != RECURRING]
     assert not any(f":{s:08d}:" in dynamic_block for s in unrelated)
+
+
+class _AngleEmbedder:
+    """A text "ANGLE|words" is the unit vector at ANGLE (radians) in a plane: distances chosen by the test."""
+
+    name = "test:angle"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        import math
+
+        angles = [float(t.split("|")[0]) for t in texts]
+        return [[math.cos(a), math.sin(a), 0.0, 0.0] for a in angles]
+
+
+def test_a_query_near_an_earlier_one_still_gets_its_n_nearest_unseen_entries(tmp_path: Path) -> None:
+    """Each query was asked the index for n (plus the static entries) and then lost the hits earlier queries took:
+    the second of two near-identical queries came back with summaries far away in place of the six analyses
+    beside it (the dynamic-only arm of an ablation sweep showed the updater a thinner history than its budget)."""
+    from amaris_cli.memory.digests import MemoryEntry
+
+    run = RunDir(new_run(tmp_path, "run"))
+    entries = [MemoryEntry(id=f"analysis:{i:08d}:-:r{i}", type="analysis", step=i, instance_id=None,
+                           text=f"{0.01 * (i + 1)}|analysis {i}") for i in range(6)]
+    entries += [MemoryEntry(id=f"summary:{i:08d}:-", type="summary", step=i, instance_id=None,
+                            text=f"{1.0 + 0.01 * i}|summary {i}") for i in range(6)]
+    with MemoryStore(run, MemorySettings(), embedder=_AngleEmbedder()) as store:
+        store.add(entries)
+        hits = dynamic_retrieval(store, RunCatalog(run), ["0.0|q1", "0.001|q2"], 3, 10, set())
+    by_query = {q: [h.id for h in hits if h.query == q] for q in ("0.0|q1", "0.001|q2")}
+    assert by_query == {"0.0|q1": [f"analysis:{i:08d}:-:r{i}" for i in range(3)],
+                        "0.001|q2": [f"analysis:{i:08d}:-:r{i}" for i in range(3, 6)]}, by_query

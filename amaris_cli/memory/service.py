@@ -120,7 +120,10 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
     hits: list[MemoryHit] = []
     keyed_exclude = {k for e in exclude for k in store.keys(e)}
     seen = set(keyed_exclude)
-    for query, found in zip(queries, store.query(queries, n, step, instance_id or "", keyed_exclude), strict=True):
+    # Each query is asked for enough that n remain after the hits of the queries before it (n each): asked for n,
+    # a query near an earlier one came back with fewer, or with farther entries of another type in their place.
+    wanted = n * len(queries)
+    for query, found in zip(queries, store.query(queries, wanted, step, instance_id or "", keyed_exclude), strict=True):
         taken = 0
         for key, entry_type, entry_step, distance, document in found:
             if key in seen:
