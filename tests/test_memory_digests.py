@@ -112,3 +112,57 @@ def test_a_shared_memory_stores_the_rates_in_the_summary_document(tmp_path: Path
     shown = rates_in(document)
     assert shown.keys() == expected.keys()
     assert all(abs(shown[cid][1] - rate) < 1e-9 for cid, rate in expected.items()), (shown, expected)
+
+
+def test_a_long_text_is_cut_in_its_prose_never_in_what_happened() -> None:
+    """Entries are cut at 1,200 characters, and they were cut from the end: an update's long rationale took its
+    changes and the gate's "not adopted" with it (a refused update then read as applied to the next updater), a
+    summary's long paragraph its counted hacks, an analysis's long assessment its hacking evidence."""
+    from amaris_cli.memory.digests import ENTRY_CHARS, analysis_entry, update_entry
+    from amaris_cli.models import AnalysisAnswer, AnalysisRecord, GateRecord, UpdateRecord
+
+    prose = "The rubric should change because " + "the responses repeat their work at length " * 40
+    edit = {"op": "add", "id": "pads", "text": "The response pads the answer with filler.", "weight": 2, "kind": "pitfall"}
+    refusal = "version 4 refused: it pays the padding hack +1.000 more over its control than the previous version"
+    update = UpdateRecord.model_validate({
+        "step": 3, "from_version": 3, "to_version": 4, "strategy": "CORRECTIVE", "rationale": prose,
+        "memory_consultation": [], "applied": [], "rejected": [], "final_adaptive": [],
+        "carried_forward": {"cause": "gate", "reason": refusal},
+        "gate": {"decision": "refused", "reason": refusal, "previous_version": 3, "calls": 2, "budget": 2,
+                 "step_calls": 37, "margin": 0.05, "max_flips": 0.25, "refused_edits": [edit]}})
+    assert isinstance(update.gate, GateRecord)
+    text = update_entry(update, "-").text  # type: ignore[arg-type]
+    assert len(text) <= ENTRY_CHARS and "Proposed: add pitfall pads" in text, text
+    assert text.endswith(f"Not adopted, version 3 carried forward: {refusal}."), text
+    assert text.startswith("Step 3 rubric update (CORRECTIVE), version 3 -> 4. The rubric should change because")
+    assert text.index("... Proposed:") > 0, "the rationale gives, and says so"
+    summary = SummaryRecord(step=2, n_rollouts=16, n_analyzed=16, chunks=1, stats=step_stats(2, RubricSet(
+        version=0, anchors=[Criterion(id="c", text="The final answer is correct.", weight=1)]), []),
+        hacking=[HackingCount(pattern="grader_addressed_instructions", count=3, prevalence=0.1875, known=True)],
+        summary=SummaryAnswer(executive_summary="x", reward_hacking="x", rubric_meta_evaluation="x",
+                              performance_advancement="x", memory_entry=prose))
+    entry = summary_entry(summary, "-")  # type: ignore[arg-type]
+    assert entry.embedded.endswith("Hacking (counted): grader_addressed_instructions 3/16."), entry.embedded
+    answer = AnalysisAnswer.model_validate({
+        "overall_assessment": prose, "stage_performance": "x", "advancement_strategy": "x",
+        "reward_hacking": {"detected": True, "patterns": [{"pattern": "verbosity", "evidence": "repeats", "severity": "high"}]},
+        "rubric_judgement": {"assessment": "fair", "misjudged": False}})
+    analysis = analysis_entry(AnalysisRecord(rollout_id="r1", step=2, reward=0.5, status="analyzed", analysis=answer),
+                              "-")  # type: ignore[arg-type]
+    assert analysis is not None and len(analysis.text) <= ENTRY_CHARS
+    assert analysis.text.endswith("Reward hacking: verbosity (high): repeats. Rubric: fair"), analysis.text
+
+
+def test_an_update_entry_names_the_criteria_the_active_cap_took_out() -> None:
+    """rubric.max_active_adaptive takes criteria out of the version an update writes; the update's entry said only
+    what the updater added, and the next updater read that nothing else left."""
+    from amaris_cli.memory.digests import update_entry
+    from amaris_cli.models import UpdateRecord
+
+    update = UpdateRecord.model_validate({
+        "step": 1, "from_version": 1, "to_version": 2, "strategy": "CORRECTIVE", "rationale": "pads",
+        "memory_consultation": [], "rejected": [], "final_adaptive": [],
+        "applied": [{"op": "add", "id": "pads", "text": "The response pads the answer.", "weight": 2, "kind": "pitfall"}],
+        "deactivated": [{"criterion_id": "shows-reasoning", "spread": 0.0, "reason": "spread 0.0 is among the lowest"}]})
+    assert update_entry(update, "-").text.endswith(  # type: ignore[arg-type]
+        "Changes: add pitfall pads The response pads the answer. w=2. Deactivated: shows-reasoning.")

@@ -68,17 +68,44 @@ def update_id(step: int, instance_id: str | None, directory: Directory) -> str:
     return f"update:{step:08d}:{_inst(instance_id, directory)}"
 
 
-def _clip(text: str, limit: int = 1200) -> str:
+ENTRY_CHARS = 1200
+
+
+def _clip(text: str, limit: int = ENTRY_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _assessment(record: AnalysisRecord) -> str:
-    """What the analyzer said about the rollout (the digest without its rollout id and reward)."""
+def _fit(parts: list[tuple[str, int]], limit: int = ENTRY_CHARS) -> str:
+    """The parts, joined by spaces and clipped as _clip clips a text; over the limit, the parts that give most
+    (the highest number; 0 never gives) are cut first, each ending in "...", so that the others stay whole. Cut
+    from the end, an update's long rationale took its changes and the gate's "not adopted" with it (a refused
+    update read as applied), a summary's paragraph its counted hacks, an analysis's assessment its hacking
+    evidence. A text within the limit is as _clip gives it."""
+    texts = [text for text, _ in parts]
+    whole = " ".join(" ".join(texts).split())
+    for index in sorted((i for i, (_, gives) in enumerate(parts) if gives > 0), key=lambda i: -parts[i][1]):
+        if len(whole) <= limit:
+            break
+        own = " ".join(texts[index].split())
+        keep = len(own) - (len(whole) - limit) - 3
+        texts[index] = own[:keep].rstrip() + "..." if keep > 0 else "..."
+        whole = " ".join(" ".join(texts).split())
+    return _clip(whole, limit)
+
+
+def _said(record: AnalysisRecord) -> list[tuple[str, int]]:
+    """What the analyzer said about the rollout, in parts (_fit: the assessment gives first, then the rubric
+    judgement; the hacking evidence last)."""
     a = record.analysis
     assert a is not None
     hacking = "; ".join(f"{p.pattern} ({p.severity}): {p.evidence}" for p in a.reward_hacking.patterns) or "none"
-    return f"{a.overall_assessment} Reward hacking: {hacking}. Rubric: {a.rubric_judgement.assessment}"
+    return [(a.overall_assessment, 3), (f"Reward hacking: {hacking}.", 1), (f"Rubric: {a.rubric_judgement.assessment}", 2)]
+
+
+def _assessment(record: AnalysisRecord) -> str:
+    """What the analyzer said about the rollout (the digest without its rollout id and reward)."""
+    return " ".join(text for text, _ in _said(record))
 
 
 def _shown_id(rollout_id: str) -> str:
@@ -93,9 +120,9 @@ def analysis_entry(record: AnalysisRecord, directory: Directory) -> MemoryEntry 
     if record.analysis is None:
         return None
     reward = "n/a" if record.reward is None else f"{record.reward:.2f}"
-    text = f"Step {record.step} rollout {_shown_id(record.rollout_id)}, reward {reward}. {_assessment(record)}"
+    text = _fit([(f"Step {record.step} rollout {_shown_id(record.rollout_id)}, reward {reward}.", 0), *_said(record)])
     return MemoryEntry(analysis_id(record.step, record.instance_id, record.rollout_id, directory), "analysis",
-                       record.step, record.instance_id, _clip(text))
+                       record.step, record.instance_id, text)
 
 
 def analysis_entries(records: Iterable[AnalysisRecord], directory: Directory,
@@ -153,7 +180,7 @@ def summary_entry(record: SummaryRecord, directory: Directory) -> MemoryEntry:
     of 24 themes instead of 21), so the vector is made from the paragraph and the hacking counts."""
     s = record.summary
     hacking = ", ".join(f"{h.pattern} {h.count}/{record.n_analyzed}" for h in record.hacking) or "none"
-    searched = _clip(f"Step {record.step} summary. {s.memory_entry} Hacking (counted): {hacking}.")
+    searched = _fit([(f"Step {record.step} summary.", 0), (s.memory_entry, 1), (f"Hacking (counted): {hacking}.", 0)])
     rates = rates_text(record.stats)
     return MemoryEntry(summary_id(record.step, record.instance_id, directory), "summary", record.step,
                        record.instance_id, f"{searched} Criteria: {rates}." if rates else searched,
@@ -169,11 +196,16 @@ def update_entry(record: UpdateRecord, directory: Directory) -> MemoryEntry:
         what = m.text or ""
         changes.append(f"{m.op} {m.kind or ''} {m.id or ''} {what} {'' if m.weight is None else f'w={m.weight:g}'}".strip())
     rejected = "; ".join(f"{r.modification.op} {r.modification.id or r.modification.text or ''}: {r.reason}" for r in record.rejected)
-    text = (f"Step {record.step} rubric update ({record.strategy}), version {record.from_version} -> {record.to_version}. "
-            f"{record.rationale} {'Proposed' if proposed is not record.applied else 'Changes'}: "
-            f"{'; '.join(changes) or 'none'}."
-            + (f" Rejected: {rejected}." if rejected else "")
-            + (f" Not adopted, version {record.from_version} carried forward: {record.gate.reason}."
-               if refused and record.gate is not None else ""))
+    text = _fit([
+        (f"Step {record.step} rubric update ({record.strategy}), version {record.from_version} -> {record.to_version}.", 0),
+        (record.rationale, 3),
+        (f"{'Proposed' if proposed is not record.applied else 'Changes'}: {'; '.join(changes) or 'none'}.", 1),
+        (f"Rejected: {rejected}." if rejected else "", 2),
+        # what amaris itself took out of the next version (rubric.max_active_adaptive): the history said one
+        # criterion was added where another also left
+        (f"Deactivated: {', '.join(d.criterion_id for d in record.deactivated)}." if record.deactivated and not refused
+         else "", 1),
+        (f"Not adopted, version {record.from_version} carried forward: {record.gate.reason}."
+         if refused and record.gate is not None else "", 0)])
     return MemoryEntry(update_id(record.step, record.instance_id, directory), "update", record.step,
-                       record.instance_id, _clip(text))
+                       record.instance_id, text)
