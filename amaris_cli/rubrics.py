@@ -105,21 +105,21 @@ def apply_modifications(
     for _ in range(len(modifications) + 1):
         kept = [m for m in modifications if not any(m is out for out in left_out)]
         new, applied, rejected, after_removal = _apply_each(rubric, kept, bounds, new_version, step)
-        if not (twice := _conflicting([*applied, *after_removal])):
+        if not (twice := _conflicting([*applied, *(m for m in after_removal if m.op != "remove")])):
             break
         out = [m for m in kept if m.op != "add" and m.id in twice]
         own = {id(r.modification): r.reason for r in rejected}
         reasons.update({id(m): own[id(m)] for m in out if id(m) in own})
         left_out += out
-    if not left_out:
-        return new, applied, rejected
     reasons.update({id(r.modification): r.reason for r in rejected})  # the last pass's count
+    # what is left after a removal is a second removal (an edit after one disagrees with it, and is left out)
+    reasons.update({id(m): f"{m.id!r} is removed by an earlier edit of this update" for m in after_removal})
     for mod in left_out:
         reasons.setdefault(id(mod), f"the update edits {mod.id!r} {sum(m.id == mod.id for m in left_out)} times, and "
                                     "the edits disagree; which one is meant is ambiguous: give one edit per criterion")
+    refused = {id(m) for m in [*left_out, *after_removal]} | {id(r.modification) for r in rejected}
     return new, applied, [RejectedModification(modification=m, reason=reasons[id(m)]) for m in modifications
-                          if id(m) in reasons and (any(m is out for out in left_out)
-                                                   or any(r.modification is m for r in rejected))]
+                          if id(m) in refused]
 
 
 def _conflicting(applied: list[Modification]) -> set[str]:
@@ -137,7 +137,8 @@ def _conflicting(applied: list[Modification]) -> set[str]:
 def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds: RubricSettings, new_version: int,
                 step: int) -> tuple[RubricSet, list[Modification], list[RejectedModification], list[Modification]]:
     """The edits applied one by one (apply_modifications), and the edits of a criterion an earlier edit of the
-    update removed (they disagree with the removal, as a removal after them would)."""
+    update removed: neither applied nor refused here (an edit disagrees with the removal, as a removal after it
+    would; a second removal is refused only if the first one stands)."""
     anchors = {c.id for c in rubric.anchors}
     adaptive = [c.model_copy() for c in rubric.adaptive]
     applied: list[Modification] = []
@@ -233,10 +234,7 @@ def _apply_each(rubric: RubricSet, modifications: Sequence[Modification], bounds
                                                   "kind": criterion.kind}))
             continue
         if index is None and mod.id in removed:
-            if mod.op == "remove":
-                reject(mod, f"{mod.id!r} is removed by an earlier edit of this update")
-            else:
-                after_removal.append(mod)
+            after_removal.append(mod)
             continue
         if index is None:
             reject(mod, f"unknown criterion id {mod.id!r}")

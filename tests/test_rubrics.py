@@ -246,3 +246,16 @@ def test_disagreeing_edits_of_one_criterion_are_refused_whatever_their_order_and
     new, applied, rejected = apply_modifications(base, mods, floor, new_version=2, step=1)
     assert [(c.id, c.weight) for c in new.adaptive] == [("x", 1.0), ("y", 1.0)] and applied == []
     assert len(rejected) == 4 and all("the edits disagree" in r.reason for r in rejected), rejected
+
+
+def test_a_second_removal_is_refused_as_removed_only_when_the_first_one_stands() -> None:
+    """[remove x, remove x, reweight x] keeps x (the removals and the edit disagree); the second removal was refused
+    as "removed by an earlier edit", which the next updater read as x being gone."""
+    base = RubricSet(version=0, anchors=[Criterion(id="correct", text="The final answer is correct.", weight=2.0)],
+                     adaptive=[Criterion(id="x", text="The response shows its work.", weight=1.0)])
+    mods = [Modification(op="remove", id="x"), Modification(op="remove", id="x"),
+            Modification(op="reweight", id="x", weight=2.0)]
+    new, applied, rejected = apply_modifications(base, mods, BOUNDS, new_version=1, step=0)
+    assert [c.id for c in new.adaptive] == ["x"] and applied == []
+    assert [r.reason for r in rejected] == ["the update edits 'x' 3 times, and the edits disagree; which one is meant "
+                                            "is ambiguous: give one edit per criterion"] * 3
