@@ -59,6 +59,7 @@ MIN_BASELINE = 2
 MAX_BASELINE = 8
 MIN_EFFECT = 0.1
 MIN_Z = 3.0
+READ_BACK = 4 * (WINDOW + MAX_BASELINE + 1)  # the most steps a command reads back for the alarms it says
 MIN_WINDOW_ROLLOUTS = 10  # rollouts behind the window's value (failed ones, for the divergence)
 MIN_BASELINE_ROLLOUTS = 20
 FAILED_BELOW = 0.5  # a verifiable reward below this fails the rollout
@@ -198,12 +199,13 @@ def alarms_at(reader: RunReader, step: int) -> list[Alarm]:
     data back, and whether it held one step earlier the same again; a step without data for a series (skipped in
     an outage: nothing analyzed; no verifiable rewards) is not one of its steps, so the steps read go back until
     each series the step has data in holds that many (reading a fixed number of steps cut the baseline short,
-    and the alarm that run_alarms raised was missed or said at another step)."""
+    and the alarm that run_alarms raised was missed or said at another step), READ_BACK steps at the most."""
     needed = WINDOW + MAX_BASELINE + 1
     current = step_signals(reader, step)
     signals = [current]
     analyzed, gold = int(current.n_analyzed > 0), int(current.n_gold > 0)
-    for earlier in sorted((s for s in reader.steps if s < step), reverse=True):
+    # at most READ_BACK steps: a series whose data comes that rarely is left to run_alarms (it reads the run)
+    for earlier in sorted((s for s in reader.steps if s < step), reverse=True)[:READ_BACK]:
         if (current.n_analyzed == 0 or analyzed >= needed) and (current.n_gold == 0 or gold >= needed):
             break
         signals.append(step_signals(reader, earlier))

@@ -275,3 +275,21 @@ def test_the_alarms_a_command_says_at_a_step_are_the_runs_though_some_steps_have
         for step in steps:
             said = alarms.alarms_at(SimpleNamespace(steps=list(steps)), step)  # type: ignore[arg-type]
             assert said == [a for a in everywhere if a.step == step], (high, step)
+
+
+def test_the_alarms_a_command_says_read_a_bounded_number_of_steps_back(monkeypatch) -> None:
+    """A step with data after a long run of steps without (verifiable rewards only at the newest) read every step
+    back, at every `score` and served step: a cost that grew with the square of the run."""
+    from types import SimpleNamespace
+
+    from amaris_cli import alarms
+
+    read: list[int] = []
+
+    def signals(reader, step: int) -> StepSignals:
+        read.append(step)
+        return StepSignals(step=step, n_gold=16 if step == 1999 else 0)
+
+    monkeypatch.setattr(alarms, "step_signals", signals)
+    assert alarms.alarms_at(SimpleNamespace(steps=list(range(2000))), 1999) == []  # type: ignore[arg-type]
+    assert len(read) == 1 + alarms.READ_BACK, len(read)
