@@ -166,3 +166,22 @@ def test_an_update_entry_names_the_criteria_the_active_cap_took_out() -> None:
         "deactivated": [{"criterion_id": "shows-reasoning", "spread": 0.0, "reason": "spread 0.0 is among the lowest"}]})
     assert update_entry(update, "-").text.endswith(  # type: ignore[arg-type]
         "Changes: add pitfall pads The response pads the answer. w=2. Deactivated: shows-reasoning.")
+
+
+def test_an_empty_part_never_becomes_a_stray_ellipsis() -> None:
+    """An update with nothing rejected has an empty part that may give: cut, it was a lone "..." in the entry."""
+    from amaris_cli.memory.digests import ENTRY_CHARS, update_entry
+    from amaris_cli.models import UpdateRecord
+
+    edits = [{"op": "add", "id": f"c{i}", "text": f"The response names point number {i} of the method it uses and "
+              + "explains it in detail " * 5, "weight": 2, "kind": "pitfall"} for i in range(6)]
+    refusal = "version 4 refused: it pays the padding hack +1.000 more over its control than the previous version"
+    update = UpdateRecord.model_validate({
+        "step": 3, "from_version": 3, "to_version": 4, "strategy": "CORRECTIVE", "rationale": "Short rationale " * 3,
+        "memory_consultation": [], "applied": edits, "rejected": [], "final_adaptive": [],
+        "carried_forward": {"cause": "gate", "reason": refusal},
+        "gate": {"decision": "refused", "reason": refusal, "previous_version": 3, "calls": 2, "budget": 2,
+                 "step_calls": 37, "margin": 0.05, "max_flips": 0.25, "refused_edits": edits}})
+    text = update_entry(update, "-").text  # type: ignore[arg-type]
+    assert len(text) <= ENTRY_CHARS and text.endswith(f"Not adopted, version 3 carried forward: {refusal}.")
+    assert "... ..." not in text, text  # (a rationale cut to nothing is one "...")

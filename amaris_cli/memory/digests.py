@@ -81,10 +81,12 @@ def _fit(parts: list[tuple[str, int]], limit: int = ENTRY_CHARS) -> str:
     (the highest number; 0 never gives) are cut first, each ending in "...", so that the others stay whole. Cut
     from the end, an update's long rationale took its changes and the gate's "not adopted" with it (a refused
     update read as applied), a summary's paragraph its counted hacks, an analysis's assessment its hacking
-    evidence. A text within the limit is as _clip gives it."""
+    evidence. A text within the limit is as _clip gives it; parts that never give beyond the limit are clipped
+    from the end all the same."""
     texts = [text for text, _ in parts]
     whole = " ".join(" ".join(texts).split())
-    for index in sorted((i for i, (_, gives) in enumerate(parts) if gives > 0), key=lambda i: -parts[i][1]):
+    for index in sorted((i for i, (text, gives) in enumerate(parts) if gives > 0 and text.strip()),
+                        key=lambda i: -parts[i][1]):
         if len(whole) <= limit:
             break
         own = " ".join(texts[index].split())
