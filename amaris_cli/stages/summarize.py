@@ -64,13 +64,18 @@ def summary_inputs(session: Session, step: int, rubric: RubricSet, not_evaluated
     return inputs
 
 
+def scoring_rubric(run: RunDir, instance_id: str | None, scores: list[ScoreRecord]) -> RubricSet:
+    """The rubric whose verdicts a group's statistics are of: the version of its first score (in input order)."""
+    return rubric_for(run, scores[0].rubric_version, instance_id, exact=True)
+
+
 def group_stats(run: RunDir, step: int, instance_id: str | None, rollouts: list[Rollout],
                 scores: list[ScoreRecord]) -> tuple[RubricSet, StepStats]:
     """What stats.json holds for a group (the step, or one instance in per-instance mode), computed from
     its scores with the rubric that scored them; within-group spreads over rollouts sharing a prompt.
     Readers (inspect, report) call it too while a step has no fresh stats.json, so the numbers they show
     are the ones summarize will write."""
-    rubric = rubric_for(run, scores[0].rubric_version, instance_id, exact=True)
+    rubric = scoring_rubric(run, instance_id, scores)
     groups = {r.id: key for key, members in group_by_instance(rollouts).items() for r in members}
     return rubric, step_stats(step, rubric, scores, groups)
 

@@ -22,6 +22,7 @@ from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step,
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
 from amaris_cli.reliability import updater_reliability
+from amaris_cli.rollouts import group_by_instance
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
@@ -34,6 +35,7 @@ from amaris_cli.stages.common import (
     training_inputs,
 )
 from amaris_cli.stages.score import rubric_for
+from amaris_cli.stages.summarize import scoring_rubric
 
 MEMORY_FILES = (artifacts.ANALYSES, artifacts.SUMMARY, artifacts.UPDATE)
 
@@ -119,12 +121,12 @@ def _rubric_of(base: RubricSet, record: UpdateRecord) -> RubricSet:
 
 
 def _measured(run: RunDir, step: int, instance_id: str | None) -> RubricSet | None:
-    """The rubric version whose verdicts the step's statistics are of (the one that scored it; with --lag, an
-    earlier one than the update edits)."""
-    scores = artifacts.load_scores(run, step)
-    versions = sorted({s.rubric_version for s in scores if s.instance_id == instance_id}
-                      or {s.rubric_version for s in scores})
-    return rubric_for(run, versions[0], instance_id, exact=True) if versions else None
+    """The rubric whose verdicts the step's statistics are of (with --lag, an earlier version than the update
+    edits), as summarize takes it."""
+    rollouts = artifacts.load_rollouts(run, step)
+    members = {r.id for r in (rollouts if instance_id is None else group_by_instance(rollouts).get(instance_id, []))}
+    group = [s for s in artifacts.load_scores(run, step) if s.rollout_id in members]  # in input order
+    return scoring_rubric(run, instance_id, group) if group else None
 
 
 async def _update_one(session: Session, step: int, summary: SummaryRecord, memory: MemoryStore | None,
@@ -186,8 +188,9 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
         return _carry_forward(session, step, base, inputs, CarriedForward(cause="skipped", reason=str(exc))), None, True
     proposal = answer.value
     new_rubric, applied, rejected = apply_modifications(base, proposal.modifications, session.settings.rubric, step + 1, step)
-    new_rubric, deactivated = cap_active(new_rubric, summary.stats, session.settings.rubric.max_active_adaptive,
-                                         measured=_measured(run, step, iid))
+    cap = session.settings.rubric.max_active_adaptive
+    measured = _measured(run, step, iid) if cap is not None and len(new_rubric.adaptive) > cap else None
+    new_rubric, deactivated = cap_active(new_rubric, summary.stats, cap, measured=measured)
     gate = None
     if session.settings.gate.enabled and not same_criteria(base, new_rubric):
         own_calls, budget = gate_budget
