@@ -47,7 +47,7 @@ class RunStability(BaseModel):
     edits: int
     reversals: int
     reversals_by_kind: dict[str, int]
-    ages: dict[str, int]  # per criterion of the newest version: how many versions, up to it, hold it
+    ages: dict[str, int]  # per criterion of the newest version: the version numbers from the one it entered to it
 
 
 def _words(text: str) -> set[str]:
