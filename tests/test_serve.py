@@ -437,6 +437,17 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
                         b"Content-Length: 70000000\r\n\r\n")
             head = read_answer(raw)
         assert head.startswith("HTTP/1.1 413") and "over the 67108864-byte limit" in head
+        # A connection a client keeps for its next request is kept longer than the clients' own idle expiry (httpx
+        # drops one after 5 s): at uvicorn's 5 s the server closed it as a client sent on it ("Server disconnected
+        # without sending a response", a rollout of a step lost), a trainer's first request after 5 s of training.
+        with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), timeout=10) as raw:
+            asked = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            raw.sendall(asked)
+            assert read_answer(raw).startswith("HTTP/1.1 200")
+            time.sleep(6)
+            raw.sendall(asked)
+            again = raw.recv(4096)
+            assert again.startswith(b"HTTP/1.1 200"), again
         # An id names one rollout of a step: the same id with other content is a conflict.
         assert http.post("/score", json={**ok, "id": "x"}).status_code == 200
         clash = http.post("/score", json={**ok, "id": "x", "response": "5"})

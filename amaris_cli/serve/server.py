@@ -24,6 +24,9 @@ from amaris_cli.serve.app import ServeApp
 from amaris_cli.serve.core import ServeCore
 
 GRACE_S = 30.0
+# How long a connection waits for its client's next request: longer than clients keep an idle one (httpx: 5 s).
+# At uvicorn's default (5 s, the same as httpx's), the server closed connections as clients sent on them.
+KEEP_ALIVE_S = 75.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -51,7 +54,7 @@ def _uvicorn_server(app: ServeApp, on_signal: Callable[[], None]):  # noqa: ANN2
             super().handle_exit(sig, frame)
 
     config = uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=GRACE_S)
+                            timeout_graceful_shutdown=GRACE_S, timeout_keep_alive=KEEP_ALIVE_S)
     return Server(config)
 
 
