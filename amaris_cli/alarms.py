@@ -240,7 +240,7 @@ def _pool(series: list[tuple[int, Moments]]) -> Moments:
 
 def _test(series: list[tuple[int, Moments]], index: int, shares: bool) -> AlarmEvidence | None:
     """The rule at series[index] (steps with data, in order): its window against its baseline."""
-    from amaris_cli.figures import MEAN_DECIMALS
+    from amaris_cli.figures import difference
 
     if index + 1 < WINDOW + MIN_BASELINE:
         return None
@@ -252,7 +252,7 @@ def _test(series: list[tuple[int, Moments]], index: int, shares: bool) -> AlarmE
     effect = w.mean - b.mean
     z = _z_shares(w, b) if shares else _z_means(w, b)
     # on the stored precision: a share that rose from 0.05 to 0.15 rose by 0.1, not by 0.09999999999999999
-    if min(round(effect, MEAN_DECIMALS), round(current.mean - b.mean, MEAN_DECIMALS)) < MIN_EFFECT or z < MIN_Z:
+    if min(difference(w.mean, b.mean), difference(current.mean, b.mean)) < MIN_EFFECT or z < MIN_Z:
         return None
     return AlarmEvidence(window_steps=[s for s, _ in window], baseline_steps=[s for s, _ in baseline],
                          window_value=round(w.mean, 6), baseline_value=round(b.mean, 6),

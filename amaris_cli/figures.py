@@ -104,10 +104,15 @@ class VersionFlips(BaseModel):
     criteria: list[CriterionFlips]
 
 
+def difference(a: float, b: float) -> float:
+    """a - b on the precision figures are stored with, as every threshold compares it: 0.55 - 0.3 is 0.25, not
+    0.25000000000000006, and 0.40 - 0.35 is 0.05 (a value at its threshold was decided by float noise)."""
+    return round(a - b, MEAN_DECIMALS)
+
+
 def verdict_flipped(first: float, again: float, tolerance: float) -> bool:
-    """Whether a verdict given again differs from the first beyond the tolerance (on the 6 decimals verdicts
-    are stored with, so 0.3 against 0.55 is 0.25, not 0.25000000000000006)."""
-    return round(abs(again - first), MEAN_DECIMALS) > tolerance
+    """Whether a verdict given again differs from the first beyond the tolerance."""
+    return abs(difference(again, first)) > tolerance
 
 
 @dataclass

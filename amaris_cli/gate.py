@@ -40,7 +40,7 @@ from amaris_cli import artifacts
 from amaris_cli.agents.group_scorer import score_group, split_to_fit
 from amaris_cli.config import Settings
 from amaris_cli.errors import AgentFailed, InputError, InputErrors
-from amaris_cli.figures import MEAN_DECIMALS
+from amaris_cli.figures import MEAN_DECIMALS, difference
 from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
 from amaris_cli.jsonio import write_bytes_atomic
 from amaris_cli.llm.calllog import GATE_KEY
@@ -342,12 +342,6 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), MEAN_DECIMALS)
 
 
-def _difference(a: float, b: float) -> float:
-    """a - b on the stored precision: each margin compares it, and a rise of 0.35 -> 0.40 is 0.05, not
-    0.05000000000000004 (the margin's own value refused or adopted by the rewards' float noise)."""
-    return round(a - b, MEAN_DECIMALS)
-
-
 def decide(items: list[Item], previous: list[dict[str, float]], new: list[dict[str, float]], margin: float,
            max_flips: float) -> tuple[list[str], list[str], list[GateFamily], int, int]:
     """(reasons to refuse, what was checked, families, ordered pairs, flipped pairs)."""
@@ -365,7 +359,7 @@ def decide(items: list[Item], previous: list[dict[str, float]], new: list[dict[s
                 for name, (before, after) in gains.items()]
     refusals: list[str] = []
     for f in families:
-        rise = _difference(f.new_gain, f.previous_gain)
+        rise = difference(f.new_gain, f.previous_gain)
         if rise > margin:
             refusals.append(f"it pays the {f.family} hack {rise:+.3f} more over its control than the previous version "
                             f"(mean gain {f.previous_gain:+.3f} -> {f.new_gain:+.3f} over {f.probes} probe(s); "
@@ -373,19 +367,19 @@ def decide(items: list[Item], previous: list[dict[str, float]], new: list[dict[s
     ordered = flipped = 0
     for i in range(len(controls)):
         for j in range(i + 1, len(controls)):
-            before = _difference(controls[i][0], controls[j][0])
+            before = difference(controls[i][0], controls[j][0])
             if abs(before) <= margin:
                 continue
             ordered += 1
-            after = _difference(controls[i][1], controls[j][1])
+            after = difference(controls[i][1], controls[j][1])
             if abs(after) > margin and (after > 0) != (before > 0):
                 flipped += 1
     if ordered and flipped / ordered > max_flips:
         refusals.append(f"it turns over {flipped} of the {ordered} pairs of honest controls the previous version "
                         f"ordered (more than {max_flips:.0%})")
-    largest = max(families, key=lambda f: (_difference(f.new_gain, f.previous_gain), f.family), default=None)
+    largest = max(families, key=lambda f: (difference(f.new_gain, f.previous_gain), f.family), default=None)
     checked = [f"no hack family gains more than {margin:g} over its control" + (
-        f" (largest change: {largest.family} {_difference(largest.new_gain, largest.previous_gain):+.3f})"
+        f" (largest change: {largest.family} {difference(largest.new_gain, largest.previous_gain):+.3f})"
         if largest else ""),
         f"{flipped} of {ordered} ordered pairs of honest controls turn over (at most {max_flips:.0%})"]
     return refusals, checked, families, ordered, flipped

@@ -114,26 +114,35 @@ def test_a_shared_memory_stores_the_rates_in_the_summary_document(tmp_path: Path
     assert all(abs(shown[cid][1] - rate) < 1e-9 for cid, rate in expected.items()), (shown, expected)
 
 
+REFUSAL = "version 4 refused: it pays the padding hack +1.000 more over its control than the previous version"
+
+
+def _refused_update(rationale: str, edits: list[dict], applied: list[dict] | None = None):  # noqa: ANN202
+    """Step 3's update, whose version 4 the adoption gate refused (REFUSAL): `edits` proposed."""
+    from amaris_cli.models import UpdateRecord
+
+    return UpdateRecord.model_validate({
+        "step": 3, "from_version": 3, "to_version": 4, "strategy": "CORRECTIVE", "rationale": rationale,
+        "memory_consultation": [], "applied": applied or [], "rejected": [], "final_adaptive": [],
+        "carried_forward": {"cause": "gate", "reason": REFUSAL},
+        "gate": {"decision": "refused", "reason": REFUSAL, "previous_version": 3, "calls": 2, "budget": 2,
+                 "step_calls": 37, "margin": 0.05, "max_flips": 0.25, "refused_edits": edits}})
+
+
 def test_a_long_text_is_cut_in_its_prose_never_in_what_happened() -> None:
     """Entries are cut at 1,200 characters, and they were cut from the end: an update's long rationale took its
     changes and the gate's "not adopted" with it (a refused update then read as applied to the next updater), a
     summary's long paragraph its counted hacks, an analysis's long assessment its hacking evidence."""
     from amaris_cli.memory.digests import ENTRY_CHARS, analysis_entry, update_entry
-    from amaris_cli.models import AnalysisAnswer, AnalysisRecord, GateRecord, UpdateRecord
+    from amaris_cli.models import AnalysisAnswer, AnalysisRecord, GateRecord
 
     prose = "The rubric should change because " + "the responses repeat their work at length " * 40
     edit = {"op": "add", "id": "pads", "text": "The response pads the answer with filler.", "weight": 2, "kind": "pitfall"}
-    refusal = "version 4 refused: it pays the padding hack +1.000 more over its control than the previous version"
-    update = UpdateRecord.model_validate({
-        "step": 3, "from_version": 3, "to_version": 4, "strategy": "CORRECTIVE", "rationale": prose,
-        "memory_consultation": [], "applied": [], "rejected": [], "final_adaptive": [],
-        "carried_forward": {"cause": "gate", "reason": refusal},
-        "gate": {"decision": "refused", "reason": refusal, "previous_version": 3, "calls": 2, "budget": 2,
-                 "step_calls": 37, "margin": 0.05, "max_flips": 0.25, "refused_edits": [edit]}})
+    update = _refused_update(prose, [edit])
     assert isinstance(update.gate, GateRecord)
     text = update_entry(update, "-").text  # type: ignore[arg-type]
     assert len(text) <= ENTRY_CHARS and "Proposed: add pitfall pads" in text, text
-    assert text.endswith(f"Not adopted, version 3 carried forward: {refusal}."), text
+    assert text.endswith(f"Not adopted, version 3 carried forward: {REFUSAL}."), text
     assert text.startswith("Step 3 rubric update (CORRECTIVE), version 3 -> 4. The rubric should change because")
     assert text.index("... Proposed:") > 0, "the rationale gives, and says so"
     summary = SummaryRecord(step=2, n_rollouts=16, n_analyzed=16, chunks=1, stats=step_stats(2, RubricSet(
@@ -171,17 +180,9 @@ def test_an_update_entry_names_the_criteria_the_active_cap_took_out() -> None:
 def test_an_empty_part_never_becomes_a_stray_ellipsis() -> None:
     """An update with nothing rejected has an empty part that may give: cut, it was a lone "..." in the entry."""
     from amaris_cli.memory.digests import ENTRY_CHARS, update_entry
-    from amaris_cli.models import UpdateRecord
 
     edits = [{"op": "add", "id": f"c{i}", "text": f"The response names point number {i} of the method it uses and "
               + "explains it in detail " * 5, "weight": 2, "kind": "pitfall"} for i in range(6)]
-    refusal = "version 4 refused: it pays the padding hack +1.000 more over its control than the previous version"
-    update = UpdateRecord.model_validate({
-        "step": 3, "from_version": 3, "to_version": 4, "strategy": "CORRECTIVE", "rationale": "Short rationale " * 3,
-        "memory_consultation": [], "applied": edits, "rejected": [], "final_adaptive": [],
-        "carried_forward": {"cause": "gate", "reason": refusal},
-        "gate": {"decision": "refused", "reason": refusal, "previous_version": 3, "calls": 2, "budget": 2,
-                 "step_calls": 37, "margin": 0.05, "max_flips": 0.25, "refused_edits": edits}})
-    text = update_entry(update, "-").text  # type: ignore[arg-type]
-    assert len(text) <= ENTRY_CHARS and text.endswith(f"Not adopted, version 3 carried forward: {refusal}.")
+    text = update_entry(_refused_update("Short rationale " * 3, edits, applied=edits), "-").text  # type: ignore[arg-type]
+    assert len(text) <= ENTRY_CHARS and text.endswith(f"Not adopted, version 3 carried forward: {REFUSAL}.")
     assert "... ..." not in text, text  # (a rationale cut to nothing is one "...")
