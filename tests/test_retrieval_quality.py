@@ -35,7 +35,7 @@ def top1_accuracy(store: MemoryStore, catalog: RunCatalog) -> tuple[float, list[
     """Share of themes whose query ranks an entry of the theme's own step first, and the misses."""
     misses = []
     for theme in THEMES:
-        hits = dynamic_retrieval(store, catalog, [theme.query], 1, N_STEPS, set())
+        hits = dynamic_retrieval(store, catalog, [theme.query], 1, N_STEPS, [])
         if not hits or hits[0].step != STEP_OF[theme.key]:
             misses.append(f"{theme.key} -> {THEMES[hits[0].step].key if hits else None}")
     return 1 - len(misses) / len(THEMES), misses
@@ -118,10 +118,10 @@ def test_static_retrieval_is_exactly_the_k_most_recent_summaries_and_updates(tmp
 def test_dynamic_hits_come_only_from_steps_before_the_current_one(minilm) -> None:
     _, store, catalog = minilm
     late = THEMES[20]  # planted at step 20
-    control = dynamic_retrieval(store, catalog, [late.query], 3, N_STEPS, set())
+    control = dynamic_retrieval(store, catalog, [late.query], 3, N_STEPS, [])
     assert control[0].step == 20, "the control: with the step allowed, it is the nearest"
     for current in (20, 12, 1):
-        hits = dynamic_retrieval(store, catalog, [late.query], 3, current, set())
+        hits = dynamic_retrieval(store, catalog, [late.query], 3, current, [])
         assert len(hits) == 3 and all(h.step < current for h in hits), (current, [h.step for h in hits])
 
 
@@ -130,9 +130,9 @@ def test_dynamic_hits_exclude_the_static_entries(minilm) -> None:
     static = static_retrieval(run, N_STEPS, 5)  # summaries and updates of steps 19..23
     static_ids = {e.id for e in static}
     query = THEMES[21].summary  # the words of step 21's summary: its summary and update are the nearest entries
-    control = dynamic_retrieval(store, catalog, [query], 5, N_STEPS, set())
+    control = dynamic_retrieval(store, catalog, [query], 5, N_STEPS, [])
     assert {"summary:00000021:-", "update:00000021:-"} <= {h.id for h in control}, "the control"
-    hits = dynamic_retrieval(store, catalog, [query], 5, N_STEPS, static_ids)
+    hits = dynamic_retrieval(store, catalog, [query], 5, N_STEPS, static)
     assert len(hits) == 5 and not static_ids & {h.id for h in hits}
     assert hits[0].step == 21 and hits[0].type == "analysis"  # the step is still found, through its analyses
 
@@ -141,15 +141,15 @@ def test_dynamic_hits_are_never_duplicated_and_at_most_n_per_query(minilm) -> No
     _, store, catalog = minilm
     theme = THEMES[3]
     other_wording = "final figures that are slightly wrong because partial sums were rounded off along the way"
-    alone = dynamic_retrieval(store, catalog, [other_wording], 3, N_STEPS, set())
-    hits = dynamic_retrieval(store, catalog, [theme.query, other_wording], 3, N_STEPS, set())
+    alone = dynamic_retrieval(store, catalog, [other_wording], 3, N_STEPS, [])
+    hits = dynamic_retrieval(store, catalog, [theme.query, other_wording], 3, N_STEPS, [])
     first = [h for h in hits if h.query == theme.query]
     second = [h for h in hits if h.query == other_wording]
     assert len(first) == 3 and len(second) == 3 and len({h.id for h in hits}) == 6
     assert {h.id for h in alone} & {h.id for h in first}, "the control: both queries find some of the same entries"
     assert not {h.id for h in first} & {h.id for h in second}
     for n in (1, 2, 4):
-        found = dynamic_retrieval(store, catalog, [t.query for t in THEMES[:5]], n, N_STEPS, set())
+        found = dynamic_retrieval(store, catalog, [t.query for t in THEMES[:5]], n, N_STEPS, [])
         per_query = {t.query: sum(h.query == t.query for h in found) for t in THEMES[:5]}
         assert set(per_query.values()) == {n}, per_query
 
@@ -320,7 +320,7 @@ def test_a_query_near_an_earlier_one_still_gets_its_n_nearest_unseen_entries(tmp
                             text=f"{1.0 + 0.01 * i}|summary {i}") for i in range(6)]
     with MemoryStore(run, MemorySettings(), embedder=_AngleEmbedder()) as store:
         store.add(entries)
-        hits = dynamic_retrieval(store, RunCatalog(run), ["0.0|q1", "0.001|q2"], 3, 10, set())
+        hits = dynamic_retrieval(store, RunCatalog(run), ["0.0|q1", "0.001|q2"], 3, 10, [])
     by_query = {q: [h.id for h in hits if h.query == q] for q in ("0.0|q1", "0.001|q2")}
     assert by_query == {"0.0|q1": [f"analysis:{i:08d}:-:r{i}" for i in range(3)],
                         "0.001|q2": [f"analysis:{i:08d}:-:r{i}" for i in range(3, 6)]}, by_query

@@ -50,7 +50,9 @@ def test_two_runs_share_one_memory_and_rebuild_touches_only_its_own(tmp_path: Pa
     for run in (first, second):
         assert invoke("init", run, "--config", config).exit_code == 0
     env = judge_env(sim)
-    result = invoke("loop", EXAMPLES / "math", "--run", first, "--steps", "0:2", "--memory-url", chroma_server, env=env)
+    # The jobs train on different data: another job's entry that says what one of the run's own says is no hit.
+    result = invoke("loop", EXAMPLES / "recurring", "--run", first, "--steps", "0:2", "--memory-url", chroma_server,
+                    env=env)
     assert result.exit_code == 0, result.stderr
     # (credentials in the URL are used, never written: provenance records the flag and the update's inputs)
     with_credentials = chroma_server.replace("http://", "http://amaris:pw-PLANTED-mem@")
@@ -142,7 +144,7 @@ def test_a_run_named_with_a_bar_keeps_using_the_entries_an_earlier_version_wrote
             ids = sorted(e.id for e in static if e.type == entry_type)
             assert store.existing(ids, entry_type) == set(ids)  # present: a sync does not add them again
         hits = dynamic_retrieval(store, RunCatalog(RunDir(run)), ["a note to the grader asking for full marks"], 100, 2,
-                                 {e.id for e in static})
+                                 static)
     assert hits and not any(h.id.startswith(old) for h in hits)  # read as the run's own entries
     assert not {h.id for h in hits} & {e.id for e in static}, "a static entry among the dynamic hits"
 
@@ -192,7 +194,8 @@ def test_a_shared_memory_an_earlier_version_created_is_widened_when_the_server_r
 def test_a_moved_run_keeps_its_entries_and_a_copy_gets_a_key_of_its_own(tmp_path: Path, sim, chroma_server: str) -> None:
     """The key of a run's entries came from its path: a run moved after steps 0-1 took its own entries for another
     job's (its step 2's update saw its summaries twice, as static entries and as another job's hits). The key is
-    kept with the run; a copy (its original still holding the key) gets one of its own, since the two part."""
+    kept with the run; a copy (its original still holding the key) gets one of its own, since the two part, and
+    indexes its history under it."""
     import shutil
 
     from amaris_cli.memory.store import run_keys
@@ -211,5 +214,30 @@ def test_a_moved_run_keeps_its_entries_and_a_copy_gets_a_key_of_its_own(tmp_path
     assert run_keys(RunDir(moved))[0] == key and run_keys(RunDir(copy))[0] != key
     hits = json.loads((moved / "steps/000002/retrieval.json").read_text())["dynamic"]
     assert hits and not [h["id"] for h in hits if h["id"].startswith(f"{key}|")], "its own entries read as another job's"
+    # The copy holds its history under its own key (its copied marks were the original's key's: it indexed
+    # nothing, and read its own history as the original's entries); the original's entries of steps 0-1 say what
+    # the copy's say, and are not read again beside them.
     copied = json.loads((copy / "steps/000002/retrieval.json").read_text())["dynamic"]
-    assert any(h["id"].startswith(f"{key}|") for h in copied)  # the original's entries: another job's to the copy
+    assert copied and not [h["id"] for h in copied if h["id"].startswith(f"{key}|")], copied
+    assert len({h["text"] for h in copied}) == len(copied)
+
+
+def test_a_run_that_changes_memory_stores_indexes_its_history_into_the_store_it_uses(
+        tmp_path: Path, sim, chroma_server: str) -> None:
+    """Which steps are indexed was kept once per run, whichever store held them: steps 0-1 indexed in the run's
+    embedded memory read as indexed when step 2 used a shared server (which never got them: its dynamic
+    retrieval found none of the run's history), and step 2, indexed on the server, read as indexed back in the
+    embedded memory."""
+    env = judge_env(sim)
+    run = new_run(tmp_path, "job")
+    for steps, url in (("0:1", None), ("2:2", chroma_server), ("3:3", None)):
+        flags = ("--memory-url", url) if url else ()
+        result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", steps, *flags, env=env)
+        assert result.exit_code == 0, result.stderr
+    shared = RunDir(run).settings().memory.model_copy(update={"url": chroma_server})
+    with MemoryStore.open(RunDir(run), shared, "reader") as store:
+        assert store.counts() == {"analysis": 3 * 16, "summary": 3, "update": 3}  # steps 0-2 (0-1 had been indexed)
+    with MemoryStore.open(RunDir(run), RunDir(run).settings().memory, "reader") as store:
+        assert store.counts() == {"analysis": 4 * 16, "summary": 4, "update": 4}  # steps 0-3 (2 had been, on the server)
+    hits = json.loads((run / "steps/000002/retrieval.json").read_text())["dynamic"]
+    assert hits and all(h["step"] < 2 for h in hits)

@@ -115,15 +115,19 @@ def static_retrieval(run: RunDir, step: int, k: int, instance_id: str | None = N
 
 
 def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str], n: int, step: int,
-                      exclude: set[str], instance_id: str | None = None) -> list[MemoryHit]:
-    """n hits per query from steps < step, without the static entries and without duplicates."""
+                      static: list[StaticEntry], instance_id: str | None = None) -> list[MemoryHit]:
+    """n hits per query from steps < step, without the static entries and without duplicates. In a shared memory,
+    another job's entry that says what one of this run's says (a `cp -r` copy of the run holds the original's
+    history under its own key; a sweep's arms analyze the same rollouts alike) is the same hit again: left out."""
     hits: list[MemoryHit] = []
-    keyed_exclude = {k for e in exclude for k in store.keys(e)}
+    keyed_exclude = {k for e in static for k in store.keys(e.id)}
     seen = set(keyed_exclude)
+    said = {e.text for e in static}
     # Each query is asked for enough that n remain after the hits of the queries before it (n each): asked for n,
     # a query near an earlier one came back with fewer, or with farther entries of another type in their place.
     wanted = n * len(queries)
     for query, found in zip(queries, store.query(queries, wanted, step, instance_id or "", keyed_exclude), strict=True):
+        own_texts = {catalog.text(own, s) for key, _, s, _, _ in found if (own := store.own(key)) is not None}
         taken = 0
         for key, entry_type, entry_step, distance, document in found:
             if key in seen:
@@ -131,6 +135,9 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
             seen.add(key)
             own = store.own(key)
             text = catalog.text(own, entry_step) if own is not None else (document or "")
+            if own is None and (text in said or text in own_texts):
+                continue
+            said.add(text)
             hits.append(to_hit(own or key, entry_type, entry_step, distance, query, text))
             taken += 1
             if taken == n:
@@ -160,4 +167,4 @@ def search_run(run_path: Path, text: str, n: int, before_step: int | None,
     settings = load_settings(base=run.load_manifest().config, flags=flags)
     limit = before_step if before_step is not None else (max(artifacts.step_numbers(run), default=0) + 1)
     with MemoryStore.open(run, settings.memory, "reader") as store:
-        return dynamic_retrieval(store, RunCatalog(run), [text], n, limit, set()), limit
+        return dynamic_retrieval(store, RunCatalog(run), [text], n, limit, []), limit

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import shutil
 import tempfile
 import threading
@@ -134,7 +135,7 @@ class MemoryStore:
                     )
             elif self.writer:
                 write_json_atomic(meta_path, {"embedder": name})
-            self._marks_path = path / "indexed-steps.json"
+            self._marks_path = path / self._marks_name()
             self._marks: dict[str, dict[str, str]] = {}
             if self._marks_path.exists():
                 marks = read_json(self._marks_path)
@@ -226,6 +227,17 @@ class MemoryStore:
         if not self.writer:
             raise AmarisError("internal: a memory reader cannot write")
         return nullcontext() if self.shared else locks.brief(self.run.lock_path(IO_LOCK))
+
+    def _marks_name(self) -> str:
+        """The file of the marks of the store this process writes to: the embedded memory's, or one per shared server,
+        namespace and run key. One file for all let steps indexed in one store read as indexed in another (a run
+        that moved to a server at step 2 never put steps 0-1 there; a `cp -r` copy of a run on a server, with a key
+        of its own, never indexed its history under it)."""
+        if not self.shared:
+            return "indexed-steps.json"
+        parsed = urlparse(self.settings.url or "")
+        store = f"{parsed.scheme}://{parsed.hostname}:{parsed.port or 8000}\n{self.settings.namespace}\n{self.run_key}"
+        return f"indexed-steps.shared-{hashlib.sha256(store.encode()).hexdigest()[:16]}.json"
 
     # Which files of each step are indexed, by their SHA-256 (from provenance.json): lets a sync skip
     # steps without reading their files, and re-index a step whose files were recomputed. Written after

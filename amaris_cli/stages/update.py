@@ -172,8 +172,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
             if answer.value is None:
                 raise AgentFailed(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
             queries = answer.value.queries
-            dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, {e.id for e in static},
-                                        iid)
+            dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, static, iid)
         retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static,
                                     static_steps=mem.static_steps, dynamic_enabled=mem.dynamic,
                                     results_per_query=mem.results_per_query, max_queries=mem.max_queries,
