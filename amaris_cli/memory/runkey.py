@@ -6,8 +6,9 @@ its update saw its recent summaries twice (as static entries, and again as "anot
 the key in RUN/shared-memory.json, with the identity of the run's directory (device and inode): a directory moved
 or renamed within its file system is the same one and keeps the key; a copy (`cp -r` for a sweep) is another
 and gets a key of its own, since the two runs part from the copy on (sharing one, each would take the other's
-later entries for its own). A run moved across file systems is a copy by that measure: its earlier entries
-read as another job's, as before.
+later entries for its own). A run moved across file systems is a copy by that measure. A copy indexes its history
+again under its own key (the store keeps its marks per key: `MemoryStore._marks_name`), and dynamic retrieval
+leaves out the original's entries that say the same.
 """
 
 from __future__ import annotations
