@@ -23,6 +23,7 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_serializer,
+    field_validator,
     model_validator,
 )
 
@@ -60,10 +61,37 @@ class AgentOverrides(_Section):
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
 
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint_url(cls, url: str | None) -> str | None:
+        # A URL the HTTP client cannot send to is refused here, naming where it was set: unchecked, one without a
+        # scheme or host was retried as an outage for llm.outage_budget, and an unparsable one was a traceback.
+        if url is not None and (problem := base_url_problem(url)):
+            raise ValueError(problem)
+        return url
+
     @field_serializer("base_url", when_used="json")
     def _no_credentials(self, url: str | None) -> str | None:
         # run.json holds the config as JSON: credentials in a URL are used, never written.
         return strip_userinfo(url)
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why a base URL cannot name an endpoint (said of the URL, which may hold credentials: never quoted), or None."""
+    from urllib.parse import urlsplit
+
+    if url != url.strip() or any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        return "the base URL holds a space or a control character"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number from 0 to 65535
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "expected http://HOST[:PORT]/PATH or https://... (the base URL has no http or https scheme)"
+    if not parts.hostname:
+        return "expected http://HOST[:PORT]/PATH or https://... (the base URL names no host)"
+    return None
 
 
 # The agent keys that can change an answer: what provenance records of a derived file's agents, and what a replay
@@ -370,8 +398,9 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def validate_settings(data: Mapping[str, Any], source: str, from_environment: bool = False) -> Settings:
-    """`from_environment`: the environment's layer, whose errors name the variable that set the key."""
+def validate_settings(data: Mapping[str, Any], source: str, from_environment: bool = False,
+                      environ: Mapping[str, str] | None = None) -> Settings:
+    """`from_environment`: the environment's layer (`environ`), whose errors name the variable that set the key."""
     try:
         return Settings.model_validate(dict(data))
     except ValidationError as exc:
@@ -381,13 +410,15 @@ def validate_settings(data: Mapping[str, Any], source: str, from_environment: bo
             msg = err["msg"]
             if err["type"] == "extra_forbidden":
                 msg = "unknown key"
-            variable = environment_variable(err["loc"]) if from_environment else None
+            variable = environment_variable(err["loc"], environ) if from_environment else None
             lines.append(f"{source}: {variable} ({loc}): {msg}" if variable else f"{source}: {loc}: {msg}")
         raise ConfigError("\n".join(lines)) from None
 
 
-def environment_variable(loc: tuple[Any, ...]) -> str | None:
+def environment_variable(loc: tuple[Any, ...], environ: Mapping[str, str] | None = None) -> str | None:
     """The variable env_layer reads a setting from (`("agents", "scorer", "timeout")`: AMARIS_SCORER_TIMEOUT)."""
+    if tuple(loc[:3]) == ("agents", "default", "base_url") and not (environ or {}).get("AMARIS_BASE_URL"):
+        return "OPENAI_BASE_URL"  # (env_layer reads it first; AMARIS_BASE_URL, when set, replaces it)
     if len(loc) >= 3 and loc[0] == "agents":
         name = next((env for env, key in _AGENT_ENV_KEYS.items() if key == loc[2]), None)
         if name is not None:
@@ -395,9 +426,10 @@ def environment_variable(loc: tuple[Any, ...]) -> str | None:
     return {("llm", "concurrency"): "AMARIS_CONCURRENCY", ("memory", "url"): "AMARIS_MEMORY_URL"}.get(tuple(loc[:2]))
 
 
-def _agent_tables(tables: Mapping[str, Any], source: str, from_environment: bool = False) -> dict[str, AgentOverrides]:
+def _agent_tables(tables: Mapping[str, Any], source: str, from_environment: bool = False,
+                  environ: Mapping[str, str] | None = None) -> dict[str, AgentOverrides]:
     """Validate one layer's agent tables (`{"default": {...}, "scorer": {...}}`)."""
-    validate_settings({"agents": dict(tables)}, source, from_environment)
+    validate_settings({"agents": dict(tables)}, source, from_environment, environ)
     return {name: AgentOverrides.model_validate(table) for name, table in tables.items()}
 
 
@@ -418,7 +450,8 @@ def load_settings(
         source = str(config_file)
     # Validate the file alone first, so its errors name the file and not the environment.
     validate_settings(data, source)
-    env = env_layer(os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    env = env_layer(environ)
     top = dict(flags or {})
     if recorded_environment is not None:
         # A replay asks what its source asked: the endpoint, key and limits are today's, the answers the record's.
@@ -428,9 +461,9 @@ def load_settings(
     merged = data
     for name, layer in layers:
         merged = deep_merge(merged, {k: v for k, v in layer.items() if k != "agents"})
-        validate_settings(merged, name, from_environment=layer is env)
+        validate_settings(merged, name, from_environment=layer is env, environ=environ)
     settings = validate_settings(merged, source)
-    settings._agent_layers = [_agent_tables(layer.get("agents", {}), name, from_environment=layer is env)
+    settings._agent_layers = [_agent_tables(layer.get("agents", {}), name, from_environment=layer is env, environ=environ)
                               for name, layer in layers]
     settings._environment_answers = _answer_tables(settings._agent_layers[0])
     return settings

@@ -60,7 +60,8 @@ class Criterion(Strict):
 
     id: str
     text: str = Field(min_length=1)
-    weight: float = Field(gt=0, allow_inf_nan=False)  # an infinite weight made every reward NaN, read as 0.0
+    # an infinite weight made every reward NaN, read as 0.0; strict: `true` or "2" is not read as a weight
+    weight: float = Field(gt=0, allow_inf_nan=False, strict=True)
     kind: Literal["reward", "pitfall"] = "reward"
 
     @field_validator("id")

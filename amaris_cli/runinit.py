@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,12 @@ from amaris_cli.models import RubricSet
 from amaris_cli.rubrics import bounds_problem, initial_rubric
 from amaris_cli.rundir import Manifest, RunDir, now_iso
 
-_ANCHOR = re.compile(r"^(?:(?P<id>[A-Za-z0-9][A-Za-z0-9_.:-]*)=)?(?:(?P<weight>\d+(?:\.\d+)?):)?(?P<text>.+)$", re.S)
+# WEIGHT is anything written in digits (a sign, ".5", "1e-1", a space before the colon): read as the weight and
+# refused when it is not a positive finite one, never kept as the start of the text beside a weight of 1. ("NaN: ..."
+# and "Infinity: ..." are texts: a criterion of a numeric task may begin so, and nobody writes such a weight.)
+_ANCHOR = re.compile(r"^(?:(?P<id>[A-Za-z0-9][A-Za-z0-9_.:-]*)=)?"
+                     r"(?:(?P<weight>[-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*:)?"
+                     r"(?P<text>.+)$", re.S)
 
 
 def parse_anchor_flags(values: list[str]) -> list[dict[str, Any]]:
@@ -30,8 +36,8 @@ def parse_anchor_flags(values: list[str]) -> list[dict[str, Any]]:
         if text.lower().startswith("pitfall:"):
             kind, text = "pitfall", text[len("pitfall:"):].strip()
         weight = float(match.group("weight")) if match.group("weight") else 1.0
-        if weight <= 0:
-            raise ConfigError(f"--anchor {value!r}: weight must be positive")
+        if not (math.isfinite(weight) and weight > 0):
+            raise ConfigError(f"--anchor {value!r}: weight must be a positive number, got {match.group('weight')}")
         anchors.append({"id": match.group("id") or f"anchor-{index}", "text": text, "weight": weight, "kind": kind})
     return anchors
 
@@ -44,10 +50,11 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet, bounds: RubricSe
 
     from amaris_cli.errors import InputError, InputErrors
 
-    try:
-        lines = path.read_bytes().split(b"\n")
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    from amaris_cli.inputfiles import read_input_bytes
+    from amaris_cli.jsonlimits import Unstorable, check_storable
+
+    data, _ = read_input_bytes(path)  # a FIFO nobody writes to, a device: refused, never waited on
+    lines = data.split(b"\n")
     rubrics: list[RubricSet] = []
     errors: list[InputError] = []
     seen: dict[str, int] = {}
@@ -56,6 +63,8 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet, bounds: RubricSe
             continue
         try:
             row = orjson.loads(raw)
+            if isinstance(row, dict):
+                check_storable(raw, row)  # a key given twice (one "adaptive" list silently replacing another)
             if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str) or not row["instance_id"]:
                 raise ValueError("expected an object with a non-empty string instance_id")
             iid = row["instance_id"]
@@ -69,6 +78,8 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet, bounds: RubricSe
             rubrics.append(checked_texts(rubric, "anchors" in row))
         except orjson.JSONDecodeError as exc:
             errors.append(InputError(path, f"invalid JSON: {exc}", number))
+        except Unstorable as exc:
+            errors.append(InputError(path, str(exc), number))
         except ValidationError as exc:
             err = exc.errors()[0]
             errors.append(InputError(path, f"{'.'.join(map(str, err['loc']))}: {err['msg']}", number))

@@ -283,3 +283,104 @@ def test_an_anchor_weight_no_reward_can_be_computed_with_is_refused_at_init(tmp_
     result = invoke("init", tmp_path / "run", "--config", config)
     assert result.exit_code == 2 and f"{config}: {reason}" in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("environ", "said"), [
+    ({"OPENAI_BASE_URL": "http://[::1/v1"}, "OPENAI_BASE_URL (agents.default.base_url): Value error, not a valid URL"),
+    ({"OPENAI_BASE_URL": "localhost:8000/v1"}, "OPENAI_BASE_URL (agents.default.base_url): Value error, expected http://"),
+    ({"OPENAI_BASE_URL": "http://127.0.0.1:99999/v1"}, "OPENAI_BASE_URL (agents.default.base_url): Value error, not a valid URL (Port"),
+    ({"OPENAI_BASE_URL": " http://127.0.0.1:9/v1"}, "OPENAI_BASE_URL (agents.default.base_url): Value error, the base URL holds a space"),
+    ({"AMARIS_BASE_URL": "ftp://127.0.0.1/v1", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+     "AMARIS_BASE_URL (agents.default.base_url): Value error, expected http://"),
+    ({"AMARIS_SCORER_BASE_URL": "http:///v1"}, "AMARIS_SCORER_BASE_URL (agents.scorer.base_url): Value error, expected http://"),
+])
+def test_a_base_url_no_request_can_be_sent_to_is_refused_naming_its_variable(environ: dict[str, str], said: str,
+                                                                            tmp_path: Path) -> None:
+    """An unparsable base URL was a traceback from the HTTP client; one without a scheme, a host or a valid port was
+    retried as an outage for llm.outage_budget (two minutes a step) before the step failed."""
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ=environ)
+    assert f"environment (AMARIS_*/OPENAI_* variables): {said}" in str(error.value)
+    from tests.conftest import EXAMPLES, invoke, new_run
+
+    run = new_run(tmp_path)
+    result = invoke("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", "0", "--wait", "1",
+                    env={**environ, "OPENAI_API_KEY": "k"})
+    assert result.exit_code == 2 and "Traceback" not in result.stderr and said in result.stderr, result.stderr
+    assert not (run / "steps").exists()
+
+
+@pytest.mark.parametrize(("flag", "weight", "text"), [
+    ("2:The final answer is correct.", 2.0, "The final answer is correct."),
+    (" 2 : The final answer is correct.", 2.0, "The final answer is correct."),
+    ("correct=.5:The final answer is correct.", 0.5, "The final answer is correct."),
+    ("1e-1:The final answer is correct.", 0.1, "The final answer is correct."),
+    ("Note: the final answer is correct.", 1.0, "Note: the final answer is correct."),
+    ("NaN: the response says that 0/0 has no value.", 1.0, "NaN: the response says that 0/0 has no value."),
+])
+def test_an_anchor_flags_weight_is_read_in_any_number_form(tmp_path: Path, flag: str, weight: float, text: str) -> None:
+    """`--anchor ' 2 : TEXT'` or `.5:TEXT` kept the number as the start of the text and gave the anchor weight 1."""
+    import json
+
+    from tests.conftest import invoke
+
+    result = invoke("init", tmp_path / "run", "--anchor", flag)
+    assert result.exit_code == 0, result.stderr
+    (anchor,) = json.loads((tmp_path / "run" / "rubrics" / "step-000000.json").read_text())["anchors"]
+    assert (anchor["weight"], anchor["text"]) == (weight, text)
+
+
+@pytest.mark.parametrize("flag", ["correct=-1:The final answer is correct.", "1e400:The final answer is correct.",
+                                  "0:The final answer is correct."])
+def test_an_anchor_flags_weight_that_is_not_positive_is_refused(tmp_path: Path, flag: str) -> None:
+    from tests.conftest import invoke
+
+    result = invoke("init", tmp_path / "run", "--anchor", flag)
+    assert result.exit_code == 2 and f"--anchor {flag!r}: weight must be a positive number" in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("row", "reason"), [
+    ('{"instance_id": "q1", "adaptive": [{"id": "work", "text": "The response shows its work clearly.", "weight": 2}], '
+     '"adaptive": []}', ":1: duplicate key 'adaptive'"),
+    ('{"instance_id": "q1", "adaptive": [{"id": "work", "text": "The response shows its work clearly.", "weight": true}]}',
+     ":1: adaptive.0.weight: Input should be a valid number"),
+    ('{"instance_id": "q1", "adaptive": [{"id": "work", "text": "The response shows its work clearly.", "weight": "2"}]}',
+     ":1: adaptive.0.weight: Input should be a valid number"),
+])
+def test_an_instance_rubric_read_another_way_than_written_is_refused(tmp_path: Path, row: str, reason: str) -> None:
+    """A key given twice kept the last list (the instance's criteria dropped); `true` was read as weight 1.0."""
+    from tests.conftest import TEST_CONFIG, invoke
+
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
+    rubrics = tmp_path / "instances.jsonl"
+    rubrics.write_text(row + "\n")
+    result = invoke("init", tmp_path / "run", "--config", config, "--instance-rubrics", rubrics)
+    assert result.exit_code == 2 and f"{rubrics}{reason}" in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_instance_rubrics_fifo_nobody_writes_to_is_refused_in_bounded_time(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+    import time
+
+    from amaris_cli import inputfiles
+    from tests.conftest import TEST_CONFIG, invoke
+
+    monkeypatch.setattr(inputfiles, "FIFO_WRITER_WAIT_S", 0.5)
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
+    fifo = tmp_path / "instances.jsonl"
+    os.mkfifo(fifo)
+    unblock = threading.Timer(20, lambda: open(fifo, "wb").close())  # a reader that waits for ever is let go
+    unblock.start()
+    started = time.monotonic()
+    try:
+        result = invoke("init", tmp_path / "run", "--config", config, "--instance-rubrics", fifo)
+    finally:
+        unblock.cancel()
+    assert time.monotonic() - started < 10, "init waited for a writer"
+    assert result.exit_code == 2 and "no process wrote to this pipe" in result.stderr, result.stderr
