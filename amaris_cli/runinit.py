@@ -49,7 +49,6 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet, bounds: RubricSe
     from pydantic import ValidationError
 
     from amaris_cli.errors import InputError, InputErrors
-
     from amaris_cli.inputfiles import read_input_bytes
     from amaris_cli.jsonlimits import Unstorable, check_storable
 
