@@ -387,11 +387,17 @@ def without_credentials(layer: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """A config file, read as any input is (`--config <(...)` is a pipe; a FIFO nobody writes to made init wait for
+    ever, a directory or a device is refused before it is opened)."""
+    from amaris_cli.errors import InputError
+    from amaris_cli.inputfiles import read_input_bytes
+
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
+        data, _ = read_input_bytes(path, expected="a TOML file")
+    except InputError as exc:
+        raise ConfigError(f"{path}: config file not found" if exc.reason == "file not found" else str(exc)) from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except UnicodeDecodeError as exc:

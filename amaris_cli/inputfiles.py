@@ -68,16 +68,16 @@ def input_stat(path: Path) -> os.stat_result:
 
 
 def read_input_bytes(path: Path, max_bytes: int = MAX_INPUT_BYTES,
-                     writer_wait: float | None = None) -> tuple[bytes, str]:
+                     writer_wait: float | None = None, expected: str = "a JSONL file") -> tuple[bytes, str]:
     """The whole content of an input file or pipe and the SHA-256 (hex) of exactly those bytes.
-    `writer_wait` defaults to FIFO_WRITER_WAIT_S (read at call time)."""
+    `writer_wait` defaults to FIFO_WRITER_WAIT_S (read at call time); `expected` names the input in messages."""
     path = Path(path)
     writer_wait = FIFO_WRITER_WAIT_S if writer_wait is None else writer_wait
     mode = input_stat(path).st_mode
     if stat.S_ISDIR(mode):
-        raise InputError(path, "is a directory, expected a JSONL file")
+        raise InputError(path, f"is a directory, expected {expected}")
     if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-        raise InputError(path, f"is a {describe_kind(mode)}, expected a JSONL file or a pipe")
+        raise InputError(path, f"is a {describe_kind(mode)}, expected {expected} or a pipe")
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is waited for below, bounded).
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

@@ -384,3 +384,40 @@ def test_an_instance_rubrics_fifo_nobody_writes_to_is_refused_in_bounded_time(tm
         unblock.cancel()
     assert time.monotonic() - started < 10, "init waited for a writer"
     assert result.exit_code == 2 and "no process wrote to this pipe" in result.stderr, result.stderr
+
+
+def test_a_config_fifo_nobody_writes_to_is_refused_in_bounded_time_and_a_written_one_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--config <(...)` is a pipe with a writer and is read; a FIFO nobody opened for writing made init wait for ever."""
+    import os
+    import threading
+    import time
+
+    from amaris_cli import inputfiles
+    from tests.conftest import TEST_CONFIG, invoke
+
+    monkeypatch.setattr(inputfiles, "FIFO_WRITER_WAIT_S", 0.5)
+    fifo = tmp_path / "c.toml"
+    os.mkfifo(fifo)
+    unblock = threading.Timer(20, lambda: open(fifo, "wb").close())  # a reader that waits for ever is let go
+    unblock.start()
+    started = time.monotonic()
+    try:
+        result = invoke("init", tmp_path / "run", "--config", fifo)
+    finally:
+        unblock.cancel()
+    assert time.monotonic() - started < 10, "init waited for a writer"
+    assert result.exit_code == 2 and f"{fifo}: no process wrote to this pipe" in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()
+
+    def write() -> None:
+        with open(fifo, "w") as pipe:
+            pipe.write(TEST_CONFIG)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    result = invoke("init", tmp_path / "run", "--config", fifo)
+    writer.join(10)
+    assert result.exit_code == 0, result.stderr
+    directory = invoke("init", tmp_path / "other", "--config", tmp_path)
+    assert directory.exit_code == 2 and f"{tmp_path}: is a directory, expected a TOML file" in directory.stderr
