@@ -400,6 +400,50 @@ def test_plot_titles_are_text_not_mathtext(tmp_path: Path) -> None:
     assert out.with_name("r-criteria.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
+def test_the_plots_draw_at_most_24_panels_not_one_per_free_pattern_name_or_criterion_id(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analyzer names patterns freely, as many as a rollout asks it for, and a long run's updates gather criterion
+    ids: one panel per name or id made `amaris report` take a minute for 160 names (16 rollouts naming 10 each), and
+    from about 780 a figure is taller than matplotlib's 2^16 pixels. The PNGs draw the most prevalent patterns and
+    the criteria measured most recently, and say how many more the HTML report has."""
+    pytest.importorskip("matplotlib")
+    import importlib
+
+    from amaris_cli.report.collect import CriterionRate, Overview, PatternCount, StepView
+
+    plots_module = importlib.import_module("amaris_cli.report.plots")  # the package's `plots` is the function
+    counts = [PatternCount(pattern=f"invented_{i:03d}", count=1 + i % 7, prevalence=(1 + i % 7) / 100, known=False)
+              for i in range(300)]
+    # 300 criteria over 10 steps, 30 a step: those measured most recently are step 9's, of which the first 24 ids
+    rates = {step: [CriterionRate(id=f"c-{step * 30 + i:03d}", kind="reward", n=16, mean=0.5, spread=0.1)
+                    for i in range(30)] for step in range(10)}
+    steps = [StepView.model_construct(step=step, mean=0.5, std=0.1, criteria=rates[step],
+                                      hacking=counts if step == 0 else []) for step in range(10)]
+    overview = Overview.model_construct(steps=steps, rubrics=[])
+    grids: list[tuple[int, object]] = []
+    grid = plots_module._grid
+
+    def counted_grid(plt: object, n: int, cols: int = 3) -> tuple[object, list[object]]:
+        assert n <= 24, f"a grid of {n} panels"  # fails at once rather than drawing them
+        fig, axes = grid(plt, n, cols)
+        grids.append((n, fig))
+        return fig, axes
+
+    monkeypatch.setattr(plots_module, "_grid", counted_grid)
+    figures = plots_module.plots(overview)
+    assert figures is not None and figures["hacking"].startswith(b"\x89PNG")
+    (criteria_n, criteria_fig), (n, fig) = grids
+
+    def titles(figure: object) -> list[str]:
+        return [ax.get_title() for ax in figure.axes if ax.get_visible()]  # type: ignore[attr-defined]
+
+    assert criteria_n == 24 and titles(criteria_fig) == [f"pass rate: c-{270 + i:03d}" for i in range(24)]
+    assert "276 more in the HTML report" in criteria_fig._suptitle.get_text()  # type: ignore[attr-defined]
+    most = sorted(counts, key=lambda c: (-c.prevalence, c.pattern))[:24]
+    assert n == 24 and titles(fig) == [c.pattern for c in most]
+    assert "276 more in the HTML report" in fig._suptitle.get_text()  # type: ignore[attr-defined]
+
+
 def test_without_matplotlib_the_html_is_still_written(report_run: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError

@@ -12,6 +12,8 @@ from typing import Any
 
 from amaris_cli.report.collect import Overview
 
+MAX_PANELS = 24  # panels of one PNG: criteria (those measured most recently), hacking patterns (the most prevalent)
+
 
 def pyplot() -> Any | None:
     try:
@@ -94,7 +96,10 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
     for s in overview.steps:
         for c in s.criteria:
             series.setdefault(c.id, {})[s.step] = c.mean
-    ordered = sorted(series, key=lambda cid: (_latest_text(overview, cid)[1] == "pitfall", cid))
+    # One panel per criterion id the run ever measured: a long run's updates gather hundreds (see the hacking plot
+    # below for what that costs). The criteria measured most recently are drawn; the HTML report has every one.
+    recent = sorted(series, key=lambda cid: (-max(series[cid]), cid))[:MAX_PANELS]
+    ordered = sorted(recent, key=lambda cid: (_latest_text(overview, cid)[1] == "pitfall", cid))
     fig, axes = _grid(plt, max(1, len(ordered)))
     for ax, cid in zip(axes, ordered, strict=False):
         text, kind = _latest_text(overview, cid)
@@ -104,7 +109,9 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
         ax.set_title(_wrap(("PITFALL prevalence: " if kind == "pitfall" else "pass rate: ") + text), fontsize=7.5)
         ax.set_ylim(-0.03, 1.03)
     fig.supxlabel("step")
-    fig.suptitle("Criteria over steps: pass rate (reward criteria, higher = better), prevalence (pitfalls, higher = worse)",
+    left_out = len(series) - len(ordered)
+    fig.suptitle("Criteria over steps: pass rate (reward criteria, higher = better), prevalence (pitfalls, higher = worse)"
+                 + (f"\n(the {len(ordered)} measured most recently; {left_out} more in the HTML report)" if left_out else ""),
                  fontsize=9)
     fig.tight_layout()
     out["criteria"] = _png(fig)
@@ -131,14 +138,21 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
     for s in overview.steps:
         for h in s.hacking:
             hacking.setdefault(h.pattern, {})[s.step] = h.prevalence
-    names = sorted(hacking, key=lambda p: (-sum(hacking[p].values()), p))
+    # The analyzer names patterns freely (a rollout can ask it for many, and a long run gathers many), one panel
+    # each: 160 names took `report` a minute, and from about 780 the figure is taller than matplotlib's 2^16 pixels
+    # (253 per row of 3). The most prevalent are drawn; the HTML report has every one.
+    ranked = sorted(hacking, key=lambda p: (-sum(hacking[p].values()), p))
+    names = ranked[:MAX_PANELS]
     fig, axes = _grid(plt, max(1, len(names)))
     for ax, name in zip(axes, names, strict=False):
         ax.plot(steps, [hacking[name].get(x, 0.0) for x in steps], marker="o", color="tab:red")
         ax.set_title(name, fontsize=8)
         ax.set_ylim(-0.03, 1.03)
     fig.supxlabel("step")
-    fig.suptitle("Reward-hacking patterns: share of analyzed rollouts", fontsize=9)
+    left_out = len(ranked) - len(names)
+    fig.suptitle("Reward-hacking patterns: share of analyzed rollouts"
+                 + (f" (the {len(names)} most prevalent; {left_out} more in the HTML report)" if left_out else ""),
+                 fontsize=9)
     fig.tight_layout()
     out["hacking"] = _png(fig)
     plt.close(fig)
