@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -361,54 +362,49 @@ def test_an_instance_rubric_read_another_way_than_written_is_refused(tmp_path: P
     assert not (tmp_path / "run").exists()
 
 
-def test_an_instance_rubrics_fifo_nobody_writes_to_is_refused_in_bounded_time(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def _init_with_an_unwritten_fifo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fifo: Path, *args: object) -> Any:
+    """`amaris init RUN ARGS` where `fifo` is a FIFO no process opens for writing: refused within 10 s, RUN not made."""
     import os
     import threading
     import time
 
     from amaris_cli import inputfiles
-    from tests.conftest import TEST_CONFIG, invoke
+    from tests.conftest import invoke
 
     monkeypatch.setattr(inputfiles, "FIFO_WRITER_WAIT_S", 0.5)
-    config = tmp_path / "c.toml"
-    config.write_text(TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
-    fifo = tmp_path / "instances.jsonl"
     os.mkfifo(fifo)
     unblock = threading.Timer(20, lambda: open(fifo, "wb").close())  # a reader that waits for ever is let go
     unblock.start()
     started = time.monotonic()
     try:
-        result = invoke("init", tmp_path / "run", "--config", config, "--instance-rubrics", fifo)
-    finally:
-        unblock.cancel()
-    assert time.monotonic() - started < 10, "init waited for a writer"
-    assert result.exit_code == 2 and "no process wrote to this pipe" in result.stderr, result.stderr
-
-
-def test_a_config_fifo_nobody_writes_to_is_refused_in_bounded_time_and_a_written_one_is_read(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--config <(...)` is a pipe with a writer and is read; a FIFO nobody opened for writing made init wait for ever."""
-    import os
-    import threading
-    import time
-
-    from amaris_cli import inputfiles
-    from tests.conftest import TEST_CONFIG, invoke
-
-    monkeypatch.setattr(inputfiles, "FIFO_WRITER_WAIT_S", 0.5)
-    fifo = tmp_path / "c.toml"
-    os.mkfifo(fifo)
-    unblock = threading.Timer(20, lambda: open(fifo, "wb").close())  # a reader that waits for ever is let go
-    unblock.start()
-    started = time.monotonic()
-    try:
-        result = invoke("init", tmp_path / "run", "--config", fifo)
+        result = invoke("init", tmp_path / "run", *args)
     finally:
         unblock.cancel()
     assert time.monotonic() - started < 10, "init waited for a writer"
     assert result.exit_code == 2 and f"{fifo}: no process wrote to this pipe" in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+    return result
+
+
+def test_an_instance_rubrics_fifo_nobody_writes_to_is_refused_in_bounded_time(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import TEST_CONFIG
+
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
+    fifo = tmp_path / "instances.jsonl"
+    _init_with_an_unwritten_fifo(tmp_path, monkeypatch, fifo, "--config", config, "--instance-rubrics", fifo)
+
+
+def test_a_config_fifo_nobody_writes_to_is_refused_in_bounded_time_and_a_written_one_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--config <(...)` is a pipe with a writer and is read; a FIFO nobody opened for writing made init wait for ever."""
+    import threading
+
+    from tests.conftest import TEST_CONFIG, invoke
+
+    fifo = tmp_path / "c.toml"
+    _init_with_an_unwritten_fifo(tmp_path, monkeypatch, fifo, "--config", fifo)
 
     def write() -> None:
         with open(fifo, "w") as pipe:
