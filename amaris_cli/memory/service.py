@@ -127,7 +127,8 @@ def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str
     # a query near an earlier one came back with fewer, or with farther entries of another type in their place.
     wanted = n * len(queries)
     for query, found in zip(queries, store.query(queries, wanted, step, instance_id or "", keyed_exclude), strict=True):
-        own_texts = {catalog.text(own, s) for key, _, s, _, _ in found if (own := store.own(key)) is not None}
+        own_texts = ({catalog.text(own, s) for key, _, s, _, _ in found if (own := store.own(key)) is not None}
+                     if store.shared else set())  # (in the run's embedded memory every entry is its own)
         taken = 0
         for key, entry_type, entry_step, distance, document in found:
             if key in seen:
