@@ -8,6 +8,7 @@ commands that need them, so `amaris --help` stays fast.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -286,13 +287,20 @@ def hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> None:
     run_hackbench(options, json_out, quiet)
 
 
+def _finite_reward(value: float | None) -> float | None:
+    # JSON has no NaN or infinity: such a reward was written as null, where a number was asked for
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"a reward must be a finite number, got {value}")
+    return value
+
+
 @app.command()
 def rewards(
     run: RunOpt,
     step: StepOpt,
     format_: Annotated[RewardFormat, typer.Option("--format", **_choice(RewardFormat), help="jsonl: {id, reward, status} per rollout; list: a JSON list in input order.")] = RewardFormat.jsonl,
     rescored: Annotated[bool, typer.Option("--rescored", help="Rewards from rescores.jsonl (the step's own update's rubric).")] = False,
-    failed_as: Annotated[float | None, typer.Option("--failed-as", help="Reward for rollouts that could not be judged and have none (default null; under --on-error neutral they have the neutral reward).")] = None,
+    failed_as: Annotated[float | None, typer.Option("--failed-as", callback=_finite_reward, help="Reward for rollouts that could not be judged and have none (default null; under --on-error neutral they have the neutral reward).")] = None,
     output: Annotated[Path | None, typer.Option("--out", "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
     """Write a step's rewards in shapes trainers consume."""

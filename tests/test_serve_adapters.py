@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -240,6 +241,9 @@ def test_verl_compute_score_returns_a_float_per_response(tmp_path, sim_factory) 
         compute_score.finish()
         with pytest.raises(ValueError, match="global_steps"):
             compute_score("openai/gsm8k", "x", "1", {"index": 0})
+        for value in (math.nan, math.inf):  # a reward the trainer would train on
+            with pytest.raises(ValueError, match="failed_as must be a finite reward"):
+                VerlReward(server.url, failed_as=value)
     assert all(type(x) is float for x in got)
     scores = stored(run, 1, "scores.jsonl")
     assert got == [s["reward"] for s in scores]

@@ -50,6 +50,10 @@ def test_rewards_keyed_by_id_and_in_input_order_with_failures_as_null(tmp_path: 
     out = tmp_path / "rewards.json"
     assert invoke("rewards", "--run", run, "--step", "0", "--format", "list", "-o", out).exit_code == 0
     assert json.loads(out.read_text()) == [None, None, None]
+    for value in ("nan", "inf", "-inf", "1e400"):  # JSON has neither: they were written as null
+        refused = invoke("rewards", "--run", run, "--step", "0", "--format", "list", "--failed-as", value, "-o", out)
+        assert refused.exit_code == 2 and "a reward must be a finite number" in refused.stderr, refused.stderr
+    assert json.loads(out.read_text()) == [None, None, None]  # the file written before is as it was
     missing = invoke("rewards", "--run", run, "--step", "9")
     assert missing.exit_code == 2 and "step 9 does not exist; the run has steps 0" in missing.stderr
 

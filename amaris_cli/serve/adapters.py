@@ -385,6 +385,8 @@ class VerlReward(_ServedReward):
     def __init__(self, url: str = DEFAULT_URL, *, complete: Complete = "auto", step: StepSource = None,
                  failed_as: float | None = None, max_workers: int = 32, client: AmarisClient | None = None,
                  validation_splits: Sequence[str] = VERL_VALIDATION_SPLITS) -> None:
+        if failed_as is not None and not math.isfinite(failed_as):
+            raise ValueError(f"failed_as must be a finite reward, got {failed_as}")  # the trainer would train on it
         self.client = client or AmarisClient(url)
         self.validation_splits = frozenset(split.lower() for split in validation_splits)
         self.stepper = _Stepper(self.client, complete, step, one_at_a_time=True)
