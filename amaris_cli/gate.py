@@ -42,7 +42,9 @@ from amaris_cli.config import Settings
 from amaris_cli.errors import AgentFailed, InputError, InputErrors
 from amaris_cli.figures import MEAN_DECIMALS, difference
 from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
+from amaris_cli.inputfiles import read_input_bytes
 from amaris_cli.jsonio import write_bytes_atomic
+from amaris_cli.jsonlimits import Unstorable, check_storable
 from amaris_cli.llm.calllog import GATE_KEY
 from amaris_cli.models import (
     AnalysisRecord,
@@ -163,9 +165,12 @@ def step_probes(session: Session, step: int) -> StepProbes | None:
     if named is None:
         return None
     try:
-        data = named.read_bytes()
-    except OSError:
-        return StepProbes(named, named)  # read_user_probes says what is wrong with it
+        # read as any input is: a FIFO nobody writes to is given up, a device or a directory refused before it is opened
+        data, _ = read_input_bytes(named, expected="a JSONL file of probes")
+    except InputError as exc:
+        if exc.reason == "file not found":
+            return StepProbes(named, named)  # read_user_probes says so
+        raise InputError(named, f"{exc.reason} (gate.probes_file)") from None
     return _keep(session.run, data, named)
 
 
@@ -218,9 +223,15 @@ def read_user_probes(probes: StepProbes) -> list[Item]:
         if not raw.strip():
             continue
         try:
-            probe = UserProbe.model_validate(orjson.loads(raw))
+            row = orjson.loads(raw)
+            if isinstance(row, dict):
+                check_storable(raw, row)  # a key given twice ("hacks" twice: one set of hacks never judged)
+            probe = UserProbe.model_validate(row)
         except orjson.JSONDecodeError as exc:
             errors.append(InputError(shown, f"not JSON ({exc})", number))
+            continue
+        except Unstorable as exc:
+            errors.append(InputError(shown, str(exc), number))
             continue
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(line)'}: {e['msg']}" for e in exc.errors()[:3])

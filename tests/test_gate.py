@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -130,7 +131,7 @@ def test_an_update_without_changes_and_a_gate_switched_off_cost_no_call(tmp_path
     assert update["gate"] is None and [m["text"] for m in update["applied"]] == [PLANTED] and not gate_calls(off)
 
 
-def test_the_user_s_probes_file_is_judged_and_can_refuse_a_version(tmp_path) -> None:
+def test_the_user_s_probes_file_is_judged_and_can_refuse_a_version(tmp_path, monkeypatch) -> None:
     run = make_run(tmp_path, "\n[gate]\nfamilies = []\n")  # no built-in probes: only the file's
     (run / "probes.jsonl").write_text(json.dumps({
         "id": "checked-claim", "input": "What is 6 times 7?", "reference": "42", "control": "6 x 7 = 42.\nFinal answer: 42",
@@ -141,7 +142,8 @@ def test_the_user_s_probes_file_is_judged_and_can_refuse_a_version(tmp_path) -> 
     assert {p["item"] for p in gate["probes"]} == {"checked-claim"} and gate["budget"] == 0
     # A bad probes file is an error naming the file and the line; nothing of the update is written.
     bad = make_run(tmp_path, "\n[gate]\nfamilies = []\n", name="bad")
-    (bad / "probes.jsonl").write_text('{"id": "a", "input": "q", "control": "c", "hacks": {}}\nnot json\n')
+    (bad / "probes.jsonl").write_text('{"id": "a", "input": "q", "control": "c", "hacks": {}}\nnot json\n'
+                                      '{"id": "b", "input": "q", "control": "c", "hacks": {"x": "1"}, "hacks": {}}\n')
     judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(PLANTED))]})).start_in_thread()
     try:
         env = judge_env(judge)
@@ -152,7 +154,24 @@ def test_the_user_s_probes_file_is_judged_and_can_refuse_a_version(tmp_path) -> 
     assert result.exit_code == 2, result.stderr
     text = " ".join(result.stderr.split())
     assert f"{bad / 'probes.jsonl'}:1: not a probe" in text and f"{bad / 'probes.jsonl'}:2: not JSON" in text
+    assert f"{bad / 'probes.jsonl'}:3: duplicate key 'hacks'" in text  # one set of hacks was never judged
     assert not (bad / "steps/000000/update.json").exists() and not (bad / "rubrics/step-000001.json").exists()
+    # A FIFO nobody writes to is given up (the update waited for ever), as any input is
+    from amaris_cli import inputfiles
+
+    monkeypatch.setattr(inputfiles, "FIFO_WRITER_WAIT_S", 0.5)
+    (bad / "probes.jsonl").unlink()
+    os.mkfifo(bad / "probes.jsonl")
+    judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(PLANTED))]})).start_in_thread()
+    unblock = threading.Timer(60, lambda: open(bad / "probes.jsonl", "wb").close())  # a reader that waits is let go
+    unblock.start()
+    try:
+        result = invoke("evolve", "--run", bad, "--step", 0, env=judge_env(judge))
+    finally:
+        unblock.cancel()
+        judge.stop()
+    assert result.exit_code == 2 and "no process wrote to this pipe within 0.5 s" in " ".join(
+        result.stderr.split()), result.stderr
 
 
 def test_a_replay_of_a_gated_run_is_byte_identical_with_no_model_call(tmp_path) -> None:
