@@ -4,6 +4,7 @@ against."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import unicodedata
 from collections.abc import Callable
@@ -328,3 +329,36 @@ def test_an_analysis_cannot_forge_lines_of_counts_nor_a_rollout_id_the_framing_o
                                                       'answer.'), entry.text
     plain = analysis_entry(record.model_copy(update={"rollout_id": "s0-7"}), safe_instance_dir)
     assert plain is not None and plain.text.startswith("Step 0 rollout s0-7, reward 0.25."), "plain ids as before"
+
+
+def test_an_unexpected_error_is_written_to_the_servers_stderr_with_its_control_characters_made_visible(capsys) -> None:
+    """A 500's traceback went to the server's terminal raw: an exception whose message carries a rollout's text (an
+    OSC 52 clipboard write, a screen clear) acted on the terminal of whoever watches the server."""
+    import types
+
+    from amaris_cli.serve.app import ServeApp
+
+    app = ServeApp(types.SimpleNamespace(options=types.SimpleNamespace(host="127.0.0.1"), stopping=asyncio.Event()))
+
+    async def fails(scope: object, body: bytes) -> None:
+        raise RuntimeError("a rollout's text \x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\x9b")
+
+    app.routes["/health"]["GET"] = fails
+    sent: list[dict[str, object]] = []
+    messages = iter([{"type": "http.request", "body": b"", "more_body": False}])
+
+    async def receive() -> dict[str, object]:
+        message = next(messages, None)
+        if message is None:
+            await asyncio.sleep(3600)  # no disconnect while the request is handled
+        return message  # type: ignore[return-value]
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/health", "headers": [(b"host", b"127.0.0.1")]}
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 500
+    err = capsys.readouterr().err
+    assert "RuntimeError: a rollout's text \\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J\\x9b" in err, err
+    assert not {"\x1b", "\x07", "\x9b"} & set(err)

@@ -41,7 +41,7 @@ from amaris_cli.serve.intake import (
     read_score_request,
 )
 from amaris_cli.serve.openrlhf import OPENRLHF_PATH
-from amaris_cli.terminal import one_line
+from amaris_cli.terminal import one_line, terminal_safe
 
 MAX_BODY = 64 << 20  # the rollout reader's line limit
 MAX_WAIT_S = 86400.0
@@ -97,7 +97,8 @@ class ServeApp:
         except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON answer
             status = status_of(exc)
             if status == 500 and not isinstance(exc, AmarisError | OSError):
-                traceback.print_exc(file=sys.stderr)
+                # its message may carry a rollout's text: nothing raw for the terminal watching the server
+                sys.stderr.write(terminal_safe(traceback.format_exc()))
             answer = _error_body(exc)
         await _send_json(send, status, answer, allow=self._allow(scope) if status == 405 else None)
 
