@@ -20,7 +20,6 @@ embedded memory wait for its lock; readers take none.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from amaris_cli import artifacts, locks
 from amaris_cli.config import Settings, deep_merge
 from amaris_cli.errors import InputError, InputErrors
+from amaris_cli.eventloop import blocking
 from amaris_cli.export import rewards_bytes
 from amaris_cli.jsonio import write_bytes_atomic
 from amaris_cli.llm.client import AgentUsage
@@ -136,9 +136,11 @@ def memory_opener(session: Session, wait: float, say: Say) -> Iterator[Callable[
 
     async def open_store() -> MemoryStore:
         if not opened:
-            opened.append(await asyncio.to_thread(MemoryStore.open, session.run, session.settings.memory, "writer",
-                                                  wait=wait, say=say, replaying=session.replaying,
-                                                  offline=session.offline))
+            # In eventloop.blocking: Ctrl-C ends a wait for another writer's lock at once (in a bare thread the
+            # command went on waiting, up to `wait`, after Ctrl-C)
+            opened.append(await blocking(lambda stop: MemoryStore.open(
+                session.run, session.settings.memory, "writer", wait=wait, say=say, replaying=session.replaying,
+                offline=session.offline, stop=stop)))
         return opened[0]
 
     try:

@@ -23,6 +23,7 @@ import fcntl
 import os
 import shlex
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,11 +91,13 @@ def _open_for_lock(path: Path) -> int:
 
 @contextmanager
 def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[str], None] | None = None,
-              role: str = "", wait_for: tuple[str, ...] | None = None) -> Iterator[None]:
+              role: str = "", wait_for: tuple[str, ...] | None = None,
+              stop: threading.Event | None = None) -> Iterator[None]:
     """Hold the lock at `path` exclusively, as `role` (written for others to read with the holder's
     command line). With `wait` = 0 a held lock is an error (exit 3) naming the holder; with `wait` > 0
     this waits up to that many seconds, telling `on_wait` once who it waits for — only for holders
-    whose role is in `wait_for` when that is given (others are an error at once)."""
+    whose role is in `wait_for` when that is given (others are an error at once). `stop`: set when the caller was
+    cancelled (Ctrl-C; eventloop.blocking): the wait ends (schedule.Stopped)."""
     fd = _open_for_lock(path)
     try:
         started = time.monotonic()
@@ -118,7 +121,12 @@ def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[st
                 if on_wait is not None and not told:
                     on_wait(f"waiting for {what} (held by {other})")
                     told = True
-                time.sleep(POLL_S)
+                if stop is None:
+                    time.sleep(POLL_S)
+                elif stop.wait(POLL_S):
+                    from amaris_cli.schedule import Stopped
+
+                    raise Stopped(what) from None
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{role}\t{this_command()}".encode(), 0)

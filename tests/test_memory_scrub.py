@@ -73,3 +73,18 @@ def test_a_file_of_another_layout_is_left_alone(tmp_path: Path) -> None:
     assert scrub_hnsw(tmp_path / "memory") == 1  # length.bin has the layout: its 98 unused entries are zeroed
     assert (segment / "data_level0.bin").read_bytes() == data
     assert (segment / "length.bin").read_bytes() == b"\1" * 8 + bytes(392)
+
+
+def test_a_resumed_command_with_nothing_left_to_index_scrubs_what_a_killed_writer_left(tmp_path, sim) -> None:
+    """A writer killed (SIGKILL, SIGTERM) after its last write to the store and before its close never scrubbed. The
+    same command run again finds every step indexed and never opens the store's client: it must scrub all the same
+    (an uninterrupted run leaves the room zeroed; the resumed one kept the killed process's memory)."""
+    run = new_run(tmp_path)
+    env = judge_env(sim)
+    assert invoke("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", 0, "--quiet", env=env).exit_code == 0
+    assert invoke("evolve", "--run", run, "--step", 0, "--quiet", env=env).exit_code == 0
+    assert _segments(run) and _unused_room_is_zero(run)
+    assert _fill_unused_room(run) > 0  # as the killed writer's heap left it
+    again = invoke("evolve", "--run", run, "--step", 0, "--quiet", env=env)  # re-run the same command: nothing to do
+    assert again.exit_code == 0, again.stderr
+    assert _unused_room_is_zero(run)

@@ -427,3 +427,39 @@ def test_ctrl_c_ends_a_command_that_waits_for_an_earlier_evolution(tmp_path, sim
                 proc.wait()
     assert time.monotonic() - started < 15, err
     assert code == 130 and "waiting for the evolution of step 0" in err and "interrupted" in err, (code, err)
+
+
+@pytest.mark.parametrize("command", ["evolve", "loop"])
+def test_ctrl_c_ends_a_command_that_waits_for_the_memorys_writer(tmp_path, sim, command: str) -> None:
+    """One Ctrl-C (SIGINT) ends `evolve` and `loop` while they wait for the memory's writer lock, held by another
+    writer (`memory rebuild`, the previous step's evolution still indexing). The wait ran in a bare worker thread that
+    nothing stopped: the command went on after Ctrl-C until the lock was free or --wait ran out."""
+    env = judge_env(sim)
+    run = new_run(tmp_path)
+    score(run, 0, env)
+    memory_lock = RunDir(run).lock_path("memory")
+    with locks.exclusive(memory_lock, "the memory", role="rebuild"):  # another writer holds the memory
+        args = (("evolve", "--run", run, "--step", 0) if command == "evolve" else
+                ("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0"))
+        proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", *map(str, args), "--wait", "120"],
+                                env=process_env(sim), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            err = ""
+            while "waiting for the memory" not in err:  # it says so once it waits
+                line = proc.stderr.readline()
+                assert line, f"ended before waiting for the memory: {err}"
+                err += line
+            proc.send_signal(signal.SIGINT)
+            started = time.monotonic()
+            try:
+                code, rest, _ = finish(proc, timeout=20)
+            except subprocess.TimeoutExpired:
+                code, rest = None, ""
+            took = time.monotonic() - started  # measured while the lock is still held
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert took < 15, f"Ctrl-C took {took:.1f}s"
+    assert code == 130 and "interrupted" in rest, (code, err + rest)

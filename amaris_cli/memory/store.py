@@ -82,7 +82,7 @@ class MemoryStore:
     @classmethod
     def open(cls, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
              wait: float = 0.0, say: Callable[[str], None] | None = None, replaying: RunDir | None = None,
-             offline: bool = False) -> MemoryStore:
+             offline: bool = False, stop: threading.Event | None = None) -> MemoryStore:
         """The run's memory as its settings describe it (embedded, or a shared server). A writer waits up
         to `wait` seconds for another writer (0: fail at once, exit 3). `rebuilding` accepts an index built
         with another embedder, since it is about to be replaced. ChromaDB and the embedding model are only
@@ -90,12 +90,12 @@ class MemoryStore:
         `replaying`: a replay's source, whose record of an endpoint's vectors is read first (`offline`: only
         the records are; memory/embeddings.py)."""
         return cls(run, settings, mode=mode, rebuilding=rebuilding, wait=wait, say=say, replaying=replaying,
-                   offline=offline)
+                   offline=offline, stop=stop)
 
     @_store_errors
     def __init__(self, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
                  wait: float = 0.0, say: Callable[[str], None] | None = None, embedder: Embedder | None = None,
-                 replaying: RunDir | None = None, offline: bool = False) -> None:
+                 replaying: RunDir | None = None, offline: bool = False, stop: threading.Event | None = None) -> None:
         """`embedder` replaces the one the settings name (tests measure retrieval with others)."""
         from amaris_cli.memory.embeddings import EmbeddingRecord, embedder_name
 
@@ -118,7 +118,8 @@ class MemoryStore:
         self._names = {t: f"{settings.namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
         path = run.memory_path
         if self.writer and not self.shared:
-            self._lock = locks.exclusive(run.lock_path(MEMORY_LOCK), f"the memory of {run.path}", wait=wait, on_wait=say)
+            self._lock = locks.exclusive(run.lock_path(MEMORY_LOCK), f"the memory of {run.path}", wait=wait, on_wait=say,
+                                         stop=stop)
             self._lock.__enter__()
         try:
             if self.writer:
@@ -204,9 +205,12 @@ class MemoryStore:
         self._client = None
         if self._own_embedder and (close_embedder := getattr(self._embedder, "close", None)) is not None:
             close_embedder()  # the files of an embedding cache or a run's record
-        if self.writer and not self.shared and client is not None:
+        if self.writer and not self.shared and self._lock is not None:
             from amaris_cli.memory.scrub import scrub_hnsw
 
+            # Also when this process never opened the client: a writer killed before it could scrub (SIGKILL,
+            # SIGTERM) left its process memory in the index files, and a resumed command that finds every step
+            # indexed never opens the client. The memory lock is held, so no other writer is mid-write.
             with contextlib.suppress(Exception), locks.brief(self.run.lock_path(IO_LOCK)):
                 scrub_hnsw(self.run.memory_path)  # no process memory at rest in the index files (scrub.py)
         if self._copy is not None:
