@@ -1,8 +1,9 @@
 """Runs side by side: reward per step, rubric size, strategies, tokens, calls made vs reused.
 
-Mean rewards of two runs are comparable at a step only when both scored it with the same rubric
-(the same criteria, kinds and weights). Ablation arms evolve different rubrics, so from their
-first differing update on their rewards measure different things: `comparable` says so per step.
+Mean rewards of two runs are comparable at a step only when both scored the same rollouts with the same
+judge (the scorer's prompt and answer settings: model, sampling, ...) and the same rubric (the same criteria,
+kinds and weights). Ablation arms evolve different rubrics, so from their first differing update on their
+rewards measure different things: `comparable` says so per step.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ def _rubric_key(run: RunDir, version: int, instance_id: str | None) -> str:
     return artifacts.digest([[c.id, c.text, c.kind, c.weight] for c in rubric.criteria])
 
 
+def _judge_key(run: RunDir, step: int) -> str | None:
+    """What the step's rewards depend on besides the rollouts and the rubric: the scorer agents' prompts and
+    answer settings (model, sampling), the grouping and the text limit, as its scores.jsonl was made with."""
+    made = artifacts.derivation(run, step, artifacts.SCORES)
+    if made is None:
+        return None
+    return artifacts.digest([made.inputs.get(k) for k in ("agents", "group", "max_text_chars")])
+
+
 def run_figures(run: RunDir) -> dict[str, Any]:
     reader = RunReader(run)
     mean_reward: dict[str, float | None] = {}
@@ -28,7 +38,11 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     strategies: dict[str, int] = {}
     updates = []
     stale: dict[str, list[str]] = {}
+    rollouts: dict[str, str | None] = {}
+    judges: dict[str, str | None] = {}
     for step in reader.steps:
+        rollouts[str(step)] = artifacts.file_sha256(artifacts.rollouts_path(run, step))
+        judges[str(step)] = _judge_key(run, step)
         scores = reader.scores(step)
         mean_reward[str(step)] = reader.rewards(step).mean
         # (the files the figures here read: a downstream file made from an edited one is stale too, but says no more)
@@ -48,7 +62,8 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     totals = reader.usage_totals()
     tokens, made, reused = totals["prompt_tokens"] + totals["completion_tokens"], totals["model_calls"], \
         totals["recorded_calls"]
-    return {"run": str(run.path), "mean_reward": mean_reward, "stale": stale, "rubrics": rubrics, "final_rubric_size": size,
+    return {"run": str(run.path), "mean_reward": mean_reward, "stale": stale, "rubrics": rubrics, "rollouts": rollouts,
+            "judges": judges, "final_rubric_size": size,
             "rubric_versions": len(versions), "strategies": strategies, "tokens": tokens, "calls_made": made,
             "calls_reused": reused, "edits": stable.edits if stable else 0,
             "reversals": stable.reversals if stable else 0,
@@ -69,4 +84,9 @@ def not_comparable(figures: list[dict[str, Any]], step: str) -> str | None:
         # A figure read from a file edited since written, or made from one that changed, is not what amaris wrote
         # (the run's cell is marked; `inspect RUN --step N` and the JSON's `stale` name the files).
         return "stale"
+    # (a run whose step does not say, made by an earlier version, is not told apart by it)
+    if len({key for f in figures if (key := f.get("rollouts", {}).get(step)) is not None}) > 1:
+        return "rollouts differ"
+    if len({key for f in figures if (key := f.get("judges", {}).get(step)) is not None}) > 1:
+        return "judges differ"
     return None if len({tuple(f["rubrics"][step]) for f in figures}) == 1 else "rubrics differ"

@@ -449,3 +449,56 @@ def test_a_missing_source_is_named_as_the_replay_s_source_not_a_run_to_create(tm
     assert f"{tmp_path / 'nope'}: not an amaris run directory (no run.json); a replay's source is a run" in result.stderr
     assert "amaris init" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+def test_an_offline_miss_points_at_the_block_that_differs(tmp_path, sim) -> None:
+    """Not at the block tag, which any change of the request's data changes (every ablation's miss said `differs from
+    character 56: ... tagged 62f7...`)."""
+    run = new_run(tmp_path, "src", FAST_MEMORY)
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    for flag, block in (("--no-dynamic", "DYNAMIC_MEMORY"), ("--no-static", "STATIC_MEMORY")):
+        out = tmp_path / flag.strip("-")
+        result = invoke("replay", run, "--out", out, "--offline", flag)
+        assert result.exit_code == 5, result.stderr
+        said = " ".join(result.stderr.split())
+        assert "step 1, agent updater" in said
+        assert f"(in block {block}) differs from character" in said, said
+        assert not re.search(r"tagged [0-9a-f]{16}", said), said
+        assert not out.exists()
+
+def _loop(tmp: Path, name: str, steps: Path, env: dict[str, str], *flags: str) -> Path:
+    run = new_run(tmp, name, FAST_MEMORY)
+    result = invoke("loop", steps, "--run", run, "--steps", "0:1", *flags, env=env)
+    assert result.exit_code == 0, result.stderr
+    return run
+
+
+def _comparable(*runs: Path) -> dict[str, bool]:
+    result = invoke("compare", *runs, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["comparable"]
+
+
+def test_runs_of_other_rollouts_or_another_judge_are_not_comparable_at_step_0(tmp_path, sim) -> None:
+    """compare said a step's rewards were comparable when only the rubrics agreed: runs of other rollouts, or judged by
+    another model, were shown side by side as `yes`."""
+    env = judge_env(sim)
+    base = _loop(tmp_path, "base", EXAMPLES / "math", env)
+    other = tmp_path / "other-steps"
+    other.mkdir()
+    for step in (0, 1):  # the same rubric at step 0, other rollouts
+        (other / f"step-{step:03d}.jsonl").write_bytes((EXAMPLES / "recurring" / f"step-{step:03d}.jsonl").read_bytes())
+    other_rollouts = _loop(tmp_path, "other-rollouts", other, env)
+    # the same rollouts and rubric, judged by another model
+    result = invoke("replay", base, "--out", tmp_path / "other-judge", "--model", "judge-b", env=env)
+    assert result.exit_code == 0, result.stderr
+    again = tmp_path / "again"
+    assert invoke("replay", base, "--out", again, "--offline").exit_code == 0
+
+    assert _comparable(base, again) == {"0": True, "1": True}
+    assert _comparable(base, other_rollouts)["0"] is False
+    assert _comparable(base, tmp_path / "other-judge")["0"] is False
+    shown = invoke("compare", base, other_rollouts, tmp_path / "other-judge")
+    assert "rollouts differ" in shown.stderr
+    shown = invoke("compare", base, tmp_path / "other-judge")
+    assert "judges differ" in shown.stderr

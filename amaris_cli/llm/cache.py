@@ -13,12 +13,35 @@ Every request amaris sends is named by its hash (llm/hashing.py). Two logs can a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from amaris_cli.errors import AmarisError
 from amaris_cli.llm.calllog import CallIndex, CallRecord
+
+# A block marker (prompts.py): its tag is a hash of the request's untrusted text, so any change of that text changes
+# every tag, and the first differing character of two requests would always be the tag's.
+_BLOCK = re.compile(r"<<<BEGIN ([A-Z_]+) ([0-9a-f]+|TAG)>>>")
+
+
+def _untagged(text: str) -> str:
+    """The text with its block tags replaced by a placeholder, so two requests are compared by what differs."""
+    for tag in {m.group(2) for m in _BLOCK.finditer(text)}:
+        text = text.replace(tag, "TAG")
+    return text
+
+
+def _block_at(text: str, at: int) -> str:
+    """Which data block of a prompt the character `at` is in ("" when it is in none)."""
+    name = ""
+    for m in _BLOCK.finditer(text):
+        if m.start() > at:
+            break
+        end = text.find(f"<<<END {m.group(1)} ", m.end())
+        name = m.group(1) if end == -1 or at < end else ""
+    return f" (in block {name})" if name else ""
 
 
 class OfflineMiss(AmarisError):
@@ -93,8 +116,10 @@ class CallCache:
             return f"the conversation has {len(messages)} messages, the record {len(old_messages)}"
         for index, (old, new) in enumerate(zip(old_messages, messages, strict=True)):
             a, b = str(old.get("content", "")), str(new.get("content", ""))
+            if a != b and _untagged(a) != _untagged(b):
+                a, b = _untagged(a), _untagged(b)
             if a != b:
                 at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-                return (f"message {index} ({new.get('role')}) differs from character {at}: "
+                return (f"message {index} ({new.get('role')}){_block_at(b, at)} differs from character {at}: "
                         f"recorded {a[max(0, at - 30):at + 50]!r}, now {b[max(0, at - 30):at + 50]!r}")
         return "the request differs from every recorded one"
