@@ -339,6 +339,37 @@ _AGENT_ENV_KEYS = {
 }
 
 
+# The AMARIS_* variables read outside env_layer: by the process, not as settings, and by the shipped trainer
+# examples (AMARIS_SERVE_URL: examples/serve/verl_reward.py).
+PROCESS_VARIABLES = frozenset({"AMARIS_EMBEDDING_CACHE", "AMARIS_HTTP_CLIENT", "AMARIS_EVENT_LOOP",
+                               "AMARIS_SIM_JUDGE_KEY", "AMARIS_SERVE_URL"})
+
+
+def environment_variables() -> frozenset[str]:
+    """Every AMARIS_* variable amaris reads."""
+    agent_keys = {f"AMARIS_{key}" for key in _AGENT_ENV_KEYS} | {
+        f"AMARIS_{agent.upper()}_{key}" for agent in AGENTS for key in _AGENT_ENV_KEYS}
+    return frozenset({*agent_keys, "AMARIS_CONCURRENCY", "AMARIS_MEMORY_URL", *PROCESS_VARIABLES})
+
+
+def unknown_variables(environ: Mapping[str, str], settings: Settings) -> list[str]:
+    """A line for each AMARIS_* variable that is set and that amaris does not read (the API key variables the
+    settings name are read): a misspelt one (AMARIS_SCORE_MODEL) was ignored without a word, and the run used
+    another setting than the one written."""
+    import difflib
+
+    from amaris_cli.terminal import one_line
+
+    keys = {settings.agent(agent).api_key_env for agent in AGENTS} | {settings.memory.embedding_api_key_env}
+    known = environment_variables() | keys
+    lines = []
+    for name in sorted(n for n in environ if n.startswith("AMARIS_") and n not in known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        lines.append(f"${one_line(name, 80)} is set, but amaris reads no such variable"
+                     + (f" (${near[0]}?)" if near else "") + ": it is ignored")
+    return lines
+
+
 def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     """The environment as a partial settings dict.
 

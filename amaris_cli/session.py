@@ -24,6 +24,7 @@ from amaris_cli.config import (
     endpoint_named,
     key_without_endpoint,
     load_settings,
+    unknown_variables,
     without_credentials,
 )
 from amaris_cli.errors import ConfigError
@@ -131,6 +132,9 @@ def open_session(
     replay's sessions after the first that started one: said once)."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
+    if announce_judge:  # (a replay's later sessions: said once)
+        for line in unknown_variables(env, settings):
+            say(line)
     with ExitStack() as stack:
         sim_url = None
         if resolve_judge(settings, judge, env, offline):

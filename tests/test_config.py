@@ -417,3 +417,30 @@ def test_a_config_fifo_nobody_writes_to_is_refused_in_bounded_time_and_a_written
     assert result.exit_code == 0, result.stderr
     directory = invoke("init", tmp_path / "other", "--config", tmp_path)
     assert directory.exit_code == 2 and f"{tmp_path}: is a directory, expected a TOML file" in directory.stderr
+
+
+def test_every_amaris_variable_the_package_names_is_one_it_reads() -> None:
+    """The list the unknown-variable note checks against holds every AMARIS_* name the package and the shipped
+    examples spell out (a variable added without it would be called unknown while it is read)."""
+    from amaris_cli.config import environment_variables
+    from tests.conftest import ROOT
+
+    named = {m for path in [*(ROOT / "amaris_cli").rglob("*.py"), *(ROOT / "examples").rglob("*.py"),
+                            *(ROOT / "examples").rglob("*.sh")]
+             for m in re.findall(r"AMARIS_[A-Z][A-Z_]*[A-Z]", path.read_text(encoding="utf-8"))}
+    assert named - environment_variables() == {"AMARIS_SCORE_MODEL"}  # (the misspelling config.py's docstring shows)
+
+
+def test_a_misspelt_amaris_variable_is_named_not_ignored_in_silence(tmp_path: Path, sim) -> None:
+    """AMARIS_SCORE_MODEL (for AMARIS_SCORER_MODEL) was ignored without a word: the run asked another model than the
+    one written. An API key variable the config names is read, and is not called unknown."""
+    from tests.conftest import EXAMPLES, invoke, judge_env, new_run
+
+    run = new_run(tmp_path, extra='\n[agents.scorer]\napi_key_env = "AMARIS_JUDGE_KEY"\n')
+    env = {**judge_env(sim), "AMARIS_SCORE_MODEL": "judge-b", "AMARIS_JUDGE_KEY": "k"}
+    result = invoke("score", EXAMPLES / "math" / "step-000.jsonl", "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert ("$AMARIS_SCORE_MODEL is set, but amaris reads no such variable ($AMARIS_SCORER_MODEL?): it is ignored"
+            in said), said
+    assert "AMARIS_JUDGE_KEY" not in said
