@@ -241,3 +241,19 @@ def test_a_run_that_changes_memory_stores_indexes_its_history_into_the_store_it_
         assert store.counts() == {"analysis": 4 * 16, "summary": 4, "update": 4}  # steps 0-3 (2 had been, on the server)
     hits = json.loads((run / "steps/000002/retrieval.json").read_text())["dynamic"]
     assert hits and all(h["step"] < 2 for h in hits)
+
+
+def test_a_run_whose_server_marks_an_earlier_version_kept_indexes_its_history_in_its_embedded_memory(
+        tmp_path: Path, sim, chroma_server: str) -> None:
+    """Earlier versions kept a server's marks in memory/indexed-steps.json, now the embedded memory's file: a run that
+    used a server with them and goes on in its embedded memory read its steps as indexed there, where nothing is."""
+    env = judge_env(sim)
+    run = new_run(tmp_path, "job")
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", "--memory-url", chroma_server, env=env)
+    assert result.exit_code == 0, result.stderr
+    (server_marks,) = (run / "memory").glob("indexed-steps.shared-*.json")
+    server_marks.rename(run / "memory" / "indexed-steps.json")  # where an earlier version kept them
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "2:2", env=env)
+    assert result.exit_code == 0, result.stderr
+    with MemoryStore.open(RunDir(run), RunDir(run).settings().memory, "reader") as store:
+        assert store.counts() == {"analysis": 3 * 16, "summary": 3, "update": 3}

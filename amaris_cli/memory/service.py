@@ -117,8 +117,9 @@ def static_retrieval(run: RunDir, step: int, k: int, instance_id: str | None = N
 def dynamic_retrieval(store: MemoryStore, catalog: RunCatalog, queries: list[str], n: int, step: int,
                       static: list[StaticEntry], instance_id: str | None = None) -> list[MemoryHit]:
     """n hits per query from steps < step, without the static entries and without duplicates. In a shared memory,
-    another job's entry that says what one of this run's says (a `cp -r` copy of the run holds the original's
-    history under its own key; a sweep's arms analyze the same rollouts alike) is the same hit again: left out."""
+    another job's entry that says what one of this run's entries, a static entry or a hit already taken says (a `cp
+    -r` copy of the run holds the original's history under its own key; a sweep's arms analyze the same rollouts
+    alike) is the same hit again: left out."""
     hits: list[MemoryHit] = []
     keyed_exclude = {k for e in static for k in store.keys(e.id)}
     seen = set(keyed_exclude)

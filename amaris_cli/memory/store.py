@@ -138,7 +138,9 @@ class MemoryStore:
                 write_json_atomic(meta_path, {"embedder": name})
             self._marks_path = path / self._marks_name()
             self._marks: dict[str, dict[str, str]] = {}
-            if self._marks_path.exists():
+            # (an embedded memory that holds no index has indexed nothing: earlier versions kept a shared server's
+            # marks in this file)
+            if self._marks_path.exists() and (self.shared or (path / "chroma.sqlite3").exists()):
                 marks = read_json(self._marks_path)
                 if all(isinstance(v, dict) for v in marks.values()):  # older runs kept lists: re-check those steps
                     self._marks = marks
