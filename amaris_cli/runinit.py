@@ -35,7 +35,10 @@ def parse_anchor_flags(values: list[str]) -> list[dict[str, Any]]:
         kind = "reward"
         if text.lower().startswith("pitfall:"):
             kind, text = "pitfall", text[len("pitfall:"):].strip()
-        weight = float(match.group("weight")) if match.group("weight") else 1.0
+        try:
+            weight = float(match.group("weight")) if match.group("weight") else 1.0
+        except ValueError:  # digits float() does not read ("1_", "1__0"): refused below
+            weight = math.nan
         if not (math.isfinite(weight) and weight > 0):
             raise ConfigError(f"--anchor {value!r}: weight must be a positive number, got {match.group('weight')}")
         anchors.append({"id": match.group("id") or f"anchor-{index}", "text": text, "weight": weight, "kind": kind})

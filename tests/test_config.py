@@ -332,7 +332,7 @@ def test_an_anchor_flags_weight_is_read_in_any_number_form(tmp_path: Path, flag:
 
 
 @pytest.mark.parametrize("flag", ["correct=-1:The final answer is correct.", "1e400:The final answer is correct.",
-                                  "0:The final answer is correct."])
+                                  "0:The final answer is correct.", "1_:The final answer is correct."])
 def test_an_anchor_flags_weight_that_is_not_positive_is_refused(tmp_path: Path, flag: str) -> None:
     from tests.conftest import invoke
 
