@@ -359,7 +359,8 @@ def render(template: Template, trusted: dict[str, Any], untrusted: dict[str, str
     return [{"role": "system", "content": fill(template.system)}, {"role": "user", "content": fill(template.user)}]
 
 
-BLOCK_PATTERN = re.compile(r"<<<BEGIN ([A-Z0-9_]+) ([0-9a-f]{16})>>>\n(.*?)\n<<<END \1 \2>>>", re.S)
+BLOCK_LABEL, BLOCK_TAG = r"[A-Z0-9_]+", r"[0-9a-f]{16}"  # a block's name (LABEL, or LABEL_N in a group) and its tag
+BLOCK_PATTERN = re.compile(rf"<<<BEGIN ({BLOCK_LABEL}) ({BLOCK_TAG})>>>\n(.*?)\n<<<END \1 \2>>>", re.S)
 
 
 def parse_blocks(text: str) -> dict[str, str]:

@@ -49,17 +49,16 @@ def _create(src: RunDir, dst: RunDir, source: Path) -> bool:
         if dst.load_manifest().replay_of != str(source):
             raise AmarisError(f"{dst.path}: already a run directory (not a replay of {source}); choose another --out")
         return False
-    if dst.path.exists() and any(dst.path.iterdir()):
-        raise AmarisError(f"{dst.path}: exists and is not empty")
-    for rubric_file in sorted((src.path / "rubrics").rglob("step-000000.json")):
-        target = dst.path / rubric_file.relative_to(src.path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(rubric_file, target)
+    copies = [(f, dst.path / f.relative_to(src.path)) for f in sorted((src.path / "rubrics").rglob("step-000000.json"))]
     probes = probes_path(src, src.settings())  # the adoption gate's probes file, when the run holds one
     if probes is not None and probes.is_file() and probes.resolve().is_relative_to(src.path.resolve()):
-        target = dst.path / probes.resolve().relative_to(src.path.resolve())
+        copies.append((probes, dst.path / probes.resolve().relative_to(src.path.resolve())))
+    # A directory holding only (some of) these copies is this replay's, interrupted before it wrote run.json
+    if dst.path.exists() and not {p for p in dst.path.rglob("*") if not p.is_dir()} <= {t for _, t in copies}:
+        raise AmarisError(f"{dst.path}: exists and is not empty")
+    for original, target in copies:
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(probes, target)
+        shutil.copyfile(original, target)
     config = src.load_manifest().config
     if "gate" not in config:  # recorded before the adoption gate existed: replayed as it ran, without one
         config = {**config, "gate": {"enabled": False}}

@@ -502,3 +502,36 @@ def test_runs_of_other_rollouts_or_another_judge_are_not_comparable_at_step_0(tm
     assert "rollouts differ" in shown.stderr
     shown = invoke("compare", base, tmp_path / "other-judge")
     assert "judges differ" in shown.stderr
+
+
+def test_a_replay_interrupted_before_it_wrote_its_manifest_goes_on(tmp_path, sim) -> None:
+    """The replay's directory got its copy of the first rubric before run.json: killed in between, the same command
+    said `exists and is not empty` every time it was run again (an ablation sweep could not resume)."""
+    run = _loop(tmp_path, "src", EXAMPLES / "math", judge_env(sim))
+    half = tmp_path / "half"
+    (half / "rubrics").mkdir(parents=True)
+    shutil.copyfile(run / "rubrics" / "step-000000.json", half / "rubrics" / "step-000000.json")
+    result = invoke("replay", run, "--out", half, "--offline")
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(half / "steps") == snapshot(run / "steps")
+    other = tmp_path / "other"
+    (other / "rubrics").mkdir(parents=True)
+    (other / "rubrics" / "notes.txt").write_text("keep")
+    result = invoke("replay", run, "--out", other, "--offline")
+    assert result.exit_code != 0 and "exists and is not empty" in result.stderr, result.stderr
+    assert (other / "rubrics" / "notes.txt").read_text() == "keep"
+
+
+def test_an_offline_miss_names_a_numbered_block_of_a_grouped_request() -> None:
+    """The grouped scorer's blocks are numbered (RESPONSE_1, RESPONSE_2): the miss message's own copy of the block
+    marker's pattern read only letters, and a difference in a response was named in no block."""
+    from amaris_cli.llm.cache import _block_at, _untagged
+    from amaris_cli.prompts import _block
+
+    def request(answer: str, tag: str) -> str:
+        return "\n".join(_block(label, text, tag) for label, text in (("PROMPT", "2+2?"), ("RESPONSE_1", "4"),
+                                                                      ("RESPONSE_2", answer)))
+
+    recorded, now = _untagged(request("five", "0" * 16)), _untagged(request("six", "1" * 16))
+    at = next(i for i, (x, y) in enumerate(zip(recorded, now, strict=False)) if x != y)
+    assert now[at:].startswith("six") and _block_at(now, at) == " (in block RESPONSE_2)"

@@ -20,10 +20,11 @@ from typing import Any
 
 from amaris_cli.errors import AmarisError
 from amaris_cli.llm.calllog import CallIndex, CallRecord
+from amaris_cli.prompts import BLOCK_LABEL, BLOCK_TAG
 
 # A block marker (prompts.py): its tag is a hash of the request's untrusted text, so any change of that text changes
 # every tag, and the first differing character of two requests would always be the tag's.
-_BLOCK = re.compile(r"<<<BEGIN ([A-Z_]+) ([0-9a-f]+|TAG)>>>")
+_BLOCK = re.compile(rf"<<<BEGIN ({BLOCK_LABEL}) ({BLOCK_TAG}|TAG)>>>")
 
 
 def _untagged(text: str) -> str:
@@ -116,10 +117,12 @@ class CallCache:
             return f"the conversation has {len(messages)} messages, the record {len(old_messages)}"
         for index, (old, new) in enumerate(zip(old_messages, messages, strict=True)):
             a, b = str(old.get("content", "")), str(new.get("content", ""))
-            if a != b and _untagged(a) != _untagged(b):
+            untagged = a != b and _untagged(a) != _untagged(b)
+            if untagged:
                 a, b = _untagged(a), _untagged(b)
             if a != b:
                 at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-                return (f"message {index} ({new.get('role')}){_block_at(b, at)} differs from character {at}: "
+                aside = " (block tags set aside)" if untagged else ""
+                return (f"message {index} ({new.get('role')}){_block_at(b, at)} differs from character {at}{aside}: "
                         f"recorded {a[max(0, at - 30):at + 50]!r}, now {b[max(0, at - 30):at + 50]!r}")
         return "the request differs from every recorded one"
