@@ -24,11 +24,12 @@ def _rubric_key(run: RunDir, version: int, instance_id: str | None) -> str:
 
 def _judge_key(run: RunDir, step: int) -> str | None:
     """What the step's rewards depend on besides the rollouts and the rubric: the scorer agents' prompts and
-    answer settings (model, sampling), the grouping and the text limit, as its scores.jsonl was made with."""
+    answer settings (model, sampling), the grouping, the text limit and the training context the scorer reads, as
+    its scores.jsonl was made with."""
     made = artifacts.derivation(run, step, artifacts.SCORES)
     if made is None:
         return None
-    return artifacts.digest([made.inputs.get(k) for k in ("agents", "group", "max_text_chars")])
+    return artifacts.digest([made.inputs.get(k) for k in ("agents", "group", "max_text_chars", "training")])
 
 
 def run_figures(run: RunDir) -> dict[str, Any]:
@@ -41,7 +42,8 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     rollouts: dict[str, str | None] = {}
     judges: dict[str, str | None] = {}
     for step in reader.steps:
-        rollouts[str(step)] = artifacts.file_sha256(artifacts.rollouts_path(run, step))
+        stored = artifacts.derivation(run, step, artifacts.ROLLOUTS)  # (its hash, recorded as it was written)
+        rollouts[str(step)] = stored.sha256 if stored is not None else None
         judges[str(step)] = _judge_key(run, step)
         scores = reader.scores(step)
         mean_reward[str(step)] = reader.rewards(step).mean
