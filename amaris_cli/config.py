@@ -185,6 +185,13 @@ class MemorySettings(_Section):
     url: str | None = None
     namespace: str = Field(default="amaris", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,60}$")
 
+    @field_validator("embedding_base_url")
+    @classmethod
+    def _embedding_endpoint_url(cls, url: str | None) -> str | None:
+        if url is not None and (problem := base_url_problem(url)):  # the agents' rule (AgentOverrides)
+            raise ValueError(problem)
+        return url
+
 
 class PipelineSettings(_Section):
     chunk_size: int = Field(default=32, ge=1)

@@ -444,3 +444,12 @@ def test_a_misspelt_amaris_variable_is_named_not_ignored_in_silence(tmp_path: Pa
     assert ("$AMARIS_SCORE_MODEL is set, but amaris reads no such variable ($AMARIS_SCORER_MODEL?): it is ignored"
             in said), said
     assert "AMARIS_JUDGE_KEY" not in said
+
+
+def test_an_embeddings_base_url_no_request_can_be_sent_to_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """The agents' base URLs were checked, the memory's embeddings endpoint not: `localhost:8000/v1` was retried."""
+    config = tmp_path / "c.toml"
+    config.write_text('[memory]\nembedding = "openai"\nembedding_base_url = "localhost:8000/v1"\n')
+    with pytest.raises(ConfigError) as error:
+        load_settings(config_file=config, environ={})
+    assert f"{config}: memory.embedding_base_url: Value error, expected http://" in str(error.value)
