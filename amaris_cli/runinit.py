@@ -73,6 +73,9 @@ def read_instance_rubrics(path: Path, global_rubric: RubricSet, bounds: RubricSe
             if iid in seen:
                 raise ValueError(f"duplicate instance_id {iid!r} (first on line {seen[iid]})")
             seen[iid] = number
+            if "anchors" in row and not row["anchors"]:  # the run's rule (rubrics.initial_rubric), per instance
+                raise ValueError("no anchor criteria: an instance's own anchors replace the run's (leave out "
+                                 "\"anchors\" to use the run's)")
             rubric = RubricSet(version=0, instance_id=iid, anchors=row.get("anchors", global_rubric.anchors),
                                adaptive=row.get("adaptive", []))
             if problem := bounds_problem(bounds, rubric.adaptive):

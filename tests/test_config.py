@@ -348,9 +348,12 @@ def test_an_anchor_flags_weight_that_is_not_positive_is_refused(tmp_path: Path, 
      ":1: adaptive.0.weight: Input should be a valid number"),
     ('{"instance_id": "q1", "adaptive": [{"id": "work", "text": "The response shows its work clearly.", "weight": "2"}]}',
      ":1: adaptive.0.weight: Input should be a valid number"),
+    ('{"instance_id": "q1", "anchors": [], "adaptive": [{"id": "work", "text": "The response shows its work clearly.", '
+     '"weight": 2}]}', ":1: no anchor criteria"),  # as the run's rubric is refused without any
 ])
 def test_an_instance_rubric_read_another_way_than_written_is_refused(tmp_path: Path, row: str, reason: str) -> None:
-    """A key given twice kept the last list (the instance's criteria dropped); `true` was read as weight 1.0."""
+    """A key given twice kept the last list (the instance's criteria dropped); `true` was read as weight 1.0; an empty
+    anchors list left the instance without anchors, where the run's rubric is refused without any."""
     from tests.conftest import TEST_CONFIG, invoke
 
     config = tmp_path / "c.toml"
