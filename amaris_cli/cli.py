@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import fields
 from enum import StrEnum
 from inspect import Parameter, Signature
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -58,6 +61,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar o
 RunOpt = Annotated[Path, typer.Option("--run", "-r", help="Run directory (created by `amaris init`).")]
 StepOpt = Annotated[int, typer.Option("--step", "-s", min=0, help="Training step number.")]
 FIRST = ("source", "rollouts", "out", "run", "step")  # shown first in --help, in this order
+TERMINATED = 143  # 128 + SIGTERM
+_terminated = False  # this command got SIGTERM (main resets it: the serve worker runs many commands)
 
 
 def _version(value: bool) -> None:
@@ -87,8 +92,9 @@ def _errors() -> Any:
         err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]: re-run the same command to continue where it stopped", markup=True)
-        raise typer.Exit(130) from None
+        said = "terminated" if _terminated else "interrupted"
+        err.print(f"[yellow]{said}[/]: re-run the same command to continue where it stopped", markup=True)
+        raise typer.Exit(TERMINATED if _terminated else 130) from None
     except OSError as exc:  # disk full, read-only or unwritable directory, ...: one line, not a traceback
         from rich.text import Text
 
@@ -406,8 +412,46 @@ def sim_judge(
         run_sim_judge(host, port, latency, fault_rate, faults, seed)
 
 
+def _interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (`kill`, `timeout`, a scheduler's preemption, CI) takes Ctrl-C's path; `_errors` then says it was
+    terminated and exits 143. The SIGINT handler in place is called: asyncio's runner's while the event loop runs (it
+    cancels the command's task, which cleans up; a second signal raises), Python's outside (KeyboardInterrupt). Not
+    SIGINT sent again: a job a script starts with `&` ignores SIGINT, and would ignore SIGTERM too. There the running loop
+    raises KeyboardInterrupt between two callbacks (raised here, it may land in any code, even a callback that swallows
+    it) and the runner's close cancels the tasks, which clean up; outside the loop it is raised here."""
+    global _terminated
+    _terminated = True
+    on_sigint = signal.getsignal(signal.SIGINT)
+    if callable(on_sigint):
+        on_sigint(signal.SIGINT, frame)
+        return
+    asyncio = sys.modules.get("asyncio")  # no loop runs where it was never imported
+    try:
+        loop = asyncio.get_running_loop() if asyncio is not None else None
+    except RuntimeError:
+        loop = None
+    if loop is None:
+        raise KeyboardInterrupt
+    loop.call_soon_threadsafe(_interrupt)
+
+
 def main() -> None:
+    global _terminated
+    _terminated = False
+    # Installed only over the default (a parent that ignores SIGTERM keeps it ignored, as Python keeps an ignored
+    # SIGINT) and in the main thread, and put back after: the serve worker calls main() per job. `serve` replaces it
+    # while uvicorn serves.
+    ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if ours:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
     except BrokenPipeError:
         sys.exit(1)
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

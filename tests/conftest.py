@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -283,6 +284,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_signals(sigint: signal.Handlers = signal.SIG_DFL) -> Callable[[], None]:
+    """A child's `preexec_fn`: SIGTERM at its default and SIGINT as given, whatever this process's are (a job a script
+    starts with `&` ignores SIGINT, and its children inherit that)."""
+
+    def reset() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, sigint)
+
+    return reset
 
 
 def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:

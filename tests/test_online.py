@@ -32,6 +32,7 @@ from tests.conftest import (
     read_only_copy,
     snapshot,
     step_file,
+    stop_signals,
     wait_until,
 )
 
@@ -427,6 +428,41 @@ def test_ctrl_c_ends_a_command_that_waits_for_an_earlier_evolution(tmp_path, sim
                 proc.wait()
     assert time.monotonic() - started < 15, err
     assert code == 130 and "waiting for the evolution of step 0" in err and "interrupted" in err, (code, err)
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_ends_a_command_that_waits_for_an_earlier_evolution_as_ctrl_c_does(tmp_path, sim, sigint: str) -> None:
+    """SIGTERM (`timeout`, `kill`, a scheduler's preemption, CI) ends `evolve` waiting in its event loop as Ctrl-C does: its
+    task is cancelled and cleans up, it says it was terminated, exits 143, and the same command run again finishes. It
+    died at once (-15), its cleanup skipped. Also with SIGINT ignored (a job a script starts with `&`): SIGTERM sent on
+    to the process as SIGINT would have been ignored there."""
+    env = judge_env(sim)
+    run = new_run(tmp_path, extra=FAST_MEMORY)
+    score(run, 0, env, "--lag", "1")
+    score(run, 1, env, "--lag", "1")
+    with locks.exclusive(RunDir(run).step_lock_path(0), "step 0", role="evolve"):  # its evolution runs
+        proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", "evolve", "--run", str(run), "--step", "1", "--wait", "120"],
+                                env=process_env(sim), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=stop_signals(signal.SIG_DFL if sigint == "default" else signal.SIG_IGN))
+        try:
+            err = ""
+            while "waiting for the evolution of step 0" not in err:  # it says so once it waits
+                line = proc.stderr.readline()
+                assert line, f"ended before waiting for step 0: {err}"
+                err += line
+            proc.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            code, rest, _ = finish(proc, timeout=30)
+            took = time.monotonic() - started
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert took < 10 and code == 143, (code, took, err + rest)
+    assert "terminated: re-run the same command to continue where it stopped" in " ".join(rest.split()), rest
+    evolve(run, 0, env)  # the evolution it waited for ends; the same command goes on where it stopped
+    evolve(run, 1, env, "--wait", "120")
+    assert artifacts.evolution(RunDir(run), 1).status == "done"
 
 
 @pytest.mark.parametrize("command", ["evolve", "loop"])
