@@ -36,7 +36,7 @@ from amaris_cli import artifacts, locks
 from amaris_cli.options import EvolveOptions
 from amaris_cli.rundir import RunDir
 from amaris_cli.serve.journal import serve_dir
-from amaris_cli.serve.worker import INTERRUPTED
+from amaris_cli.serve.worker import STOPPED
 
 POLL_S = 0.1
 LOCKED_EXIT = 3  # the child found the step held by another process
@@ -211,7 +211,7 @@ class Evolutions:
         finally:
             evolution.worker = None
             self._busy.discard(worker)
-        if worker.alive and code != INTERRUPTED and not self.stopping and not self._idle:  # 130: the worker ends
+        if worker.alive and code not in STOPPED and not self.stopping and not self._idle:  # 130, 143: the worker ends
             self._idle.append(worker)
         elif worker.alive and worker.process.stdin is not None:
             worker.process.stdin.close()  # one idle worker is kept warm: this one ends

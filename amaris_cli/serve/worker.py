@@ -9,7 +9,8 @@ entry point with `sys.argv` set to the command, so the step's lock names `amaris
 
 Protocol (one job at a time): the server writes a JSON line `{"argv": [...], "log": PATH}` on stdin; this
 process answers `{"code": N}` on its original stdout (the jobs' own stdout goes to their log). SIGINT
-interrupts the running job as Ctrl-C interrupts `amaris evolve` (resumable), and ends the process.
+interrupts the running job as Ctrl-C interrupts `amaris evolve` (resumable), and ends the process; SIGTERM during
+a job ends it as it ends `amaris evolve` (exit 143), and then the process.
 
     python -m amaris_cli.serve.worker
 """
@@ -24,6 +25,8 @@ from types import FrameType
 import orjson
 
 INTERRUPTED = 130
+TERMINATED = 143  # the job got SIGTERM (amaris_cli/cli.py:main)
+STOPPED = (INTERRUPTED, TERMINATED)  # the worker ends after such a job
 
 
 def _leave(signum: int, frame: FrameType | None) -> None:
@@ -93,8 +96,8 @@ def main() -> int:
             job = orjson.loads(line)
             code = run_job(list(job["argv"]), str(job["log"]))
             replies.write(orjson.dumps({"code": code}) + b"\n")
-            if code == INTERRUPTED:  # the server stops: its interrupt ended the command
-                return INTERRUPTED
+            if code in STOPPED:  # the server stops (its interrupt ended the command), or the worker was terminated
+                return code
     except KeyboardInterrupt:
         return INTERRUPTED
     return 0
