@@ -95,4 +95,3 @@ def test_sigterm_ends_a_command_outside_its_event_loop(tmp_path: Path) -> None:
             os.close(writer)
     assert code == 143 and TERMINATED in " ".join(err.split()), (code, err)
     assert not (run / "steps" / "000000").exists()
-
