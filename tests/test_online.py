@@ -430,6 +430,29 @@ def test_ctrl_c_ends_a_command_that_waits_for_an_earlier_evolution(tmp_path, sim
     assert code == 130 and "waiting for the evolution of step 0" in err and "interrupted" in err, (code, err)
 
 
+def _signal_once_it_says(proc: subprocess.Popen[str], said: str, signum: int,
+                         timeout: float = 30) -> tuple[int | None, str, str, float]:
+    """Send `signum` to `proc` once its stderr says `said`: (its exit code, None if it did not end within `timeout`;
+    its stderr up to then and after; seconds from the signal to its end). `proc` is killed if it goes on."""
+    try:
+        err = ""
+        while said not in err:  # it says so once it waits
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            assert line, f"ended before saying {said!r}: {err}"
+            err += line
+        proc.send_signal(signum)
+        started = time.monotonic()
+        try:
+            code, rest, _ = finish(proc, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code, rest = None, ""
+        return code, err, rest, time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize("sigint", ["default", "ignored"])
 def test_sigterm_ends_a_command_that_waits_for_an_earlier_evolution_as_ctrl_c_does(tmp_path, sim, sigint: str) -> None:
     """SIGTERM (`timeout`, `kill`, a scheduler's preemption, CI) ends `evolve` waiting in its event loop as Ctrl-C does: its
@@ -444,20 +467,7 @@ def test_sigterm_ends_a_command_that_waits_for_an_earlier_evolution_as_ctrl_c_do
         proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", "evolve", "--run", str(run), "--step", "1", "--wait", "120"],
                                 env=process_env(sim), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=stop_signals(signal.SIG_DFL if sigint == "default" else signal.SIG_IGN))
-        try:
-            err = ""
-            while "waiting for the evolution of step 0" not in err:  # it says so once it waits
-                line = proc.stderr.readline()
-                assert line, f"ended before waiting for step 0: {err}"
-                err += line
-            proc.send_signal(signal.SIGTERM)
-            started = time.monotonic()
-            code, rest, _ = finish(proc, timeout=30)
-            took = time.monotonic() - started
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        code, err, rest, took = _signal_once_it_says(proc, "waiting for the evolution of step 0", signal.SIGTERM)
     assert took < 10 and code == 143, (code, took, err + rest)
     assert "terminated: re-run the same command to continue where it stopped" in " ".join(rest.split()), rest
     evolve(run, 0, env)  # the evolution it waited for ends; the same command goes on where it stopped
@@ -480,22 +490,6 @@ def test_ctrl_c_ends_a_command_that_waits_for_the_memorys_writer(tmp_path, sim, 
         proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", *map(str, args), "--wait", "120"],
                                 env=process_env(sim), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        try:
-            err = ""
-            while "waiting for the memory" not in err:  # it says so once it waits
-                line = proc.stderr.readline()
-                assert line, f"ended before waiting for the memory: {err}"
-                err += line
-            proc.send_signal(signal.SIGINT)
-            started = time.monotonic()
-            try:
-                code, rest, _ = finish(proc, timeout=20)
-            except subprocess.TimeoutExpired:
-                code, rest = None, ""
-            took = time.monotonic() - started  # measured while the lock is still held
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        code, err, rest, took = _signal_once_it_says(proc, "waiting for the memory", signal.SIGINT)  # (lock held)
     assert took < 15, f"Ctrl-C took {took:.1f}s"
     assert code == 130 and "interrupted" in rest, (code, err + rest)
