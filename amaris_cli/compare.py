@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from amaris_cli import artifacts
+from amaris_cli.artifacts import Derivation
 from amaris_cli.reader import RunReader
 from amaris_cli.rundir import RunDir
 
@@ -22,11 +23,10 @@ def _rubric_key(run: RunDir, version: int, instance_id: str | None) -> str:
     return artifacts.digest([[c.id, c.text, c.kind, c.weight] for c in rubric.criteria])
 
 
-def _judge_key(run: RunDir, step: int) -> str | None:
+def _judge_key(made: Derivation | None) -> str | None:
     """What the step's rewards depend on besides the rollouts and the rubric: the scorer agents' prompts and
     answer settings (model, sampling), the grouping, the text limit and the training context the scorer reads, as
-    its scores.jsonl was made with."""
-    made = artifacts.derivation(run, step, artifacts.SCORES)
+    its scores.jsonl (`made`) was made with."""
     if made is None:
         return None
     return artifacts.digest([made.inputs.get(k) for k in ("agents", "group", "max_text_chars", "training")])
@@ -42,9 +42,10 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     rollouts: dict[str, str | None] = {}
     judges: dict[str, str | None] = {}
     for step in reader.steps:
-        stored = artifacts.derivation(run, step, artifacts.ROLLOUTS)  # (its hash, recorded as it was written)
+        files = artifacts.read_provenance(run, step).files
+        stored = files.get(artifacts.ROLLOUTS)  # (its hash, recorded as it was written)
         rollouts[str(step)] = stored.sha256 if stored is not None else None
-        judges[str(step)] = _judge_key(run, step)
+        judges[str(step)] = _judge_key(files.get(artifacts.SCORES))
         scores = reader.scores(step)
         mean_reward[str(step)] = reader.rewards(step).mean
         # (the files the figures here read: a downstream file made from an edited one is stale too, but says no more)

@@ -14,16 +14,16 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
     field_serializer,
-    field_validator,
     model_validator,
 )
 
@@ -36,44 +36,15 @@ ResponseFormat = Literal["json_schema", "json_object", "text", "auto"]
 SystemRole = Literal["system", "user"]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _endpoint_url(url: str) -> str:
+    # A URL the HTTP client cannot send to is refused where it was set: unchecked, one without a scheme or host
+    # was retried as an outage for llm.outage_budget, and an unparsable one was a traceback.
+    if problem := base_url_problem(url):
+        raise ValueError(problem)
+    return url
 
 
-class AgentOverrides(_Section):
-    """One `[agents.NAME]` table; every key optional so tables layer."""
-
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, gt=0)
-    timeout: float | None = Field(default=None, gt=0)
-    extra_body: dict[str, Any] | None = None
-    service_tier: str | None = None
-    concurrency: int | None = Field(default=None, gt=0)
-    max_attempts: int | None = Field(default=None, ge=1, le=20)
-    max_reasks: int | None = Field(default=None, ge=0, le=5)
-    response_format: ResponseFormat | None = None
-    system_role: SystemRole | None = None
-    token_limit_param: Literal["max_tokens", "max_completion_tokens"] | None = None
-    max_tokens_cap: int | None = Field(default=None, gt=0)
-    requests_per_minute: float | None = Field(default=None, gt=0)
-    tokens_per_minute: float | None = Field(default=None, gt=0)
-
-    @field_validator("base_url")
-    @classmethod
-    def _endpoint_url(cls, url: str | None) -> str | None:
-        # A URL the HTTP client cannot send to is refused here, naming where it was set: unchecked, one without a
-        # scheme or host was retried as an outage for llm.outage_budget, and an unparsable one was a traceback.
-        if url is not None and (problem := base_url_problem(url)):
-            raise ValueError(problem)
-        return url
-
-    @field_serializer("base_url", when_used="json")
-    def _no_credentials(self, url: str | None) -> str | None:
-        # run.json holds the config as JSON: credentials in a URL are used, never written.
-        return strip_userinfo(url)
+EndpointUrl = Annotated[str, AfterValidator(_endpoint_url)]  # an agent's or the embeddings endpoint's base URL
 
 
 def base_url_problem(url: str) -> str | None:
@@ -92,6 +63,37 @@ def base_url_problem(url: str) -> str | None:
     if not parts.hostname:
         return "expected http://HOST[:PORT]/PATH or https://... (the base URL names no host)"
     return None
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentOverrides(_Section):
+    """One `[agents.NAME]` table; every key optional so tables layer."""
+
+    model: str | None = None
+    base_url: EndpointUrl | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0)
+    extra_body: dict[str, Any] | None = None
+    service_tier: str | None = None
+    concurrency: int | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, ge=1, le=20)
+    max_reasks: int | None = Field(default=None, ge=0, le=5)
+    response_format: ResponseFormat | None = None
+    system_role: SystemRole | None = None
+    token_limit_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+    max_tokens_cap: int | None = Field(default=None, gt=0)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+
+    @field_serializer("base_url", when_used="json")
+    def _no_credentials(self, url: str | None) -> str | None:
+        # run.json holds the config as JSON: credentials in a URL are used, never written.
+        return strip_userinfo(url)
 
 
 # The agent keys that can change an answer: what provenance records of a derived file's agents, and what a replay
@@ -180,17 +182,10 @@ class MemorySettings(_Section):
     max_queries: int | None = Field(default=None, ge=1, le=20)
     embedding: Literal["local", "openai"] = "local"
     embedding_model: str = "text-embedding-3-small"
-    embedding_base_url: str | None = None
+    embedding_base_url: EndpointUrl | None = None
     embedding_api_key_env: str = "OPENAI_API_KEY"
     url: str | None = None
     namespace: str = Field(default="amaris", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,60}$")
-
-    @field_validator("embedding_base_url")
-    @classmethod
-    def _embedding_endpoint_url(cls, url: str | None) -> str | None:
-        if url is not None and (problem := base_url_problem(url)):  # the agents' rule (AgentOverrides)
-            raise ValueError(problem)
-        return url
 
 
 class PipelineSettings(_Section):
@@ -428,12 +423,12 @@ def read_toml(path: Path) -> dict[str, Any]:
     """A config file, read as any input is (`--config <(...)` is a pipe; a FIFO nobody writes to made init wait for
     ever, a directory or a device is refused before it is opened)."""
     from amaris_cli.errors import InputError
-    from amaris_cli.inputfiles import read_input_bytes
+    from amaris_cli.inputfiles import NOT_FOUND, read_input_bytes
 
     try:
         data, _ = read_input_bytes(path, expected="a TOML file")
     except InputError as exc:
-        raise ConfigError(f"{path}: config file not found" if exc.reason == "file not found" else str(exc)) from None
+        raise ConfigError(f"{path}: config file not found" if exc.reason == NOT_FOUND else str(exc)) from None
     try:
         return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -42,7 +42,7 @@ from amaris_cli.config import Settings
 from amaris_cli.errors import AgentFailed, InputError, InputErrors
 from amaris_cli.figures import MEAN_DECIMALS, difference
 from amaris_cli.hackbench.transforms import Context, Honest, Skip, family, read_honest
-from amaris_cli.inputfiles import read_input_bytes
+from amaris_cli.inputfiles import NOT_FOUND, read_input_bytes
 from amaris_cli.jsonio import write_bytes_atomic
 from amaris_cli.jsonlimits import Unstorable, check_storable
 from amaris_cli.llm.calllog import GATE_KEY
@@ -168,7 +168,7 @@ def step_probes(session: Session, step: int) -> StepProbes | None:
         # read as any input is: a FIFO nobody writes to is given up, a device or a directory refused before it is opened
         data, _ = read_input_bytes(named, expected="a JSONL file of probes")
     except InputError as exc:
-        if exc.reason == "file not found":
+        if exc.reason == NOT_FOUND:
             return StepProbes(named, named)  # read_user_probes says so
         raise InputError(named, f"{exc.reason} (gate.probes_file)") from None
     return _keep(session.run, data, named)

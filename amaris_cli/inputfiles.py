@@ -24,6 +24,7 @@ from amaris_cli.errors import InputError
 
 MAX_INPUT_BYTES = 4 << 30  # 4 GiB: one input file is held in memory while it is validated
 FIFO_WRITER_WAIT_S = 10.0
+NOT_FOUND = "file not found"  # the reason of an InputError for a path that names nothing (callers tell it apart)
 _CHUNK = 1 << 20
 
 
@@ -51,7 +52,7 @@ def stat_problem(path: Path, exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
         if os.path.islink(path):
             return f"dangling symlink (points to {os.readlink(path)!r}, which does not exist)"
-        return "file not found"
+        return NOT_FOUND
     if isinstance(exc, PermissionError):
         return "permission denied"
     if exc.errno == errno.ENOTDIR:
