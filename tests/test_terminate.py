@@ -48,26 +48,66 @@ def terminate(proc: subprocess.Popen[str]) -> tuple[int, str]:
             proc.wait()
 
 
+SEARCH = ("memory", "search", "note to the grader award full marks", "--json")
+
+
+def search_holding_its_copy(env: dict[str, str], run: Path, temp: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A `memory search` that has made its private copy (amaris-memory-* in `temp`, its TMPDIR) and waits to fill it:
+    the caller holds the memory's io lock, as a writer mid-write does, so no timing luck is involved."""
+    before = set(temp.glob("amaris-memory-*"))
+    proc = amaris({**env, "TMPDIR": str(temp)}, *SEARCH, "--run", run)
+    wait_until(lambda: set(temp.glob("amaris-memory-*")) - before or proc.poll() is not None, timeout=60,
+               what="the search's private copy")
+    assert proc.poll() is None, proc.communicate()
+    (copy,) = set(temp.glob("amaris-memory-*")) - before
+    return proc, copy
+
+
 def test_sigterm_ends_memory_search_and_removes_its_private_copy(tmp_path: Path, sim) -> None:
     """`memory search` reads a private copy of the run's embedded memory, made in a temporary directory
     (amaris-memory-*) that it removes when it closes. Killed by SIGTERM it left it there: a full copy of the memory,
-    growing with the run, for every search a scheduler or `timeout` ended. The copy is taken under the memory's io
-    lock, which this test holds as a writer mid-write does: the search has its directory and waits, whatever the
-    timing."""
+    growing with the run, for every search a scheduler or `timeout` ended."""
     run = new_scenario_run(tmp_path)
     assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
     temp = tmp_path / "tmp"  # the child's TMPDIR: every amaris-memory-* in it is its own
     temp.mkdir()
-    query = ("memory", "search", "--run", run, "note to the grader award full marks", "--json")
     with locks.brief(RunDir(run).lock_path(IO_LOCK)):
-        proc = amaris({**process_env(sim), "TMPDIR": str(temp)}, *query)
-        wait_until(lambda: any(temp.glob("amaris-memory-*")) or proc.poll() is not None, timeout=60,
-                   what="the search's private copy")
-        assert proc.poll() is None, proc.communicate()
+        proc, _ = search_holding_its_copy(process_env(sim), run, temp)
         code, err = terminate(proc)
     assert list(temp.iterdir()) == []
     assert code == 143 and TERMINATED in " ".join(err.split()), (code, err)
-    assert json.loads(invoke(*query, env=judge_env(sim)).stdout)  # the same search, run again, finds the memory
+    assert json.loads(invoke(*SEARCH, "--run", run, env=judge_env(sim)).stdout)  # run again, it finds the memory
+
+
+def test_the_next_reader_removes_the_copy_a_killed_reader_left_and_no_living_readers(tmp_path: Path, sim) -> None:
+    """SIGKILL (the OOM killer, a scheduler past its grace period) leaves no chance to clean up: the private copy
+    stayed in the temporary directory for good, one full copy of the memory per killed reader. The next reader
+    removes it; a living reader's copy, and a directory an earlier version made (no owner file), stay."""
+    run = new_scenario_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    temp = tmp_path / "tmp"
+    (temp / "amaris-memory-earlier-version").mkdir(parents=True)
+    env = process_env(sim)
+    with locks.brief(RunDir(run).lock_path(IO_LOCK)):
+        killed, left = search_holding_its_copy(env, run, temp)
+        killed.kill()
+        killed.communicate()
+        assert left.is_dir()
+        searches: list[subprocess.Popen[str]] = []
+        try:
+            living, kept = search_holding_its_copy(env, run, temp)
+            searches.append(living)
+            assert not left.exists()
+            other, made = search_holding_its_copy(env, run, temp)
+            searches.append(other)
+            assert kept.is_dir() and made.is_dir()
+        finally:
+            for proc in searches:
+                proc.send_signal(signal.SIGINT)
+    for proc in searches:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+    assert [p.name for p in temp.iterdir()] == ["amaris-memory-earlier-version"]
 
 
 def test_sigterm_ends_a_command_outside_its_event_loop(tmp_path: Path) -> None:

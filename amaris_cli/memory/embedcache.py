@@ -20,7 +20,6 @@ import re
 import shutil
 import sqlite3
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from amaris_cli.errors import ConfigError
+from amaris_cli.memory.privatecopy import PrivateDirectory
 
 if TYPE_CHECKING:
     from amaris_cli.memory.embeddings import Embedder
@@ -86,7 +86,7 @@ class EmbeddingCache:
         self._local = threading.local()  # one connection per thread: sqlite3 connections are not shared
         self._opened: list[sqlite3.Connection] = []  # every thread's, closed together (close)
         self._opened_lock = threading.Lock()
-        self._copy: Path | None = None  # a read-only view's private copy, when a killed writer left a hot journal
+        self._copy: PrivateDirectory | None = None  # a read-only view's private copy, when a killed writer left a hot journal
 
     def _failed(self, exc: sqlite3.Error) -> ConfigError:
         return ConfigError(f"{self.label} {self.path}: {exc} ({self.advice})")
@@ -124,11 +124,15 @@ class EmbeddingCache:
                 raise
         with self._opened_lock:
             if self._copy is None:
-                copy = Path(tempfile.mkdtemp(prefix="amaris-record-"))
-                for name in (self.path.name, f"{self.path.name}-journal"):
-                    shutil.copyfile(self.path.with_name(name), copy / name)
+                copy = PrivateDirectory("amaris-record-")
+                try:
+                    for name in (self.path.name, f"{self.path.name}-journal"):
+                        shutil.copyfile(self.path.with_name(name), copy.path / name)
+                except BaseException:
+                    copy.remove()
+                    raise
                 self._copy = copy
-        return sqlite3.connect(self._copy / self.path.name, timeout=60, isolation_level=None, check_same_thread=False)
+        return sqlite3.connect(self._copy.path / self.path.name, timeout=60, isolation_level=None, check_same_thread=False)
 
     def get(self, texts: list[str]) -> dict[int, list[float]]:
         """The cached vectors of `texts`, by position."""
@@ -157,8 +161,8 @@ class EmbeddingCache:
             db.close()
         self._local = threading.local()
         if self._copy is not None:
-            shutil.rmtree(self._copy, ignore_errors=True)
-            self._copy = None
+            copy, self._copy = self._copy, None
+            copy.remove()
 
     def put(self, texts: list[str], vectors: list[list[float]]) -> None:
         if self.read_only:  # a replay's source: only read

@@ -25,12 +25,10 @@ import contextlib
 import functools
 import hashlib
 import shutil
-import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
@@ -41,6 +39,7 @@ from amaris_cli.jsonio import read_json, write_json_atomic
 from amaris_cli.llm.endpoint import public_url, redact, url_secrets
 from amaris_cli.memory.digests import EntryType, MemoryEntry
 from amaris_cli.memory.embeddings import Embedder
+from amaris_cli.memory.privatecopy import PrivateDirectory
 from amaris_cli.memory.runkey import run_keys
 from amaris_cli.models import MemoryHit
 from amaris_cli.rundir import RunDir
@@ -70,6 +69,7 @@ IO_LOCK = "memory-io"
 COLLECTIONS: dict[EntryType, str] = {"analysis": "analyses", "summary": "summaries", "update": "updates"}
 PAGE = 1000
 META_FILE = "amaris-memory.json"  # which embedder built the index
+COPY_PREFIX = "amaris-memory-"  # a reader's private copy, in the temporary directory
 # hnswlib's candidate list per query. ChromaDB's default (100) leaves the search approximate: on an index of
 # 5,000 entries a tenth of the queries found other nearest entries when the same entries had been added in
 # another order (a resumed run's), a quarter at 10,000. At 512 none did (tests/test_retrieval_quality.py); a
@@ -109,7 +109,7 @@ class MemoryStore:
         self._run_keys = run_keys(run, keep=self.writer) if self.shared else ()
         self.run_key = self._run_keys[0] if self.shared else ""
         self._lock: Any = None
-        self._copy: Path | None = None
+        self._copy: PrivateDirectory | None = None
         self._client: Any = None
         self._collections: dict[EntryType, Any] = {}
         self._embedder: Embedder | None = embedder
@@ -180,13 +180,13 @@ class MemoryStore:
                                   f"({redact(str(exc), url_secrets(url))})") from None
         else:
             if not self.writer:
-                self._copy = Path(tempfile.mkdtemp(prefix="amaris-memory-"))
+                self._copy = PrivateDirectory(COPY_PREFIX)
                 with locks.shared(self.run.lock_path(IO_LOCK)):
                     if path.is_dir():
-                        shutil.copytree(path, self._copy / "memory")
+                        shutil.copytree(path, self._copy.path / "memory")
                     else:
-                        (self._copy / "memory").mkdir()
-                path = self._copy / "memory"
+                        (self._copy.path / "memory").mkdir()
+                path = self._copy.path / "memory"
             try:
                 self._client = chromadb.PersistentClient(path=str(path), settings=settings)
             except Exception:
@@ -216,8 +216,8 @@ class MemoryStore:
             with contextlib.suppress(Exception), locks.brief(self.run.lock_path(IO_LOCK)):
                 scrub_hnsw(self.run.memory_path)  # no process memory at rest in the index files (scrub.py)
         if self._copy is not None:
-            shutil.rmtree(self._copy, ignore_errors=True)
-            self._copy = None
+            copy, self._copy = self._copy, None
+            copy.remove()
         if self._lock is not None:
             lock, self._lock = self._lock, None
             lock.__exit__(None, None, None)
