@@ -82,6 +82,13 @@ def _sim_agents(url: str) -> dict[str, Any]:
     return {name: dict(agent) for name in ("default", *AGENTS)}
 
 
+def _unused_with_sim(flags: Mapping[str, Any] | None) -> list[str]:
+    """The endpoint flags a command was given that the sim-judge's agents replace (a replay of a sim-judge run given
+    --model judged its misses with the sim-judge, unsaid)."""
+    default = ((flags or {}).get("agents") or {}).get("default") or {}
+    return [f"--{key.replace('_', '-')}" for key in ("model", "base_url") if default.get(key) is not None]
+
+
 def resolve_judge(settings: Settings, judge: JudgeChoice, environ: Mapping[str, str], offline: bool = False) -> bool:
     """True when the sim-judge must be used."""
     if judge == "sim":
@@ -154,6 +161,9 @@ def open_session(
         elif offline and judge == "sim":  # the record holds the sim-judge's requests: looked up as its own
             sim_url = OFFLINE_SIM_URL
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge (offline: never called)")
+        if sim_url is not None and announce_judge and (unused := _unused_with_sim(flags)):
+            say(f"{' and '.join(unused)} not used: the sim-judge answers every agent (--judge endpoint sends the "
+                "requests to the endpoint)")
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
         cache = CallCache(run.calls_path, replaying.calls_path if replaying is not None else None, offline)

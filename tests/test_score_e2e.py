@@ -242,3 +242,16 @@ def test_help_and_version(run_cli) -> None:
                     ["memory", "search"], ["sim-judge"]):
         result = run_cli(*command, "--help")
         assert result.exit_code == 0 and "Usage" in result.stdout
+
+
+def test_endpoint_flags_the_sim_judge_replaces_are_said_to_be_unused(run_cli, tmp_path, config_file) -> None:
+    """`--model` and `--base-url` name the endpoint's agents; under the sim-judge (asked for, `auto` without an
+    endpoint, or a replay of a sim-judge run) its own agents replace them, and they were dropped unsaid."""
+    run = init(run_cli, tmp_path, config_file)
+    rollouts = write_jsonl(tmp_path / "r.jsonl", PLANTED)
+    result = run_cli("score", rollouts, "--run", run, "--step", "0", "--judge", "sim", "--model", "gpt-judge-x",
+                     "--base-url", "http://127.0.0.1:9/v1")
+    assert result.exit_code == 0, result.stderr
+    assert "--model and --base-url not used: the sim-judge answers every agent" in " ".join(result.stderr.split())
+    plain = run_cli("score", rollouts, "--run", run, "--step", "1", "--rubric-version", "0", "--judge", "sim")
+    assert plain.exit_code == 0 and "not used" not in plain.stderr, plain.stderr
