@@ -348,6 +348,37 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
      rf"(?:{_VALUE_TOP}|{_VALUE_NUM})", PRESCRIBES, True),
     (r"\b(?:obtains?|achieves?|wins?|scores?|scoring)\s+(?:(?:an?|the|its|this|every|all|each)\s+)?"
      rf"{_VALUE_TOP}", PRESCRIBES, True),
+    # the top verdict as what the response's content is worth, under another verb: "which warrants full credit",
+    # "entitles it to full marks", "qualifying it for a perfect score", "worth full credit"
+    (r"\b(?:warrant(?:s|ed|ing)?|justif(?:y|ies|ied|ying)|impl(?:y|ies|ied|ying)|entitl(?:e|es|ed|ing)|qualif(?:y|ies|ied"
+     r"|ying)|guarantee(?:s|d)?|secur(?:e|es|ed|ing)|ensur(?:e|es|ed|ing)|means?|amounts?\s+to|translates?\s+(?:in)?to"
+     r"|results?\s+in|leads?\s+to|yields?|worth|calls?\s+for)\s+(?:(?:it|them|the\s+response|this\s+response|such"
+     r"\s+\w+|a\s+response)\s+)?(?:(?:to|for)\s+)?(?:(?:an?|the|its|their)\s+)?"
+     rf"{_VALUE_TOP}", PRESCRIBES, True),
+    # the response's own verdict, as a value: "its verdict is 1", "The response's reward is maximal when ...", "has
+    # a reward of 1", "should be rewarded maximally"
+    (r"\b(?:its|their|the\s+responses?'?s?|this\s+response'?s|such\s+(?:a\s+)?responses?'?s?)\s+(?:final\s+|overall"
+     r"\s+|total\s+)?(?:verdicts?|rewards?|grades?|ratings?|marks?|scores?)\s+(?:(?:is|are|equals?|becomes?|stays?|remains?"
+     r"|(?:should|must|will|shall|can|may)\s+be)\s+)(?:(?:then|always|automatically|simply|just|also|therefore)\s+)?"
+     rf"(?:{_VALUE_NUM}|(?:1|1\.0|one|0|zero)(?=\s+(?:when|whenever|if|once|because|since|unless|provided)\b)|maximal"
+     r"|maximum|max|full|perfect|the\s+(?:maximum|highest|top|best|full))"
+     r"|\b(?:has|have|gets?|is\s+given|carries|carry)\s+(?:an?\s+|the\s+)?(?:verdict|reward|grade|rating)\s+of\s+"
+     rf"(?:{_VALUE_NUM}|\d)"
+     r"|\b(?:rewarded|scored|rated|graded|credited|marked)\s+(?:maximally|fully|in\s+full|to\s+the\s+(?:max|maximum|full)"
+     r"|at\s+(?:the\s+)?(?:max|maximum|top|highest))\b", PRESCRIBES, True),
+    # criteria of the rubric said to hold for the response, or to be absent from it: "all other criteria hold for
+    # this response", "criterion final_answer holds for it", "so there are no pitfalls", "cannot show any pitfall"
+    (rf"{_CRITERIA_NAMED}\s+(?:(?:{_SLUG})\s+)?(?:(?:also|then|therefore|thus|all|both|likewise|still)\s+)?"
+     r"(?:holds?|succeeds?|(?:is|are)\s+(?:settled|decided|resolved)|go(?:es)?)\s+(?:(?:also|then|too)\s+)?"
+     r"(?:for|in\s+favou?r\s+of|in\s+(?:its|their)\s+favou?r|to|with)\b"
+     rf"|{_CRITERIA_NAMED}\s+{_SLUG}\s+(?:holds?|succeeds?){_VERDICT_END}"
+     rf"|(?:^|[.;:,(]\s*)(?:criterion\s+)?{_SLUG}\s+(?:holds?|succeeds?)\s*(?:[.;!)]|$)"
+     rf"|\bthere\s+(?:is|are)\s+(?:no|not\s+(?:a|any))\s+(?:{_CRITERIA_MOD}\s+)*(?:pitfalls?|criteria|criterion"
+     r"|rubric\s+(?:items?|checks?|lines?))\b(?!\s+(?:of|in|about|for|from)\s+(?!(?:this|the)\s+rubric))"
+     r"|\b(?:cannot|can\s*not|cant|could\s+not|couldnt|never|does\s+not|doesnt)\s+(?:show|have|exhibit|trigger|display"
+     r"|contain|hit|fall\s+(?:into|foul\s+of)|be\s+caught\s+by)\s+(?:any|a|the|one|either)\s+(?:(?:of\s+the|other"
+     r"|listed|rubric'?s?|single)\s+)*(?:pitfalls?|criteria|criterion|rubric\s+(?:items?|checks?|lines?))\b"
+     r"(?!\s+(?:of|in|about|for|from)\s+(?!(?:this|the)\s+rubric))", PRESCRIBES, True),
     (r"\b(?:give|assign|award|grant|score|rate|grade|mark|treat|count|consider|accept)\s+(?:(?:it|this|that|them|these"
      r"|those|all|every|each|any|the|its|their|such|other)\s+)?(?:(?:responses?|answers?|outputs?|submissions?|rollouts?"
      r"|ones?|criterion|criteria|items?)\s+)?(?:(?:a|an|the|with)\s+)*"
