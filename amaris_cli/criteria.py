@@ -54,9 +54,17 @@ MAX_QUOTED_WORDS = 12
 MAX_ID_CHARS = 80
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
-_MARKER = re.compile(r"<<<|>>>")
-_CHAT_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>|\[/?inst\]|<</?sys>>|<\s*/?\s*(?:system|assistant|user|im_start|im_end)\s*>"
-                         r"|(?:^|\s)#{2,}\s*(?:system|instruction|assistant|user)\b", re.I)
+_MARKER = re.compile(r"<\s*<\s*<|>\s*>\s*>")
+# Angle brackets as a model reads them: guillemets, chevrons and much-less-than signs (NFKC keeps them) as "<" and ">".
+_ANGLES = str.maketrans({**dict.fromkeys("\u00ab\u2039\u226a\u22d8\u2329\u27e8\u276e\u02c2\u1438\u3008\u300a", "<"),
+                         **dict.fromkeys("\u00bb\u203a\u226b\u22d9\u232a\u27e9\u276f\u02c3\u1433\u3009\u300b", ">")})
+# Special tokens of chat templates: ChatML and Llama 3 ("<|im_start|>", "<|eot_id|>"; DeepSeek's "<｜User｜>" once
+# folded), Llama 2 and Mistral ("[INST]", "<<SYS>>", "</s>", "[SYSTEM_PROMPT]"), Gemma ("<start_of_turn>"),
+# tool calls ("<tool_call>"): a tokenizer may read them in a message's text as the token itself.
+_CHAT_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>|\[/?(?:inst|system_prompt|available_tools|tool_calls|tool_results)\]|<</?sys>>"
+                         r"|<\s*/?\s*(?:system|assistant|user|im_start|im_end|start_of_turn|end_of_turn|bos|eos|s"
+                         r"|tool_call|tool_response|tools)\s*>|(?:^|\s)#{2,}\s*(?:system|instruction|assistant|user)\b",
+                         re.I)
 # The answer shape's descriptions: "<the new criterion, one sentence about the response>", "<why>".
 _PLACEHOLDER = re.compile(
     r"<[^<>]*[\s|,:][^<>]*>"  # a description in angle brackets (has spaces, commas, bars)
@@ -515,10 +523,12 @@ def criterion_text_problem(text: str, kind: Literal["reward", "pitfall"]) -> str
         return f"the criterion text has {len(stripped)} characters, more than {MAX_CRITERION_CHARS}"
     if CONTROL.search(stripped):
         return "the criterion text spans several lines or holds control characters; a criterion is one sentence"
-    if _MARKER.search(stripped):
+    forms = [stripped, *readings(text)]  # a marker or token in full-width or look-alike forms is read as one
+    if any(_MARKER.search(form.translate(_ANGLES)) for form in forms):
         return "the criterion text contains a block marker ('<<<' or '>>>')"
-    if m := _CHAT_TOKEN.search(stripped):
-        return f"the criterion text imitates a chat-template or role token ({m.group().strip()!r})"
+    for form in forms:
+        if m := _CHAT_TOKEN.search(form):
+            return f"the criterion text imitates a chat-template or role token ({m.group().strip()!r})"
     if m := _PLACEHOLDER.search(stripped):
         return f"the criterion text is a placeholder ({m.group().strip()!r}), not a criterion"
     if mixed := mixed_script_word(stripped):
