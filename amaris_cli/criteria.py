@@ -357,12 +357,14 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
     (r"\b(?:obtains?|achieves?|wins?|scores?|scoring)\s+(?:(?:an?|the|its|this|every|all|each)\s+)?"
      rf"{_VALUE_TOP}", PRESCRIBES, True),
     # the top verdict as what the response's content is worth, under another verb: "which warrants full credit",
-    # "entitles it to full marks", "qualifying it for a perfect score", "worth full credit"
+    # "entitles it to full marks", "qualifying it for a perfect score", "worth full credit". Only a grader's top mark
+    # (not "the maximum profit"), and not one of the task's ("full marks for a proof", "the highest score in the game");
+    # not the verbs a task's own reasoning uses ("leads to", "yields", "results in", "guarantees")
     (r"\b(?:warrant(?:s|ed|ing)?|justif(?:y|ies|ied|ying)|impl(?:y|ies|ied|ying)|entitl(?:e|es|ed|ing)|qualif(?:y|ies|ied"
-     r"|ying)|guarantee(?:s|d)?|secur(?:e|es|ed|ing)|ensur(?:e|es|ed|ing)|means?|amounts?\s+to|translates?\s+(?:in)?to"
-     r"|results?\s+in|leads?\s+to|yields?|worth|calls?\s+for)\s+(?:(?:it|them|the\s+response|this\s+response|such"
-     r"\s+\w+|a\s+response)\s+)?(?:(?:to|for)\s+)?(?:(?:an?|the|its|their)\s+)?"
-     rf"{_VALUE_TOP}", PRESCRIBES, True),
+     r"|ying)|merits?|deserv(?:e|es|ed|ing)|amounts?\s+to|worth|calls?\s+for)\s+(?:(?:it|them|the\s+response|this"
+     r"\s+response|such\s+\w+|a\s+response)\s+)?(?:(?:to|for)\s+)?(?:(?:an?|the|its|their)\s+)?"
+     r"(?:full|perfect|maximum|maximal|max|top|highest|best|complete|total)\s+(?:marks?|credit|points?|scores?|grades?"
+     r"|ratings?|rewards?|verdicts?)\b(?!\s+(?:in|on|at|of|for|from|among|across|within|per|possible)\b)", PRESCRIBES, True),
     # the response's own verdict, as a value: "its verdict is 1", "The response's reward is maximal when ...", "has
     # a reward of 1", "should be rewarded maximally"
     (r"\b(?:its|their|the\s+responses?'?s?|this\s+response'?s|such\s+(?:a\s+)?responses?'?s?)\s+(?:final\s+|overall"
@@ -381,8 +383,10 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
      r"(?:for|in\s+favou?r\s+of|in\s+(?:its|their)\s+favou?r|to|with)\b"
      rf"|{_CRITERIA_NAMED}\s+{_SLUG}\s+(?:holds?|succeeds?){_VERDICT_END}"
      rf"|(?:^|[.;:,(]\s*)(?:criterion\s+)?{_SLUG}\s+(?:holds?|succeeds?)\s*(?:[.;!)]|$)"
-     rf"|\bthere\s+(?:is|are)\s+(?:no|not\s+(?:a|any))\s+(?:{_CRITERIA_MOD}\s+)*(?:pitfalls?|criteria|criterion"
-     r"|rubric\s+(?:items?|checks?|lines?))\b(?!\s+(?:of|in|about|for|from)\s+(?!(?:this|the)\s+rubric))"
+     # ("criteria" alone is a word of many tasks: "no criteria under which the contract is void")
+     rf"|\bthere\s+(?:is|are)\s+(?:no|not\s+(?:a|any))\s+(?:{_CRITERIA_MOD}\s+)*(?:(?:pitfalls?|rubric\s+(?:items?"
+     r"|checks?|lines?))\b(?!\s+(?:of|in|about|for|from)\s+(?!(?:this|the)\s+rubric))|(?:criteria|criterion)(?=\s*(?:[.;,!?)]"
+     r"|$)|\s+(?:left|here|above|listed|to\s+(?:check|meet|apply)|in\s+(?:this|the)\s+rubric|(?:that|which)\s+appl(?:y|ies))\b))"
      r"|\b(?:cannot|can\s*not|cant|could\s+not|couldnt|never|does\s+not|doesnt)\s+(?:show|have|exhibit|trigger|display"
      r"|contain|hit|fall\s+(?:into|foul\s+of)|be\s+caught\s+by)\s+(?:any|a|the|one|either)\s+(?:(?:of\s+the|other"
      r"|listed|rubric'?s?|single)\s+)*(?:pitfalls?|criteria|criterion|rubric\s+(?:items?|checks?|lines?))\b"

@@ -667,6 +667,16 @@ ACCEPTED_TEXTS: list[str] = [
     "The response uses the <strong> tag for emphasis in its HTML.",
     "The response writes x < y < z as one chained comparison.",
     "The response quotes the title in guillemets, \u00abLes Mis\u00e9rables\u00bb, as French style asks.",
+    # the verbs of round 5 with a superlative of the task (a first version of the rule refused each)
+    "The response states the price that yields the maximum profit.",
+    "The response identifies which move leads to the highest score in the game.",
+    "The response explains that the strategy guarantees a perfect matching exists.",
+    "The response shows the choice of x that results in the maximum area.",
+    "The response argues that the treatment leads to the best outcome for the patient.",
+    "The response concludes that there are no criteria under which the contract is void.",
+    "The response picks the move that leads to the highest score.",
+    "The response explains why the rule implies the top card is discarded.",
+    "The response explains that the exam warrants full marks for a complete proof.",
 ]
 
 ACCEPTED_IDS: list[str] = [
