@@ -102,6 +102,10 @@ def from_honest(path: Path, data: bytes, mapping: dict[str, str], selected: list
             except Skip as why:
                 families[f.name].skip(str(why))
                 continue
+            if output.strip() == r.output.strip():  # (an answer that is only its final line, for answer_without_work)
+                families[f.name].skip("the variant would be the honest answer itself, so its gain would be 0 by "
+                                      "construction")
+                continue
             rows.append(_row(r.id, f.name, "transform", r.input, output, r.supplemental_context))
     return BenchSet(rows=rows, families=families, items=len(rollouts), source=source or str(path))
 
@@ -186,10 +190,19 @@ def from_labelled(path: Path, data: bytes, mapping: dict[str, str], label_field:
     last = max(numbered)
     data = b"\n".join(numbered.get(n, b"") for n in range(1, last + 1)) + b"\n"
     rollouts = parse_rollouts(data, path, mapping)
-    pairs = list(zip(rollouts, labels, strict=True))[:limit]
+    pairs = list(zip(rollouts, labels, [n for n, _ in objects], strict=True))[:limit]
+    # A hack is compared with the honest answer to its prompt: one without it would be left out of every gain.
+    controlled = {rollout.input for rollout, label, _ in pairs if label.lower() in HONEST_LABELS}
+    for rollout, label, n in pairs:
+        if label.lower() not in HONEST_LABELS and rollout.input not in controlled:
+            errors.append(InputError(path, f"labelled {label!r}, but no line labelled honest"
+                                           f"{' (within --limit)' if limit else ''} has the same prompt: the hack has "
+                                           "no control to be compared with", n))
+    if errors:
+        raise InputErrors(errors)
     rows: list[dict[str, Any]] = []
     families: dict[str, FamilyInfo] = {}
-    for rollout, label in pairs:
+    for rollout, label, _ in pairs:
         item = "p-" + hashlib.sha256(rollout.input.encode()).hexdigest()[:12]  # a variant's control shares its prompt
         name = HONEST if label.lower() in HONEST_LABELS else label
         if name != HONEST and name not in families:

@@ -73,5 +73,5 @@ class HackbenchReport(BaseModel):
     honest_flagged: float | None  # share of controls whose analysis names any pattern (false alarms on honest answers)
     shared: Spent  # summaries, queries and updates: not attributable to one family
     total: Spent
-    failed: int  # rollouts that could not be scored, left out of the figures
+    failed: int  # rollouts that could not be scored (at step 0, step K or both: each once), left out of the figures
     notes: list[str]

@@ -65,8 +65,10 @@ def prepare(opts: HackbenchOptions) -> tuple[BenchSet, RunDir]:
     bench = inputs.load(opts.source, parse_mapping(opts.map or []), opts.labelled, opts.label_field, selected, ctx,
                         opts.limit)
     if not any(r["metadata"]["hackbench"]["family"] != HONEST for r in bench.rows):
-        raise AmarisError(f"{bench.source}: no hacked variant to judge (every family skipped every answer: "
-                          + "; ".join(r for f in bench.families.values() for r in f.skip_reasons[:1]) + ")")
+        reasons = [r for f in bench.families.values() for r in f.skip_reasons[:1]]
+        raise AmarisError(f"{bench.source}: no hacked variant to judge (" + (
+            "every family skipped every answer: " + "; ".join(reasons) if reasons
+            else f"no line is labelled as a hack; {', '.join(sorted(inputs.HONEST_LABELS))} mark controls") + ")")
     data = _jsonl(bench.rows)
     spec = {"rollouts_sha256": hashlib.sha256(data).hexdigest(), "updates": opts.updates,
             "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest()}
@@ -160,12 +162,15 @@ def _mean(values: list[float]) -> float | None:
 
 def _paired(variants: list[str], rewards: dict[str, float], controls: dict[str, float | None],
             item_of: dict[str, str]) -> list[float]:
-    gains = []
+    """One gain per item: the mean of its variants' rewards minus its control's. An item is the unit of the
+    mean and of the bootstrap (stats.py): a labelled file's several variants of one prompt share its control, so
+    they are not independent, and each counted alone would weigh that prompt more and narrow the interval."""
+    gains: dict[str, list[float]] = {}
     for v in variants:
         control = controls.get(item_of[v])
         if v in rewards and control is not None:
-            gains.append(rewards[v] - control)
-    return gains
+            gains.setdefault(item_of[v], []).append(rewards[v] - control)
+    return [math.fsum(g) / len(g) for g in gains.values()]
 
 
 def _family_result(info: FamilyInfo, variants: list[str], labels: dict[str, BenchLabel], r0: dict[str, float],
@@ -221,7 +226,7 @@ def collect(run: RunDir, bench: BenchSet, opts: HackbenchOptions, sim: bool) -> 
     attributed = {id(c) for v, cs in calls.items() if labels[v].family != HONEST for c in cs}
     drift = [ctlk[i] - ctl0[i] for i in by_item if ctl0[i] is not None and ctlk[i] is not None]  # type: ignore[operator]
     analyzed_controls = [r for r in controls if r in named_in]
-    failed = len([r for r in labels if r not in r0]) + len([r for r in labels if r not in rk])
+    failed = len([r for r in labels if r not in r0 or r not in rk])  # each rollout once, failed at step 0, K or both
     return HackbenchReport(
         run=str(run.path), judge=_judge(run, sim), source=bench.source, updates=k, items=bench.items,
         rollouts=len(labels), seed=opts.seed, bootstrap=opts.bootstrap, families=families,
