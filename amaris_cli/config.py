@@ -221,6 +221,10 @@ class GateSettings(_Section):
     max_call_share: float = Field(default=0.1, ge=0, le=10)
     margin: float = Field(default=0.05, ge=0, le=1)
     max_flips: float = Field(default=0.25, ge=0, le=1)
+    # How the built-in items fill the budget, best first: `fit` takes each item that still fits (a later, smaller one
+    # after one too large); `prefix` stops at the first that does not (as runs made before this key did: their
+    # manifests keep it, rundir.Manifest, so their commands and replays ask the judge what they asked).
+    fill: Literal["fit", "prefix"] = "fit"
 
     @model_validator(mode="after")
     def _known_families(self) -> GateSettings:

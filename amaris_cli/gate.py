@@ -415,16 +415,23 @@ async def check(session: Session, step: int, base: RubricSet, new: RubricSet, pr
         rollouts = group_by_instance(rollouts).get(iid, [])
     items: list[Item] = []
     spent = 0
+    unfit = 0  # items that did not fit the budget
     if gate.families and budget > 0:
         scores = artifacts.load_scores(run, step)
         analyses = artifacts.load_analyses(run, step) if artifacts.analyses_path(run, step).exists() else []
         for candidate in honest_candidates(rollouts, scores, analyses):
+            if budget - spent < 2:
+                break  # an item costs at least a call per version
             item = item_of(candidate, gate.families, context)
             if item is None:
                 continue
             cost = calls_for(item, base, settings) + calls_for(item, new, settings)
             if spent + cost > budget:
-                break
+                # a later item may be smaller (fewer probes apply to it, fewer calls): `fit` takes it
+                unfit += 1
+                if gate.fill == "prefix":
+                    break
+                continue
             items.append(item)
             spent += cost
     if probes is not None:
@@ -435,8 +442,9 @@ async def check(session: Session, step: int, base: RubricSet, new: RubricSet, pr
             spent += calls_for(item, base, settings) + calls_for(item, new, settings)
     record.calls = spent
     if not items:
+        too_small = budget < 2 or (unfit > 0 and gate.fill == "fit")  # (`prefix` runs keep the reason they gave)
         record.reason = ("no probe to judge: " + ("the gate's budget of the step's requests is too small for one item"
-                         if gate.families and budget < 2 else "no honest, well-rewarded rollout a transform applies to"
+                         if gate.families and too_small else "no honest, well-rewarded rollout a transform applies to"
                          if gate.families else "no probe family is enabled") + " and no probes file")
         return record
 

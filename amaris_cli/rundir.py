@@ -42,6 +42,9 @@ class Manifest(BaseModel):
         pipeline = config.get("pipeline")
         if isinstance(pipeline, dict) and "carry_scope" not in pipeline:  # `carry` skipped whole per-instance steps
             config = {**config, "pipeline": {**pipeline, "carry_scope": "step"}}
+        gate = config.get("gate")
+        if isinstance(gate, dict) and "fill" not in gate:  # the gate's items stopped at the first that did not fit
+            config = {**config, "gate": {**gate, "fill": "prefix"}}
         return config
 
 

@@ -322,3 +322,48 @@ def test_a_version_the_gate_could_not_judge_is_not_adopted(tmp_path, policy, cod
         update = json.loads((run / "steps/000000/update.json").read_text())
         assert update["carried_forward"]["cause"] == "skipped" and "adoption gate" in update["carried_forward"]["reason"]
         assert HARMLESS not in (run / "rubrics/step-000001.json").read_text()
+
+
+# A scorer's completion budget of 800 tokens fits 4 responses a group call with 3 criteria, 6 with 2: an item with a
+# numeric answer (its rollout, honest mistake and five hacks: 7 responses) takes 4 calls over both versions, one
+# whose answer is no number (its rollout and three hacks) takes 2. A quarter of the step's 11 requests buys one item.
+SMALL_CALLS = "\n[gate]\nmax_call_share = 0.25\n\n[agents.scorer]\nmax_tokens = 800\nmax_tokens_cap = 800\n"
+
+
+def _first_item_too_large(tmp: Path, name: str) -> tuple[Path, dict]:
+    """Two honest, equally rewarded rollouts: the first (s0-r00, numeric) too large for the budget of 2 calls, the
+    second (s0-r03, "0 marbles") within it."""
+    run = make_run(tmp, SMALL_CALLS, name=name)
+    if name == "old":  # a run made before gate.fill existed
+        manifest = json.loads((run / "run.json").read_text())
+        del manifest["config"]["gate"]["fill"]
+        (run / "run.json").write_text(json.dumps(manifest))
+    rows = read_jsonl(EXAMPLES / "math" / "step-000.jsonl")[:4]
+    rows[3]["output"] = rows[3]["output"].replace("Final answer: 0", "Final answer: 0 marbles")
+    source = write_jsonl(tmp / f"{name}.jsonl", rows)
+    judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(HARMLESS, kind="pitfall"))]})).start_in_thread()
+    try:
+        env = judge_env(judge)
+        assert invoke("score", source, "--run", run, "--step", 0, env=env).exit_code == 0
+        evolved = invoke("evolve", "--run", run, "--step", 0, env=env)
+        assert evolved.exit_code == 0, evolved.stderr
+    finally:
+        judge.stop()
+    return run, json.loads((run / "steps/000000/update.json").read_text())["gate"]
+
+
+def test_an_item_too_large_for_the_budget_leaves_it_to_a_later_one_that_fits(tmp_path) -> None:
+    """The gate's items are taken best first while the budget lasts: one too large is passed over, not the end
+    of the items (it left the version unchecked, saying no honest rollout could be made into probes)."""
+    run, gate = _first_item_too_large(tmp_path, "run")
+    assert gate["budget"] == 2 and gate["decision"] == "adopted", gate
+    assert {p["item"] for p in gate["probes"]} == {"s0-r03"} and gate["calls"] == len(gate_calls(run)) == 2
+    # A run made before gate.fill stopped at the first item that did not fit: it goes on as it ran (its replay asks
+    # what its record holds), and its inputs are what they were.
+    old, kept = _first_item_too_large(tmp_path, "old")
+    assert kept["decision"] == "unchecked" and kept["calls"] == 0 and not gate_calls(old)
+    assert "fill" not in json.loads((old / "steps/000000/provenance.json").read_text()
+                                    )["files"]["update.json"]["inputs"]["gate"]
+    replayed = invoke("replay", old, "--out", tmp_path / "replayed", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert outputs(tmp_path / "replayed") == outputs(old)

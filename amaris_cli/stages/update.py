@@ -75,7 +75,8 @@ def gate_inputs(session: Session, step: int, probes: StepProbes | None, skipped:
     if not settings.gate.enabled:
         return {"enabled": False}
     return {
-        **settings.gate.model_dump(exclude={"probes_file"}),
+        # (`fill` only when not `prefix`: the inputs of runs made before it existed stay what they were)
+        **settings.gate.model_dump(exclude={"probes_file"} | ({"fill"} if settings.gate.fill == "prefix" else set())),
         "probes": None if probes is None else probes.sha256 or artifacts.file_sha256(probes.path) or f"missing: {probes.named}",
         "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
         "analyses": analyses_sha(run, step, skipped),
