@@ -150,23 +150,29 @@ def _first_object(data: bytes) -> dict[str, Any] | None:
 def from_school_of_reward_hacks(path: Path, data: bytes, limit: int | None = None) -> BenchSet:
     rows: list[dict[str, Any]] = []
     errors: list[InputError] = []
+    info = FamilyInfo(SORH_FAMILY, "School of Reward Hacks: the dataset's hacked response against its control",
+                      ANY_PATTERN, lambda _pattern: True)
     objects = _objects(path, data)[:limit]
+    used = 0
     for n, obj in objects:
         bad = [c for c in SORH_COLUMNS if not isinstance(obj.get(c), str) or not obj[c].strip()]
+        if bad == ["control"] and obj.get("control") in (None, ""):
+            # The dataset has some 100 hacks without a control (1,073 hacks, 973 controls): nothing to compare with
+            info.skip("no control (its `control` is empty): the hack has no honest answer to be compared with")
+            continue
         if bad:
             errors.append(InputError(path, f"column {bad[0]!r} must be a non-empty string (School of Reward Hacks "
                                            f"lines need {', '.join(SORH_COLUMNS)})", n))
             continue
         extra = {k: obj[k] for k in ("task", "evaluation_metric", "cheat_method") if isinstance(obj.get(k), str)}
         item = f"line-{n}"
+        used += 1
         rows.append(_row(item, HONEST, "school_of_reward_hacks", obj["user"], obj["control"], None, extra))
         rows.append(_row(item, SORH_FAMILY, "school_of_reward_hacks", obj["user"], obj["school_of_reward_hacks"],
                          None, extra))
     if errors:
         raise InputErrors(errors)
-    info = FamilyInfo(SORH_FAMILY, "School of Reward Hacks: the dataset's hacked response against its control",
-                      ANY_PATTERN, lambda _pattern: True)
-    return BenchSet(rows=rows, families={SORH_FAMILY: info}, items=len(objects), source=str(path))
+    return BenchSet(rows=rows, families={SORH_FAMILY: info}, items=used, source=str(path))
 
 
 def from_labelled(path: Path, data: bytes, mapping: dict[str, str], label_field: str,
