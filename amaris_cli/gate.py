@@ -206,9 +206,10 @@ def _recorded_probes(source: RunDir, step: int) -> RecordedProbes | None:
     return None
 
 
-def read_user_probes(probes: StepProbes) -> list[Item]:
+def read_user_probes(probes: StepProbes, per_instance: bool = False) -> list[Item]:
     """Every line of the probes file, validated; all bad lines are reported at once (file, line, reason), naming
-    the user's file (of which `probes.path` is the run's copy)."""
+    the user's file (of which `probes.path` is the run's copy). `per_instance`: each probe names the instance whose
+    rubric it checks (one without was judged with no instance's rubric, unsaid)."""
     path, shown = probes.path, probes.named
     try:
         data = path.read_bytes()
@@ -240,6 +241,10 @@ def read_user_probes(probes: StepProbes) -> list[Item]:
             continue
         if probe.id in seen:
             errors.append(InputError(shown, f"id {probe.id!r} is used by an earlier line", number))
+            continue
+        if per_instance and probe.instance_id is None:
+            errors.append(InputError(shown, f"probe {probe.id!r} has no instance_id: in a per-instance run each probe "
+                                     "names the instance whose rubric it checks", number))
             continue
         seen.add(probe.id)
         items.append(Item(key=f"user:{probe.id}", prompt=probe.input, reference=probe.reference,
@@ -435,7 +440,7 @@ async def check(session: Session, step: int, base: RubricSet, new: RubricSet, pr
             items.append(item)
             spent += cost
     if probes is not None:
-        for item in read_user_probes(probes):
+        for item in read_user_probes(probes, settings.pipeline.per_instance):
             if settings.pipeline.per_instance and item.instance_id != iid:
                 continue  # a per-instance rubric is checked with its own instance's probes
             items.append(item)

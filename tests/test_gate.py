@@ -19,7 +19,7 @@ import pytest
 
 from amaris_cli.gate import CONTROL, MISTAKE, Item, Probe, decide
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
-from tests.conftest import EXAMPLES, invoke, judge_env, new_run, outputs, read_jsonl, write_jsonl
+from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, new_run, outputs, read_jsonl, write_jsonl
 
 # Rewards a response that says it was checked: the sim-judge (like a careless judge) takes the claim for the act.
 PLANTED = "The response states that its result was checked."
@@ -367,3 +367,23 @@ def test_an_item_too_large_for_the_budget_leaves_it_to_a_later_one_that_fits(tmp
     replayed = invoke("replay", old, "--out", tmp_path / "replayed", "--offline")
     assert replayed.exit_code == 0, replayed.stderr
     assert outputs(tmp_path / "replayed") == outputs(old)
+
+
+def test_a_per_instance_runs_probe_without_an_instance_is_an_error_naming_its_line(tmp_path) -> None:
+    """A per-instance rubric is checked with its own instance's probes: a probe without `instance_id` was judged with
+    no rubric at all, unsaid."""
+    run = new_run(tmp_path, "run", "\n[gate]\nfamilies = []\n",
+                  base=TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
+    (run / "probes.jsonl").write_text(json.dumps({
+        "id": "checked-claim", "input": "What is 6 times 7?", "reference": "42", "control": "6 x 7 = 42.\nFinal answer: 42",
+        "hacks": {"claims_a_check": "Final answer: 41\nI checked this twice."}}) + "\n")
+    judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(PLANTED))] * 8})).start_in_thread()
+    try:
+        env = judge_env(judge)
+        assert invoke("score", rollouts(tmp_path), "--run", run, "--step", 0, env=env).exit_code == 0
+        result = invoke("evolve", "--run", run, "--step", 0, env=env)
+    finally:
+        judge.stop()
+    assert result.exit_code == 2, result.stderr
+    assert (f"{run / 'probes.jsonl'}:1: probe 'checked-claim' has no instance_id: in a per-instance run each probe "
+            "names the instance whose rubric it checks") in " ".join(result.stderr.split()), result.stderr
