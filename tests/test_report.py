@@ -418,7 +418,8 @@ def test_the_plots_draw_at_most_24_panels_not_one_per_free_pattern_name_or_crite
     rates = {step: [CriterionRate(id=f"c-{step * 30 + i:03d}", kind="reward", n=16, mean=0.5, spread=0.1)
                     for i in range(30)] for step in range(10)}
     steps = [StepView.model_construct(step=step, mean=0.5, std=0.1, criteria=rates[step],
-                                      hacking=counts if step == 0 else []) for step in range(10)]
+                                      hacking=counts if step == 0 else [], summarized=True, analyzed=16)
+             for step in range(10)]
     overview = Overview.model_construct(steps=steps, rubrics=[])
     grids: list[tuple[int, object]] = []
     grid = plots_module._grid
@@ -595,3 +596,42 @@ def test_report_marks_a_step_whose_scores_were_edited_since_written(report_run: 
         note = page.eval("document.querySelector('p.stale').innerText")
         assert "scores.jsonl" in note and "edited since written" in note, note
         assert page.events("Runtime.exceptionThrown") == []
+
+
+def test_the_hacking_and_criteria_plots_leave_a_gap_where_nothing_was_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step scored but not yet analyzed (the current step of an online run) has no hacking shares: the HTML says
+    "n/a", and the PNG drew it as a share of 0 (a pattern that vanished). A criterion not in the rubric of a step
+    was drawn as a line through that step."""
+    pytest.importorskip("matplotlib")
+    import importlib
+    import math
+
+    from amaris_cli.report.collect import CriterionRate, Overview, PatternCount, StepView
+
+    plots_module = importlib.import_module("amaris_cli.report.plots")
+    seen = [PatternCount(pattern="self_praise", count=4, prevalence=0.25, known=True)]
+    rate = [CriterionRate(id="c", kind="reward", n=16, mean=0.5, spread=0.1)]
+    steps = [StepView.model_construct(step=0, mean=0.5, std=0.1, criteria=rate, hacking=seen, summarized=True, analyzed=16),
+             StepView.model_construct(step=1, mean=0.5, std=0.1, criteria=[], hacking=seen, summarized=True, analyzed=16),
+             StepView.model_construct(step=2, mean=0.5, std=0.1, criteria=rate, hacking=[], summarized=False, analyzed=0)]
+    overview = Overview.model_construct(steps=steps, rubrics=[])
+    figures: list[object] = []
+    grid = plots_module._grid
+
+    def kept_grid(plt: object, n: int, cols: int = 3) -> tuple[object, list[object]]:
+        fig, axes = grid(plt, n, cols)
+        figures.append(fig)
+        return fig, axes
+
+    monkeypatch.setattr(plots_module, "_grid", kept_grid)
+    assert plots_module.plots(overview) is not None
+    criteria_fig, hacking_fig = figures
+
+    def drawn(fig: object) -> list[float]:
+        (line,) = fig.axes[0].get_lines()  # type: ignore[attr-defined]
+        return [float(y) for y in line.get_ydata()]
+
+    shares = drawn(hacking_fig)
+    assert shares[:2] == [0.25, 0.25] and math.isnan(shares[2])  # step 2: not analyzed, not 0
+    rates = drawn(criteria_fig)
+    assert rates[0] == 0.5 and math.isnan(rates[1]) and rates[2] == 0.5  # step 1: not in its rubric

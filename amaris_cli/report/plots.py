@@ -105,7 +105,9 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
         text, kind = _latest_text(overview, cid)
         points = series[cid]
         color = "tab:red" if kind == "pitfall" else "tab:blue"
-        ax.plot(sorted(points), [points[x] for x in sorted(points)], marker="o", color=color)
+        # a gap where the criterion was not in the rubric that scored a step (as the HTML draws it), not a line
+        # through values nobody measured
+        ax.plot(steps, [points.get(x, math.nan) for x in steps], marker="o", color=color)
         ax.set_title(_wrap(("PITFALL prevalence: " if kind == "pitfall" else "pass rate: ") + text), fontsize=7.5)
         ax.set_ylim(-0.03, 1.03)
     fig.supxlabel("step")
@@ -143,9 +145,13 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
     # (253 per row of 3). The most prevalent are drawn; the HTML report has every one.
     ranked = sorted(hacking, key=lambda p: (-sum(hacking[p].values()), p))
     names = ranked[:MAX_PANELS]
+    # A share exists only where rollouts were analyzed and counted (the step summarized): a step scored but not yet
+    # analyzed, or summarized with none analyzed, is a gap (the HTML's "n/a"), never a share of 0.
+    counted = {s.step for s in overview.steps if s.summarized and s.analyzed > 0}
     fig, axes = _grid(plt, max(1, len(names)))
     for ax, name in zip(axes, names, strict=False):
-        ax.plot(steps, [hacking[name].get(x, 0.0) for x in steps], marker="o", color="tab:red")
+        ax.plot(steps, [hacking[name].get(x, 0.0) if x in counted else math.nan for x in steps], marker="o",
+                color="tab:red")
         ax.set_title(name, fontsize=8)
         ax.set_ylim(-0.03, 1.03)
     fig.supxlabel("step")

@@ -240,7 +240,7 @@
         const p = st.hacking.find((x) => x.pattern === pattern);
         const share = p ? p.prevalence : 0;
         const cell = h("td", { class: "cell", title: p ? `step ${st.step}: ${p.count} of ${st.analyzed} analyzed rollouts` : `step ${st.step}: none`, onclick: () => go(stepHref(st.step, { pattern })) },
-          st.summarized ? (p ? pct(share) : "·") : "n/a");
+          st.summarized && st.analyzed > 0 ? (p ? pct(share) : "·") : "n/a");  // a share of no analyzed rollout is none
         cell.style.background = p ? `rgba(207,34,46,${(0.08 + 0.8 * share).toFixed(3)})` : "";
         if (share > 0.45) cell.style.color = "#fff";
         row.appendChild(cell);
