@@ -96,7 +96,9 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
                     u.modified += 1
                 if m.text is not None:
                     texts[cid] = m.text
-                if m.weight is not None and cid in weights:
+                # (a weight the edit leaves as it was, e.g. a text edit that restates it, moves nothing: as a step in
+                # the history it hid the move back after it, 1 -> 2 -> 2 -> 1)
+                if m.weight is not None and cid in weights and m.weight != weights[cid][-1]:
                     history = weights[cid]
                     if len(history) >= 2:
                         before, last = history[-2], history[-1]

@@ -116,3 +116,17 @@ def test_anchors_may_be_pitfalls(tmp_path: Path, sim) -> None:
     score = json.loads((run / "steps/000000/scores.jsonl").read_text())
     # fooled on correctness (1 * 2) but caught by the pitfall anchor (1 * 1): (2 - 1) / 2
     assert score["reward"] == 0.5
+
+
+def test_a_weight_moved_back_after_an_edit_that_restates_it_is_a_reversal() -> None:
+    """METHOD.md: a reversal is an edit that undoes an earlier one, "a weight moved back". A modify that changes the
+    text and restates the weight it has (as updaters write whole criteria) moved nothing, and hid the move back."""
+    updates = [
+        update(0, Modification(op="reweight", id="work", weight=2.0)),                           # 1 -> 2
+        update(1, Modification(op="modify", id="work", text="Shows each step of the work.", weight=2.0)),  # text only
+        update(2, Modification(op="reweight", id="work", weight=1.0)),                           # 2 -> 1: back
+    ]
+    result = stability(INITIAL, updates)
+    assert result.reversals_by_kind == {"weight_back": 1}
+    assert [len(u.reversals) for u in result.updates] == [0, 0, 1]
+    assert result.updates[2].reversals[0].detail == "1 -> 2 -> 1"
