@@ -53,14 +53,20 @@ def run_figures(run: RunDir) -> dict[str, Any]:
             stale[str(step)] = changed
         rubrics[str(step)] = sorted({_rubric_key(run, s.rubric_version, s.instance_id)
                                      for s in scores if s.rubric_version is not None})
-        update = reader.update(step)
-        if update is not None:
+        # every update of the step: the global one, or each instance's in per-instance mode (whose edits and
+        # reversals were left out: 0 edits for a run whose every instance rubric was edited)
+        for update in {id(u): u for s in [None, *(x.instance_id for x in reader.summaries(step))]
+                       if (u := reader.update(step, s)) is not None}.values():
             updates.append(update)
             strategies[update.strategy] = strategies.get(update.strategy, 0) + 1
     from amaris_cli.stability import stability
 
     versions = run.rubric_versions()
-    stable = stability(run.load_rubric(0), updates) if versions else None
+    stable = stability(run.load_rubric(0), [u for u in updates if u.instance_id is None]) if versions else None
+    # each instance's rubric is its own lineage: an edit undoes an earlier edit of the same rubric only
+    lineages = sorted({u.instance_id for u in updates if u.instance_id is not None})
+    own = {iid: stability(run.load_rubric(0, iid if run.rubric_path(0, iid).exists() else None),
+                          [u for u in updates if u.instance_id == iid]) for iid in lineages} if versions else {}
     size = len(run.load_rubric(versions[-1]).criteria) if versions else 0
     totals = reader.usage_totals()
     tokens, made, reused = totals["prompt_tokens"] + totals["completion_tokens"], totals["model_calls"], \
@@ -68,9 +74,10 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     return {"run": str(run.path), "mean_reward": mean_reward, "stale": stale, "rubrics": rubrics, "rollouts": rollouts,
             "judges": judges, "final_rubric_size": size,
             "rubric_versions": len(versions), "strategies": strategies, "tokens": tokens, "calls_made": made,
-            "calls_reused": reused, "edits": stable.edits if stable else 0,
-            "reversals": stable.reversals if stable else 0,
-            "stability": stable.model_dump(mode="json") if stable else None}
+            "calls_reused": reused, "edits": (stable.edits if stable else 0) + sum(o.edits for o in own.values()),
+            "reversals": (stable.reversals if stable else 0) + sum(o.reversals for o in own.values()),
+            "stability": stable.model_dump(mode="json") if stable else None,
+            "instance_stability": {iid: o.model_dump(mode="json") for iid, o in own.items()}}
 
 
 def compare_runs(runs: list[RunDir]) -> dict[str, Any]:

@@ -26,8 +26,15 @@ def sparkline(counts: list[int]) -> str:
     return "".join(BARS[0 if c == 0 else max(1, round(c / top * (len(BARS) - 1)))] for c in counts)
 
 
+def strategy_of(step: dict[str, Any]) -> str:
+    """The update's strategy; in a per-instance run, how many instances' updates chose each."""
+    if step["strategy"] or not step.get("updates"):
+        return step["strategy"] or "-"
+    return "per instance: " + ", ".join(f"{k} {v}" for k, v in step["strategies"].items())
+
+
 def edit_counts(step: dict[str, Any]) -> str:
-    if not step["strategy"]:
+    if not step["strategy"] and not step.get("updates"):
         return "-"
     ops = [m["op"] for m in step["applied"]]
     added, removed = ops.count("add"), ops.count("remove")
@@ -91,7 +98,7 @@ def updates_table(data: dict[str, Any]) -> Table:
     add_column(table, "edits")
     add_column(table, "hacking", ratio=1)
     for s in data["steps"]:
-        table.add_row(str(s["step"]), s.get("state", "-"), s["strategy"] or "-", edit_counts(s), hacking_list(s))
+        table.add_row(str(s["step"]), s.get("state", "-"), strategy_of(s), edit_counts(s), hacking_list(s))
     return table
 
 
@@ -186,10 +193,13 @@ def indented(text: Text, level: int = 1) -> Padding:
 
 
 def update_lines(detail: dict[str, Any]) -> list[RenderableType]:
-    if not detail["strategy"]:
+    if not detail["strategy"] and not detail.get("updates"):
         return [Text(f"no update after step {detail['step']}")]
-    lines: list[RenderableType] = [Text(f"update after step {detail['step']}: {detail['strategy']}", style="bold"),
-                                   indented(Text(f"rationale: {detail['rationale']}"))]
+    if detail["strategy"]:
+        lines: list[RenderableType] = [Text(f"update after step {detail['step']}: {detail['strategy']}", style="bold"),
+                                       indented(Text(f"rationale: {detail['rationale']}"))]
+    else:  # a per-instance run: the instances' updates (`amaris report` shows each with its rationale)
+        lines = [Text(f"updates after step {detail['step']}, {strategy_of(detail)}; their edits:", style="bold")]
     for m in detail["applied"]:
         line = Text(f"{m['op']} ", style="green")
         kind = f" {m['kind']}" if m.get("kind") else ""

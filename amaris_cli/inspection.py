@@ -26,6 +26,8 @@ def step_view(view: StepOverview) -> dict[str, Any]:
         "reward_histogram": rewards.histogram,
         "hacking": [h.model_dump(mode="json") for h in view.hacking],
         "strategy": view.strategy,
+        "updates": view.updates,  # update records (one per instance in per-instance mode)
+        "strategies": view.strategies,  # their strategies, how many chose each
         "rationale": view.rationale,
         "applied": [m.model_dump(mode="json", exclude_none=True) for m in view.applied],
         "rejected": [r.model_dump(mode="json") for r in view.rejected],

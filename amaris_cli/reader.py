@@ -61,9 +61,10 @@ class StepOverview(BaseModel):
     summarized: bool
     summary: str | None  # the global summary's executive summary
     updates: int  # update records of the step (one per instance in per-instance mode)
+    strategies: dict[str, int] = {}  # the strategies of those updates, how many chose each
     strategy: str | None
     rationale: str | None
-    applied: list[Modification]
+    applied: list[Modification]  # the edits of the step's updates (every instance's, in per-instance mode)
     rejected: list[RejectedModification]
     deactivated: list[Deactivated]
     gate: GateRecord | None = None  # the adoption gate's check of the update (gate.py)
@@ -160,15 +161,23 @@ class RunReader:
         analyses: list[AnalysisRecord] = self.analyses(step)
         update: UpdateRecord | None = self.update(step)
         global_summary = self.summary(step)
+        # every update of the step: the global one, or one per instance in per-instance mode (whose edits were
+        # shown as none: no update, no edit, while every instance's rubric changed)
+        updates = [u for s in summaries if (u := self.update(step, s.instance_id)) is not None]
+        if update is not None and not any(u is update for u in updates):
+            updates.insert(0, update)
+        strategies: dict[str, int] = {}
+        for u in updates:
+            strategies[u.strategy] = strategies.get(u.strategy, 0) + 1
         return StepOverview(
             step=step, state=artifacts.step_state(self.run, step),
             rubric_versions=sorted({s.rubric_version for s in scores}), rewards=reward_figures(scores),
             analyzed=sum(a.status == "analyzed" for a in analyses), hacking=hacking_figures(summaries),
             summarized=bool(summaries), summary=global_summary.summary.executive_summary if global_summary else None,
-            updates=sum(self.update(step, s.instance_id) is not None for s in summaries),
+            updates=len(updates), strategies=dict(sorted(strategies.items())),
             strategy=update.strategy if update else None, rationale=update.rationale if update else None,
-            applied=update.applied if update else [], rejected=update.rejected if update else [],
-            deactivated=update.deactivated if update else [], gate=update.gate if update else None)
+            applied=[m for u in updates for m in u.applied], rejected=[r for u in updates for r in u.rejected],
+            deactivated=[d for u in updates for d in u.deactivated], gate=update.gate if update else None)
 
     @cached_property
     def validation_steps(self) -> list[int]:
@@ -201,12 +210,14 @@ class RunReader:
                                versions=self.step_flip_rates(step).figures)
 
     def memory_entries(self) -> dict[str, int]:
-        """What the memory holds of the run, by record type (its files are the source of truth)."""
+        """What the memory holds of the run, by record type (its files are the source of truth): in a per-instance
+        run every instance's summary and update, as the memory indexes them (memory/service.py, RunCatalog)."""
         counts = {"analysis": 0, "summary": 0, "update": 0}
         for step in self.steps:
             counts["analysis"] += sum(a.status == "analyzed" for a in self.analyses(step))
-            counts["summary"] += self.summary(step) is not None
-            counts["update"] += self.update(step) is not None
+            for summary in self.summaries(step):
+                counts["summary"] += 1
+                counts["update"] += self.update(step, summary.instance_id) is not None
         return counts
 
     # --- calls --------------------------------------------------------------------------------------

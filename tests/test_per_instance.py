@@ -171,3 +171,35 @@ def test_a_run_recorded_when_carry_skipped_the_whole_step_replays_as_it_ran(tmp_
     assert replayed.exit_code == 0, replayed.stderr
     assert not (tmp_path / "replayed/steps/000000/analyses.jsonl").exists()
     assert outputs(tmp_path / "replayed") == outputs(run)
+
+
+def test_inspect_and_compare_count_every_instances_update_edits_and_memory_entries(tmp_path: Path, sim) -> None:
+    """In a per-instance run every update is an instance's: inspect showed each step without an update ("-", no
+    edits), its memory as 0 summaries and 0 updates, and compare 0 edits and no strategy, while each instance's
+    rubric was edited and the memory indexed every summary and update."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    source = write_jsonl(tmp_path / "all.jsonl", population(0) + population(1))
+    result = invoke("loop", source, "--run", run, env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    updates = [json.loads(p.read_text()) for p in sorted(run.glob("steps/*/instances/*/update.json"))]
+    assert len(updates) == 4 and not list(run.glob("steps/*/update.json"))
+    edits = sum(len(u["applied"]) for u in updates)
+    assert edits > 0  # the gamed instance gets pitfalls
+
+    shown = json.loads(invoke("inspect", run, "--json").stdout)
+    assert shown["memory_entries"] == {"analysis": 16, "summary": 4, "update": 4}
+    assert [s["updates"] for s in shown["steps"]] == [2, 2]
+    assert sum(len(s["applied"]) for s in shown["steps"]) == edits
+    strategies: dict[str, int] = {}
+    for u in updates:
+        strategies[u["strategy"]] = strategies.get(u["strategy"], 0) + 1
+    assert {k: sum(s["strategies"].get(k, 0) for s in shown["steps"]) for k in strategies} == strategies
+    text = " ".join(invoke("inspect", run).stderr.split())
+    assert "4 summaries, 4 updates" in text and "per instance: " in text
+
+    compared = json.loads(invoke("compare", run, "--json").stdout)["runs"][0]
+    assert compared["edits"] == edits and compared["strategies"] == strategies
+    assert set(compared["instance_stability"]) == {"six-times-seven", "five-plus-five"}
