@@ -171,6 +171,12 @@ def shown_number(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{_half_up(x, digits):.{digits}f}"
 
 
+def shown_cost(x: float | None) -> str:
+    """Dollars as a person reads them: 4 decimals, half up on the cost to the millionth of a dollar, as stored (a sum of
+    per-call costs carries float noise: $0.04995 adds up to 0.049949999999999994, which `:.4f` showed as 0.0499)."""
+    return "-" if x is None else shown_number(round(x, MEAN_DECIMALS), 4)
+
+
 def shown_percent(x: float | None) -> str:
     """A share in [0, 1] as a whole percentage, half up; `-` when there is none."""
     return "-" if x is None else f"{_half_up(x, 0, 100):.0f}%"

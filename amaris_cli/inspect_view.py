@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from amaris_cli.display import add_column, count, plain_table
-from amaris_cli.figures import shown_number, shown_percent
+from amaris_cli.figures import shown_cost, shown_number, shown_percent
 from amaris_cli.reader import by_agent, describe_steps
 from amaris_cli.training import TrainingMetadata
 
@@ -106,7 +106,7 @@ def usage_rows(table: Table, agents: dict[str, dict[str, float]], priced: bool) 
     for agent, row in agents.items():
         table.add_row(agent, str(int(row["model_calls"])), str(int(row["prompt_tokens"])),
                       str(int(row["completion_tokens"])), str(int(row["replayed"])),
-                      f"{row['cost']:.4f}" if priced else "-")
+                      shown_cost(row["cost"]) if priced else "-")
 
 
 def usage_table(title: str, agents: dict[str, dict[str, float]], priced: bool) -> Table:

@@ -103,3 +103,21 @@ def test_serve_says_a_completed_steps_mean_as_inspect_shows_it() -> None:
     line = completed_line(StageOutcome(stage="score", step=3, total=16, done=16, mean_reward=0.3125))
     assert line == f"step 3: complete (16 rollouts, mean reward {shown_number(0.3125)}); evolving in the background"
     assert shown_number(0.3125) == "0.313"
+
+
+def test_inspect_shows_a_cost_half_up_on_its_value_not_its_float_noise() -> None:
+    """A step's cost is the sum of its calls' costs: $0.04995 (an analyzer's calls at $1.25/$10 per 1M tokens) adds up
+    to 0.049949999999999994, which `:.4f` showed as 0.0499; by the rule of every figure it is 0.0500 (and 0.0313 for an
+    exact $0.03125, which `:.4f` rounds to even and the report's toFixed rounded up)."""
+    from rich.console import Console
+
+    from amaris_cli.inspect_view import usage_table
+
+    def shown(cost: float) -> str:
+        console = Console(width=120, record=True)
+        console.print(usage_table("t", {"analyzer": {"model_calls": 2, "prompt_tokens": 0, "completion_tokens": 0,
+                                                     "replayed": 0, "cost": cost}}, priced=True))
+        return console.export_text()
+
+    assert "0.0500" in shown(0.049949999999999994)
+    assert "0.0313" in shown(0.03125)

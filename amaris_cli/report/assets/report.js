@@ -254,7 +254,7 @@
   function usageLine() {
     const m = D.usage.reduce((a, u) => ({ calls: a.calls + u.model_calls, pin: a.pin + u.prompt_tokens, pout: a.pout + u.completion_tokens, rec: a.rec + u.recorded_calls, cost: a.cost + u.cost }), { calls: 0, pin: 0, pout: 0, rec: 0, cost: 0 });
     const parts = [`${count(m.calls, "call")} sent to a model (${m.pin} prompt and ${m.pout} completion tokens`];
-    parts[0] += D.priced ? `, $${m.cost.toFixed(4)})` : ")";
+    parts[0] += D.priced ? `, $${fmt(Math.round(m.cost * 1e6) / 1e6, 4)})` : ")";  // inspect's shown_cost
     if (m.rec) parts.push(`${m.rec} answered from a record (no tokens spent)`);
     return parts.join("; ");
   }
@@ -281,7 +281,7 @@
   }
   function usageTable() {
     const table = h("table", {}, h("tr", {}, ["agent", "model calls", "prompt tokens", "completion tokens", "answered from a record", D.priced ? "cost $" : null].filter(Boolean).map((c, i) => h("th", { class: i ? "num" : "" }, c))));
-    for (const u of D.usage) table.appendChild(h("tr", {}, h("td", {}, u.agent), h("td", { class: "num" }, u.model_calls), h("td", { class: "num" }, u.prompt_tokens), h("td", { class: "num" }, u.completion_tokens), h("td", { class: "num" }, u.recorded_calls), D.priced ? h("td", { class: "num" }, u.cost.toFixed(4)) : null));
+    for (const u of D.usage) table.appendChild(h("tr", {}, h("td", {}, u.agent), h("td", { class: "num" }, u.model_calls), h("td", { class: "num" }, u.prompt_tokens), h("td", { class: "num" }, u.completion_tokens), h("td", { class: "num" }, u.recorded_calls), D.priced ? h("td", { class: "num" }, fmt(u.cost, 4)) : null));
     return table;
   }
   function alarmsBlock() {
