@@ -635,3 +635,16 @@ def test_the_hacking_and_criteria_plots_leave_a_gap_where_nothing_was_measured(m
     assert shares[:2] == [0.25, 0.25] and math.isnan(shares[2])  # step 2: not analyzed, not 0
     rates = drawn(criteria_fig)
     assert rates[0] == 0.5 and math.isnan(rates[1]) and rates[2] == 0.5  # step 1: not in its rubric
+
+
+def test_a_rollouts_reward_and_verdicts_reach_the_page_as_stored_not_rounded_twice() -> None:
+    """The page rounds a rollout's reward to 3 decimals (a verdict to 2) half up, as inspect does; the block rounded it
+    to 4 first, so a reward of 0.31246 (what `amaris rewards` gives the trainer) read 0.313 (0.3125 -> 0.313), not
+    0.312, and a verdict of 0.12496 read 0.13."""
+    from amaris_cli.models import Verdict
+    from amaris_cli.report.collect import rollout_block
+
+    score = ScoreRecord(rollout_id="a", step=0, rubric_version=0, status="scored", reward=0.31246,
+                        verdicts=[Verdict(criterion_id="c", score=0.12496, reason="partly")])
+    row = rollout_block(0, [], [score], [], 6000)["rollouts"][0]
+    assert row["r"] == 0.31246 and row["vd"][1] == 0.12496

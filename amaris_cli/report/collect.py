@@ -272,13 +272,15 @@ def rollout_block(step: int, rollouts: list[Rollout], scores: list[ScoreRecord],
             row["v"] = score.rubric_version
             if score.instance_id is not None and "inst" not in row:
                 row["inst"] = strings(score.instance_id)
+            # as stored (6 decimals): rounded to 4 here and to 3 on the page, 0.31246 read 0.313 (0.3125 -> 0.313), where
+            # `amaris rewards` gives 0.31246 and every reader rounds once to 0.312
             if score.reward is not None:
-                row["r"] = _r(score.reward)
+                row["r"] = score.reward
             if score.error:
                 row["err"] = strings(score.error)
             flat: list[Any] = []
             for v in score.verdicts:
-                flat += [criteria.setdefault(v.criterion_id, len(criteria)), _r(v.score), strings(v.reason)]
+                flat += [criteria.setdefault(v.criterion_id, len(criteria)), v.score, strings(v.reason)]
             if flat:
                 row["vd"] = flat
         analysis = by_analysis.get(rid)
