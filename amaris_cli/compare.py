@@ -55,8 +55,7 @@ def run_figures(run: RunDir) -> dict[str, Any]:
                                      for s in scores if s.rubric_version is not None})
         # every update of the step: the global one, or each instance's in per-instance mode (whose edits and
         # reversals were left out: 0 edits for a run whose every instance rubric was edited)
-        for update in {id(u): u for s in [None, *(x.instance_id for x in reader.summaries(step))]
-                       if (u := reader.update(step, s)) is not None}.values():
+        for update in reader.step_updates(step):
             updates.append(update)
             strategies[update.strategy] = strategies.get(update.strategy, 0) + 1
     from amaris_cli.stability import stability

@@ -155,17 +155,19 @@ class RunReader:
     def rewards(self, step: int) -> RewardFigures:
         return reward_figures(self.scores(step))
 
+    def step_updates(self, step: int) -> list[UpdateRecord]:
+        """Every update of the step, each once: the global one, and one per instance in per-instance mode (whose edits
+        were shown as none: no update, no edit, while every instance's rubric changed)."""
+        instance_ids = dict.fromkeys([None, *(s.instance_id for s in self.summaries(step))])
+        return [u for iid in instance_ids if (u := self.update(step, iid)) is not None]
+
     def overview(self, step: int) -> StepOverview:
         scores = self.scores(step)
         summaries: list[SummaryRecord] = self.summaries(step)
         analyses: list[AnalysisRecord] = self.analyses(step)
-        update: UpdateRecord | None = self.update(step)
+        update: UpdateRecord | None = self.update(step, None)
         global_summary = self.summary(step)
-        # every update of the step: the global one, or one per instance in per-instance mode (whose edits were
-        # shown as none: no update, no edit, while every instance's rubric changed)
-        updates = [u for s in summaries if (u := self.update(step, s.instance_id)) is not None]
-        if update is not None and not any(u is update for u in updates):
-            updates.insert(0, update)
+        updates = self.step_updates(step)
         strategies: dict[str, int] = {}
         for u in updates:
             strategies[u.strategy] = strategies.get(u.strategy, 0) + 1

@@ -25,6 +25,11 @@ def test_inspect_reports_steps_updates_hacking_memory_and_cost(tmp_path: Path, s
     assert {s["strategy"] for s in data["steps"]} <= {"MAINTENANCE", "CORRECTIVE", "ADVANCEMENT"}
     assert any(h["pattern"] == "grader_addressed_instructions" for s in data["steps"] for h in s["hacking"])
     assert data["memory_entries"] == {"analysis": 48, "summary": 3, "update": 3}
+    # each step's one update, its edits once (a reader that counted the global update twice doubled them)
+    for s in data["steps"]:
+        update = json.loads((run / "steps" / f"{s['step']:06d}" / "update.json").read_text())
+        assert s["updates"] == 1 and s["strategies"] == {update["strategy"]: 1}
+        assert [m["op"] for m in s["applied"]] == [m["op"] for m in update["applied"]]
     calls = [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
     prompt = sum(c["usage"]["prompt_tokens"] for c in calls)
     completion = sum(c["usage"]["completion_tokens"] for c in calls)
