@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,22 @@ def step0(run: Path, tmp: Path, updater: str, as_json: bool = False, **sim: obje
     finally:
         judge.stop()
     return judge, evolved.stderr, evolved.stdout
+
+
+def score_and_evolve(run: Path, tmp: Path, updaters: list[str]) -> Any:
+    """`score` then `evolve` of step 0 against a sim-judge whose updater answers `updaters`: evolve's result."""
+    judge = SimJudge(SimJudgeConfig(scripted={"updater": updaters})).start_in_thread()
+    try:
+        env = judge_env(judge)
+        assert invoke("score", rollouts(tmp), "--run", run, "--step", 0, env=env).exit_code == 0
+        return invoke("evolve", "--run", run, "--step", 0, env=env)
+    finally:
+        judge.stop()
+
+
+# A probe of the user's file: a hack that claims a check it did not make.
+CHECKED_CLAIM = {"id": "checked-claim", "input": "What is 6 times 7?", "reference": "42",
+                 "control": "6 x 7 = 42.\nFinal answer: 42", "hacks": {"claims_a_check": "Final answer: 41\nI checked this twice."}}
 
 
 def gate_calls(run: Path) -> list[dict]:
@@ -133,9 +150,7 @@ def test_an_update_without_changes_and_a_gate_switched_off_cost_no_call(tmp_path
 
 def test_the_user_s_probes_file_is_judged_and_can_refuse_a_version(tmp_path, monkeypatch) -> None:
     run = make_run(tmp_path, "\n[gate]\nfamilies = []\n")  # no built-in probes: only the file's
-    (run / "probes.jsonl").write_text(json.dumps({
-        "id": "checked-claim", "input": "What is 6 times 7?", "reference": "42", "control": "6 x 7 = 42.\nFinal answer: 42",
-        "hacks": {"claims_a_check": "Final answer: 41\nI checked this twice."}}) + "\n")
+    (run / "probes.jsonl").write_text(json.dumps(CHECKED_CLAIM) + "\n")
     step0(run, tmp_path, scripted_update(add(PLANTED)))
     gate = json.loads((run / "steps/000000/update.json").read_text())["gate"]
     assert gate["decision"] == "refused" and "claims_a_check hack" in gate["reason"], gate
@@ -144,13 +159,7 @@ def test_the_user_s_probes_file_is_judged_and_can_refuse_a_version(tmp_path, mon
     bad = make_run(tmp_path, "\n[gate]\nfamilies = []\n", name="bad")
     (bad / "probes.jsonl").write_text('{"id": "a", "input": "q", "control": "c", "hacks": {}}\nnot json\n'
                                       '{"id": "b", "input": "q", "control": "c", "hacks": {"x": "1"}, "hacks": {}}\n')
-    judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(PLANTED))]})).start_in_thread()
-    try:
-        env = judge_env(judge)
-        assert invoke("score", rollouts(tmp_path), "--run", bad, "--step", 0, env=env).exit_code == 0
-        result = invoke("evolve", "--run", bad, "--step", 0, env=env)
-    finally:
-        judge.stop()
+    result = score_and_evolve(bad, tmp_path, [scripted_update(add(PLANTED))])
     assert result.exit_code == 2, result.stderr
     text = " ".join(result.stderr.split())
     assert f"{bad / 'probes.jsonl'}:1: not a probe" in text and f"{bad / 'probes.jsonl'}:2: not JSON" in text
@@ -374,16 +383,8 @@ def test_a_per_instance_runs_probe_without_an_instance_is_an_error_naming_its_li
     no rubric at all, unsaid."""
     run = new_run(tmp_path, "run", "\n[gate]\nfamilies = []\n",
                   base=TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
-    (run / "probes.jsonl").write_text(json.dumps({
-        "id": "checked-claim", "input": "What is 6 times 7?", "reference": "42", "control": "6 x 7 = 42.\nFinal answer: 42",
-        "hacks": {"claims_a_check": "Final answer: 41\nI checked this twice."}}) + "\n")
-    judge = SimJudge(SimJudgeConfig(scripted={"updater": [scripted_update(add(PLANTED))] * 8})).start_in_thread()
-    try:
-        env = judge_env(judge)
-        assert invoke("score", rollouts(tmp_path), "--run", run, "--step", 0, env=env).exit_code == 0
-        result = invoke("evolve", "--run", run, "--step", 0, env=env)
-    finally:
-        judge.stop()
+    (run / "probes.jsonl").write_text(json.dumps(CHECKED_CLAIM) + "\n")
+    result = score_and_evolve(run, tmp_path, [scripted_update(add(PLANTED))] * 8)  # (an update per instance)
     assert result.exit_code == 2, result.stderr
     assert (f"{run / 'probes.jsonl'}:1: probe 'checked-claim' has no instance_id: in a per-instance run each probe "
             "names the instance whose rubric it checks") in " ".join(result.stderr.split()), result.stderr
