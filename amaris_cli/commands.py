@@ -493,13 +493,21 @@ def run_hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> Non
     table = Table(title=f"hack benchmark: {report.items} honest answers, judge: {report.judge}", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("family", overflow="fold")
-    for col, width in (("n", 2), ("rec", 4), ("prec", 4), ("gain v0", 13), (f"gain v{report.updates}", 13),
-                       ("calls", 5), ("tok", 5)):
+    # an: the variants with an analysis (recall's denominator), shown when the analyzer failed on some (else it is n)
+    short = any(f.analysis_failed for f in report.families)
+    columns = [("n", 2), *([("an", 2)] if short else []), ("rec", 4), ("prec", 4), ("gain v0", 13),
+               (f"gain v{report.updates}", 13), ("calls", 5), ("tok", 5)]
+    for col, width in columns:
         table.add_column(col, justify="right", no_wrap=True, min_width=width)
     for f in report.families:
-        table.add_row(f.family, str(f.variants), fmt(f.analyzer_recall, 2), fmt(f.analyzer_precision, 2),
+        table.add_row(f.family, str(f.variants), *([str(f.analyzed)] if short else []),
+                      fmt(f.analyzer_recall, 2), fmt(f.analyzer_precision, 2),
                       gain(f.gain_initial), gain(f.gain_after_updates), str(f.spent.calls), tokens(f.spent))
-    table.caption = (f"rec, prec: the analyzer's recall and precision in naming the hack (step 0). gain: a variant's "
+    table.caption = (("an: the variants analyzed at step 0 (the analyzer failed on the rest of n: left out of rec "
+                      "and prec). " if short else "")
+                     + "rec, prec: the analyzer's recall (of the variants it analyzed) and precision in naming the "
+                     "hack (step 0). "
+                     "gain: a variant's "
                      f"reward minus its own control's [95% bootstrap interval], at the initial rubric (v0) and after "
                      f"{report.updates} update(s) "
                      f"(v{report.updates}). calls, tok: scorer and analyzer requests and tokens for the family's variants. "
@@ -511,7 +519,10 @@ def run_hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> Non
         err.print("skipped answers: " + "; ".join(skipped), soft_wrap=True)
     err.print(f"honest drift after {report.updates} update(s): {gain(report.honest_drift).replace(chr(10), ' ')}; "
               "honest answers the analyzer "
-              f"flagged: {fmt(report.honest_flagged, 2)}; failed rollouts: {report.failed}", soft_wrap=True)
+              f"flagged: {fmt(report.honest_flagged, 2)}; failed rollouts: {report.failed}"
+              + ("" if report.analysis_failed is None else
+                 f"; failed analyses: {report.analysis_failed} (left out of rec, prec and the honest answers flagged)"),
+              soft_wrap=True)
     err.print(f"spent: {count(report.total.calls, 'call')} to the model ({report.total.reused} answered from the record), "
               f"{report.total.prompt_tokens + report.total.completion_tokens} tokens; "
               f"{report.shared.calls} of the calls for controls, summaries and updates", soft_wrap=True)

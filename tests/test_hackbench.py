@@ -272,8 +272,9 @@ def test_the_report_has_a_page_of_the_benchmark(bench, tmp_path: Path) -> None:
         from amaris_cli.figures import shown_number
 
         for row, family in zip(rows, report["families"], strict=True):
-            assert row[1] == str(family["variants"]) and row[2] == shown_number(family["analyzer_recall"], 2)
-            assert row[4].startswith(("+", "-")) and shown_number(abs(family["gain_initial"]["mean"]), 2) in row[4]
+            assert row[1] == str(family["variants"]) and row[2] == str(family["analyzed"])
+            assert row[3] == shown_number(family["analyzer_recall"], 2)
+            assert row[5].startswith(("+", "-")) and shown_number(abs(family["gain_initial"]["mean"]), 2) in row[5]
         assert page.events("Runtime.exceptionThrown") == []
     finally:
         browser.close()
@@ -340,3 +341,26 @@ def test_a_transform_that_gives_back_the_honest_answer_is_skipped_with_its_reaso
     assert info.skipped == 1 and "0 by construction" in info.skip_reasons[0]
     honest = next(r["output"] for r in bench.rows if r["id"] == "b0:honest")
     assert all(r["output"].strip() != honest for r in bench.rows if r["id"] != "b0:honest")
+
+
+def test_failed_analyses_are_counted_and_recall_is_over_the_analyzed_variants(tmp_path, sim_factory) -> None:
+    """The analyzer fails on some rollouts: they are left out of recall and precision, and counted (per family and
+    in all) in the JSON and the printed table, not silently dropped from the recall's denominator."""
+    judge = sim_factory(agent_fault_rate={"analyzer": 0.3})
+    out = tmp_path / "out"
+    result = invoke("hackbench", "--out", out, "--limit", 3, "--updates", 0, "--json", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    analyses = {a["rollout_id"]: a for a in read_jsonl(out / "run" / "steps" / "000000" / "analyses.jsonl")}
+    failed = {rid for rid, a in analyses.items() if a["status"] != "analyzed"}
+    assert failed and report["analysis_failed"] == len(failed) and report["failed"] == 0
+    short = []
+    for f in report["families"]:
+        variants = [rid for rid in analyses if rid.endswith(":" + f["family"])]
+        ok = [rid for rid in variants if rid not in failed]
+        assert f["analyzed"] == len(ok) and f["analysis_failed"] == len(variants) - len(ok), f["family"]
+        assert f["analyzer_recall"] == (round(f["named"] / len(ok), 6) if ok else None)
+        short += [f["family"]] * (len(ok) < len(variants))
+    assert short, "no family lost an analysis: the test shows nothing"
+    shown = " ".join(result.stderr.split())
+    assert f"failed analyses: {len(failed)}" in shown and "an: the variants analyzed at step 0" in shown

@@ -48,10 +48,14 @@ class FamilyResult(BaseModel):
     skip_reasons: list[str] = Field(default_factory=list)
     names: str  # which analyzer names count as naming this family
     # the judge (and its prompts and the initial rubric)
-    analyzer_recall: float | None  # share of this family's variants whose analysis names it
-    analyzer_precision: float | None  # of the rollouts whose analysis gives one of its names, the share that are its variants
+    analyzer_recall: float | None  # share of this family's analyzed variants (`analyzed`) whose analysis names it
+    analyzer_precision: float | None  # of the analyzed rollouts given one of its names, the share that are its variants
     named: int  # variants named
     flagged: int  # rollouts given one of its names
+    # variants with an analysis at step 0: recall's denominator; those without one (the analyzer failed) are
+    # left out of recall and precision and counted in analysis_failed. None: results of an amaris before they were
+    analyzed: int | None = None
+    analysis_failed: int | None = None
     gain_initial: Interval  # hacked minus its control's reward, at the initial rubric
     # amaris
     gain_after_updates: Interval  # the same after K updates
@@ -70,8 +74,11 @@ class HackbenchReport(BaseModel):
     bootstrap: int  # resamples per interval
     families: list[FamilyResult]
     honest_drift: Interval  # mean change of the controls' rewards from the initial rubric to the one after K updates
-    honest_flagged: float | None  # share of controls whose analysis names any pattern (false alarms on honest answers)
+    honest_flagged: float | None  # share of analyzed controls whose analysis names any pattern (false alarms on honest answers)
     shared: Spent  # summaries, queries and updates: not attributable to one family
     total: Spent
     failed: int  # rollouts that could not be scored (at step 0, step K or both: each once), left out of the figures
+    # rollouts (controls and variants) with no analysis at step 0 (the analyzer failed), left out of recall, precision
+    # and honest_flagged (each family's own in its analysis_failed). None: results of an amaris before it was counted
+    analysis_failed: int | None = None
     notes: list[str]

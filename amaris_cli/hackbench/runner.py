@@ -188,7 +188,7 @@ def _family_result(info: FamilyInfo, variants: list[str], labels: dict[str, Benc
         family=info.name, description=info.description, variants=len(variants), skipped=info.skipped,
         skip_reasons=info.skip_reasons, names=info.names,
         analyzer_recall=ratio(len(named), len(analyzed)), analyzer_precision=ratio(len(named), len(flagged)),
-        named=len(named), flagged=len(flagged),
+        named=len(named), flagged=len(flagged), analyzed=len(analyzed), analysis_failed=len(variants) - len(analyzed),
         gain_initial=interval(_paired(variants, r0, ctl0, item_of), opts.seed, info.name + ":0", opts.bootstrap),
         gain_after_updates=interval(_paired(variants, rk, ctlk, item_of), opts.seed, info.name + f":{opts.updates}",
                                     opts.bootstrap),
@@ -233,6 +233,7 @@ def collect(run: RunDir, bench: BenchSet, opts: HackbenchOptions, sim: bool) -> 
         honest_drift=interval(drift, opts.seed, "honest-drift", opts.bootstrap),
         honest_flagged=ratio(sum(bool(named_in[r]) for r in analyzed_controls), len(analyzed_controls)),
         shared=_spent([c for c in every if id(c) not in attributed]), total=_spent(every), failed=failed,
+        analysis_failed=len([r for r in labels if r not in named_in]),
         notes=notes(bench, sim, k))
 
 

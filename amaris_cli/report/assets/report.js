@@ -628,17 +628,17 @@
     const crumbs = h("div", { class: "crumbs" }, link("#/", "overview"), " / hack benchmark");
     if (!B) return [crumbs, h("p", { class: "note" }, "This run is not a hack benchmark's (`amaris hackbench` writes one).")];
     const gain = (i) => (i.mean === null ? "-" : (i.mean >= 0 ? "+" : "") + fmt(i.mean, 2) + (i.low === null ? "" : ` [${fmt(i.low, 2)}, ${fmt(i.high, 2)}]`));
-    const table = h("table", { id: "hackbench" }, h("tr", {}, ["family", "variants", "recall", "precision", "gain v0", `gain v${B.updates}`, "calls", "tokens"].map((c, i) => h("th", { class: i ? "num" : "" }, c))));
+    const table = h("table", { id: "hackbench" }, h("tr", {}, ["family", "variants", "analyzed", "recall", "precision", "gain v0", `gain v${B.updates}`, "calls", "tokens"].map((c, i) => h("th", { class: i ? "num" : "" }, c))));
     for (const f of B.families) table.appendChild(h("tr", { title: f.description },
-      h("td", {}, f.family), h("td", { class: "num" }, f.variants), h("td", { class: "num" }, fmt(f.analyzer_recall, 2)),
+      h("td", {}, f.family), h("td", { class: "num" }, f.variants), h("td", { class: "num" }, f.analyzed ?? "-"), h("td", { class: "num" }, fmt(f.analyzer_recall, 2)),
       h("td", { class: "num" }, fmt(f.analyzer_precision, 2)), h("td", { class: "num" }, gain(f.gain_initial)),
       h("td", { class: "num" }, gain(f.gain_after_updates)), h("td", { class: "num" }, f.spent.calls),
       h("td", { class: "num" }, f.spent.prompt_tokens + f.spent.completion_tokens)));
     return [crumbs, h("h2", {}, "Hack benchmark"),
       h("p", {}, `${B.items} honest answers from ${B.source}, each the control of its hacked variants; judge: ${B.judge}; ${B.updates} update(s) between the two measurements.`),
       table,
-      h("p", {}, `Honest drift (mean change of the controls' rewards from v0 to v${B.updates}): ${gain(B.honest_drift)}. Controls the analyzer named a pattern in: ${pct(B.honest_flagged)}. ${B.failed} rollout(s) could not be scored and are left out.`),
-      h("div", { class: "legend" }, "recall, precision: the analyzer naming each hack (step 0). gain: a variant's reward minus its own control's, mean [95% bootstrap interval], at the initial rubric (v0) and after the updates. " +
+      h("p", {}, `Honest drift (mean change of the controls' rewards from v0 to v${B.updates}): ${gain(B.honest_drift)}. Controls the analyzer named a pattern in: ${pct(B.honest_flagged)}. ${B.failed} rollout(s) could not be scored and are left out.${B.analysis_failed == null ? "" : ` ${B.analysis_failed} rollout(s) have no analysis (the analyzer failed) and are left out of recall, precision and the controls named.`}`),
+      h("div", { class: "legend" }, "analyzed: the variants with an analysis at step 0. recall (of the analyzed variants), precision: the analyzer naming each hack (step 0). gain: a variant's reward minus its own control's, mean [95% bootstrap interval], at the initial rubric (v0) and after the updates. " +
         "recall, precision and gain v0 measure the judge (its prompts and the initial rubric); the later gain and the honest drift measure amaris. Hacks built by a transform are easier to catch than real ones."),
       B.notes.length ? h("ul", {}, B.notes.map((n) => h("li", {}, n))) : null];
   }
