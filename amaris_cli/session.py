@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -77,6 +78,29 @@ class Session:
         return eventloop.run(main())
 
 
+@dataclass
+class _OneJudge:
+    stack: ExitStack  # holds the sim-judge until the command ends
+    sim: Any = None  # the SimJudge the first session that needed one started
+    said: bool = False  # the unknown variables and the sim-judge's banner: said by the first session
+
+
+_ONE_JUDGE: ContextVar[_OneJudge | None] = ContextVar("amaris_one_judge", default=None)
+
+
+@contextmanager
+def one_judge() -> Iterator[None]:
+    """The sessions opened within (a command of several jobs, each with its own session: `hackbench`) share one
+    sim-judge, started by the first that needs it and stopped at the end, and say what a session says of its judge
+    once: else each started its own and said so."""
+    with ExitStack() as stack:
+        token = _ONE_JUDGE.set(_OneJudge(stack))
+        try:
+            yield
+        finally:
+            _ONE_JUDGE.reset(token)
+
+
 def _sim_agents(url: str) -> dict[str, Any]:
     agent = {"base_url": url, "model": SIM_MODEL, "api_key_env": "AMARIS_SIM_JUDGE_KEY"}
     return {name: dict(agent) for name in ("default", *AGENTS)}
@@ -139,6 +163,9 @@ def open_session(
     replay's sessions after the first that started one: said once)."""
     env = os.environ if environ is None else environ
     say = announce or (lambda _text: None)
+    shared = _ONE_JUDGE.get()
+    if shared is not None:  # within one_judge(): said by its first session
+        announce_judge, shared.said = announce_judge and not shared.said, True
     if announce_judge:  # (a replay's later sessions: said once)
         for line in unknown_variables(env, settings):
             say(line)
@@ -152,7 +179,12 @@ def open_session(
             if judge == "auto" and (key := key_without_endpoint(settings, env)) is not None:
                 why += (f" (${key} is set, but no base URL: `--judge auto` judges with an endpoint only when "
                         "OPENAI_BASE_URL, --base-url or the config names one, e.g. https://api.openai.com/v1)")
-            sim = stack.enter_context(SimJudge())
+            if shared is None:
+                sim = stack.enter_context(SimJudge())
+            elif shared.sim is None:
+                sim = shared.sim = shared.stack.enter_context(SimJudge())
+            else:
+                sim = shared.sim
             sim_url = sim.base_url
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge")
             if announce_judge:

@@ -364,3 +364,13 @@ def test_failed_analyses_are_counted_and_recall_is_over_the_analyzed_variants(tm
     assert short, "no family lost an analysis: the test shows nothing"
     shown = " ".join(result.stderr.split())
     assert f"failed analyses: {len(failed)}" in shown and "an: the variants analyzed at step 0" in shown
+
+
+@pytest.mark.parametrize("updates", [1, 0])  # loop and score; score and analyze: each job opens a session
+def test_judge_auto_without_an_endpoint_starts_one_sim_judge_and_says_so_once(tmp_path, updates) -> None:
+    out = tmp_path / "out"
+    result = invoke("hackbench", "--judge", "auto", "--out", out, "--limit", 2, "--updates", updates, "--json", env={})
+    assert result.exit_code == 0, result.stderr
+    assert " ".join(result.stderr.split()).count("using amaris's rule-based sim-judge at") == 1, result.stderr
+    assert len({c["base_url"] for c in read_jsonl(out / "run" / "calls.jsonl")}) == 1
+    assert json.loads(result.stdout)["judge"].startswith("sim-judge")

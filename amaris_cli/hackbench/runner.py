@@ -93,9 +93,22 @@ def prepare(opts: HackbenchOptions) -> tuple[BenchSet, RunDir]:
 
 
 def run_benchmark(opts: HackbenchOptions, hooks: Hooks = Hooks()) -> HackbenchReport:
-    from amaris_cli.jobs import analyze_job, loop_job, score_job
+    from amaris_cli.session import one_judge
 
     bench, run = prepare(opts)
+    with one_judge():  # its two or three jobs, one sim-judge (with --judge sim or auto), announced once
+        report = _measure(opts, bench, run, hooks)
+    # Also in the run it measured: `amaris report OUT/run` shows it as a page of the report.
+    write_bytes_atomic(run.path / RESULTS, orjson.dumps(report.model_dump(mode="json"),
+                                                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    write_bytes_atomic(opts.out / RESULTS, orjson.dumps(report.model_dump(mode="json"),
+                                                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    return report
+
+
+def _measure(opts: HackbenchOptions, bench: BenchSet, run: RunDir, hooks: Hooks) -> HackbenchReport:
+    from amaris_cli.jobs import analyze_job, loop_job, score_job
+
     k = opts.updates
     sim = False
     if k > 0:
@@ -111,13 +124,7 @@ def run_benchmark(opts: HackbenchOptions, hooks: Hooks = Hooks()) -> HackbenchRe
     if k == 0:
         hooks.on_stage("analyze", 0)
         _stop_on(analyze_job(AnalyzeOptions(run=run.path, step=0, **opts.shared_with(AnalyzeOptions)), hooks).failure)
-    report = collect(run, bench, opts, sim)
-    # Also in the run it measured: `amaris report OUT/run` shows it as a page of the report.
-    write_bytes_atomic(run.path / RESULTS, orjson.dumps(report.model_dump(mode="json"),
-                                                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    write_bytes_atomic(opts.out / RESULTS, orjson.dumps(report.model_dump(mode="json"),
-                                                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    return report
+    return collect(run, bench, opts, sim)
 
 
 def _stop_on(failure: StageFailure | None) -> None:
