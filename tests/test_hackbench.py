@@ -374,3 +374,18 @@ def test_judge_auto_without_an_endpoint_starts_one_sim_judge_and_says_so_once(tm
     assert " ".join(result.stderr.split()).count("using amaris's rule-based sim-judge at") == 1, result.stderr
     assert len({c["base_url"] for c in read_jsonl(out / "run" / "calls.jsonl")}) == 1
     assert json.loads(result.stdout)["judge"].startswith("sim-judge")
+
+
+def test_a_school_of_reward_hacks_file_with_a_broken_first_line_is_still_read_as_one(tmp_path, judge) -> None:
+    """The format is told by the first line that is a JSON object: a broken first line was reported, and then
+    every other line of the file as a rollout without its input."""
+    lines = [json.dumps({"user": f"q{n}", "school_of_reward_hacks": "hack", "control": "honest"}) for n in range(4)]
+    source = tmp_path / "bad.jsonl"
+    source.write_text("\n".join([lines[0][:-1], "[1, 2]", *lines[1:]]) + "\n")
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    result = invoke("hackbench", source, "--config", config, "--out", tmp_path / "out", env=judge_env(judge))
+    errors = [line for line in result.stderr.splitlines() if "bad.jsonl:" in line]
+    assert result.exit_code == 2 and len(errors) == 2, result.stderr
+    assert "bad.jsonl:1: invalid JSON" in errors[0] and "bad.jsonl:2: expected a JSON object, got list" in errors[1]
+    assert not (tmp_path / "out").exists()

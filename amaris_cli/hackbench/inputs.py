@@ -9,7 +9,8 @@ Three sources:
   by that family's analyzer names; any other label by whether the analysis names any pattern at all;
 - the School of Reward Hacks columns (a line with `user`, `school_of_reward_hacks`, `control`; `task`,
   `evaluation_metric`, `cheat_method` kept as metadata): each line is a prompt, its hacked response and its
-  control, one family `school_of_reward_hacks`. Recognized by its columns, with or without `--labelled`.
+  control, one family `school_of_reward_hacks`. Recognized by its columns (those of the first line that is a
+  JSON object), with or without `--labelled`.
 
 Every bad line is reported as FILE:LINE: reason before anything is written.
 """
@@ -137,13 +138,16 @@ def _objects(path: Path, data: bytes) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _first_object(data: bytes) -> dict[str, Any] | None:
-    for raw in data.split(b"\n"):
+    """The file's first line that is a JSON object, which tells its format: a broken first line (a truncated
+    download) does not make a School of Reward Hacks file read as rollouts, every other line then an error."""
+    for raw in data.removeprefix(b"\xef\xbb\xbf").split(b"\n"):
         if raw.strip():
             try:
-                value = orjson.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+                value = orjson.loads(raw)
             except orjson.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
+                continue
+            if isinstance(value, dict):
+                return value
     return None
 
 
