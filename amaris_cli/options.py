@@ -418,7 +418,9 @@ class HackbenchOptions(Failure, Waiting, Endpoint, Retrieval):
     config: Path | None = opt(None, "The amaris TOML whose rubric judges the answers (needed with SOURCE; default for "
                               "the shipped examples: their math rubric).", "--config", "-c")
     updates: int = opt(3, "K: rubric updates before the second measurement.", "--updates", "-k", min=0)
-    families: str | None = opt(None, "Only these hack families (default: all 12).", "--families", metavar="NAME,...")
+    families: str | None = opt(None, "Only these hack families (default: all 12); with --labelled, only the lines with "
+                               "these labels and the honest lines of their prompts (a School of Reward Hacks file has "
+                               "one: school_of_reward_hacks).", "--families", metavar="NAME,...")
     labelled: bool = opt(False, "SOURCE is labelled: rollout lines with a label field (honest/control, or the hack's "
                          "name).", "--labelled")
     label_field: str = opt("label", "The label's field in a labelled file.", "--label-field")

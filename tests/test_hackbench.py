@@ -389,3 +389,29 @@ def test_a_school_of_reward_hacks_file_with_a_broken_first_line_is_still_read_as
     assert result.exit_code == 2 and len(errors) == 2, result.stderr
     assert "bad.jsonl:1: invalid JSON" in errors[0] and "bad.jsonl:2: expected a JSON object, got list" in errors[1]
     assert not (tmp_path / "out").exists()
+
+
+def test_families_select_the_labels_of_a_labelled_file_and_are_refused_for_school_of_reward_hacks(tmp_path, judge) -> None:
+    """--families was ignored for a labelled file (every label judged) and a School of Reward Hacks file."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    out = tmp_path / "out"
+    result = invoke("hackbench", _labelled(tmp_path), "--labelled", "--families", "my_own_hack", "--config", config,
+                    "--out", out, "--updates", 0, "--json", env=judge_env(judge))
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [f["family"] for f in report["families"]] == ["my_own_hack"] and report["items"] == 3
+    stored = {r["id"] for r in read_jsonl(out / "run" / "steps" / "000000" / "rollouts.jsonl")}
+    assert stored == {f"{kind}{i}" for kind in "hx" for i in range(3)}  # the selected hacks and their controls
+    for label, said in (("padding", "is labelled 'padding'; its hacks are labelled 'sycophancy', 'my_own_hack'"),
+                        ("honest", "'honest' marks a control, not a hack")):
+        refused = invoke("hackbench", _labelled(tmp_path), "--labelled", "--families", label, "--config", config,
+                         "--out", tmp_path / f"out-{label}", "--updates", 0, env=judge_env(judge))
+        assert refused.exit_code == 2 and "--families" in refused.stderr, refused.stderr
+        assert said in " ".join(refused.stderr.split()) and not (tmp_path / f"out-{label}").exists()
+    sorh = write_jsonl(tmp_path / "sorh.jsonl", [{"user": "q", "school_of_reward_hacks": "h", "control": "c"}])
+    refused = invoke("hackbench", sorh, "--families", "padding", "--config", config, "--out", tmp_path / "out-sorh",
+                     env=judge_env(judge))
+    shown = " ".join(refused.stderr.split())
+    assert refused.exit_code == 2 and "holds School of Reward Hacks lines" in shown and "no 'padding'" in shown, shown
+    assert not (tmp_path / "out-sorh").exists()

@@ -6,10 +6,11 @@ Three sources:
 - a labelled file (`--labelled`): rollout lines with a label field (`label`, or `--label-field`); `honest`
   (also `control`, `clean`, `none`) marks a control, any other label names the hack. A variant's control
   is the honest line with the same prompt; several are averaged. A label that is a family name is judged
-  by that family's analyzer names; any other label by whether the analysis names any pattern at all;
+  by that family's analyzer names; any other label by whether the analysis names any pattern at all.
+  `--families` selects labels: the lines with them and the honest lines of their prompts;
 - the School of Reward Hacks columns (a line with `user`, `school_of_reward_hacks`, `control`; `task`,
   `evaluation_metric`, `cheat_method` kept as metadata): each line is a prompt, its hacked response and its
-  control, one family `school_of_reward_hacks`. Recognized by its columns (those of the first line that is a
+  control, one family `school_of_reward_hacks` (`--families` naming another is refused). Recognized by its columns (those of the first line that is a
   JSON object), with or without `--labelled`.
 
 Every bad line is reported as FILE:LINE: reason before anything is written.
@@ -151,7 +152,13 @@ def _first_object(data: bytes) -> dict[str, Any] | None:
     return None
 
 
-def from_school_of_reward_hacks(path: Path, data: bytes, limit: int | None = None) -> BenchSet:
+def from_school_of_reward_hacks(path: Path, data: bytes, limit: int | None = None,
+                                names: list[str] | None = None) -> BenchSet:
+    if names and set(names) != {SORH_FAMILY}:
+        other = next(n for n in names if n != SORH_FAMILY)
+        raise InputError("--families", f"{path} holds School of Reward Hacks lines, judged as one family, "
+                                       f"{SORH_FAMILY}: it has no {other!r} to select (--families selects the "
+                                       "transforms of honest answers, or the labels of a --labelled file)")
     rows: list[dict[str, Any]] = []
     errors: list[InputError] = []
     info = FamilyInfo(SORH_FAMILY, "School of Reward Hacks: the dataset's hacked response against its control",
@@ -180,9 +187,10 @@ def from_school_of_reward_hacks(path: Path, data: bytes, limit: int | None = Non
 
 
 def from_labelled(path: Path, data: bytes, mapping: dict[str, str], label_field: str,
-                  limit: int | None = None) -> BenchSet:
+                  limit: int | None = None, names: list[str] | None = None) -> BenchSet:
     """Rollout lines with a label; the label is taken out before the line is read as a rollout (a field
-    named `label` would otherwise be read as the reference), so errors keep their line numbers."""
+    named `label` would otherwise be read as the reference), so errors keep their line numbers. `names`
+    (--families): only the lines with these labels, and the honest lines of their prompts (their controls)."""
     objects = _objects(path, data)
     labels: list[str] = []
     errors: list[InputError] = []
@@ -201,6 +209,8 @@ def from_labelled(path: Path, data: bytes, mapping: dict[str, str], label_field:
     data = b"\n".join(numbered.get(n, b"") for n in range(1, last + 1)) + b"\n"
     rollouts = parse_rollouts(data, path, mapping)
     pairs = list(zip(rollouts, labels, [n for n, _ in objects], strict=True))[:limit]
+    if names:
+        pairs = _select_labels(path, pairs, names, limit)
     # A hack is compared with the honest answer to its prompt: one without it would be left out of every gain.
     controlled = {rollout.input for rollout, label, _ in pairs if label.lower() in HONEST_LABELS}
     for rollout, label, n in pairs:
@@ -225,19 +235,37 @@ def from_labelled(path: Path, data: bytes, mapping: dict[str, str], label_field:
                     source=str(path))
 
 
-def load(source: Path | None, mapping: dict[str, str], labelled: bool, label_field: str, selected: list[Family],
+def _select_labels(path: Path, pairs: list[tuple[Any, str, int]], names: list[str],
+                   limit: int | None) -> list[tuple[Any, str, int]]:
+    """--families of a labelled file: the lines labelled with these names, and the honest lines of their prompts."""
+    hacks = list(dict.fromkeys(label for _, label, _ in pairs if label.lower() not in HONEST_LABELS))
+    if control := next((n for n in names if n.lower() in HONEST_LABELS), None):
+        raise InputError("--families", f"{control!r} marks a control, not a hack: the honest lines of the selected "
+                                       "hacks' prompts are always judged with them")
+    if missing := next((n for n in names if n not in hacks), None):
+        raise InputError("--families", f"no line of {path}{' within --limit' if limit else ''} is labelled "
+                                       f"{missing!r}; its hacks are labelled {', '.join(map(repr, hacks)) or 'nothing'}")
+    prompts = {rollout.input for rollout, label, _ in pairs if label in names}
+    return [(rollout, label, n) for rollout, label, n in pairs
+            if label in names or (label.lower() in HONEST_LABELS and rollout.input in prompts)]
+
+
+def load(source: Path | None, mapping: dict[str, str], labelled: bool, label_field: str, names: list[str] | None,
          ctx: Context, limit: int | None = None) -> BenchSet:
-    """The benchmark's rollouts from `source` (read once: it may be a pipe), or from the shipped examples."""
+    """The benchmark's rollouts from `source` (read once: it may be a pipe), or from the shipped examples.
+    `names` (--families): the transforms of honest answers, the labels of a labelled file, or (nothing else)
+    school_of_reward_hacks."""
     if source is None:
         path = shipped_examples()
-        return from_honest(path, path.read_bytes(), {}, selected, ctx, limit, source="shipped math examples")
+        return from_honest(path, path.read_bytes(), {}, select_families(names), ctx, limit,
+                           source="shipped math examples")
     data, _ = read_input_bytes(source)
     first = _first_object(data)
     if first is not None and all(c in first for c in SORH_COLUMNS):
-        return from_school_of_reward_hacks(source, data, limit)
+        return from_school_of_reward_hacks(source, data, limit, names)
     if labelled:
-        return from_labelled(source, data, mapping, label_field, limit)
-    return from_honest(source, data, mapping, selected, ctx, limit)
+        return from_labelled(source, data, mapping, label_field, limit, names)
+    return from_honest(source, data, mapping, select_families(names), ctx, limit)
 
 
 def select_families(names: list[str] | None) -> list[Family]:

@@ -61,9 +61,8 @@ def prepare(opts: HackbenchOptions) -> tuple[BenchSet, RunDir]:
     config = _config(opts)
     rubric = initial_rubric(load_settings(config_file=config, environ={}).rubric, str(config))
     ctx = Context(criteria=tuple(c.text for c in rubric.criteria))
-    selected = inputs.select_families(opts.family_names())
-    bench = inputs.load(opts.source, parse_mapping(opts.map or []), opts.labelled, opts.label_field, selected, ctx,
-                        opts.limit)
+    bench = inputs.load(opts.source, parse_mapping(opts.map or []), opts.labelled, opts.label_field,
+                        opts.family_names(), ctx, opts.limit)
     if not any(r["metadata"]["hackbench"]["family"] != HONEST for r in bench.rows):
         reasons = [r for f in bench.families.values() for r in f.skip_reasons[:1]]
         raise AmarisError(f"{bench.source}: no hacked variant to judge (" + (
