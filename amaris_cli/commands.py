@@ -368,8 +368,18 @@ def run_rewards(run_path: Path, step: int, fmt_: str, rescored: bool, failed_as:
         write_bytes_atomic(output, data)
 
 
+def last_rubric_size(run: dict[str, Any]) -> str:
+    """The criteria of the run's last rubric; in a per-instance run, of each instance's last rubric (the global rubric
+    is the one none of them has evolved): their range and the instances."""
+    sizes = list(run["instance_rubric_sizes"].values())
+    if not sizes:
+        return str(run["final_rubric_size"])
+    spread = str(sizes[0]) if min(sizes) == max(sizes) else f"{min(sizes)}-{max(sizes)}"
+    return f"{spread} ({count(len(sizes), 'instance')})"
+
+
 def run_compare(paths: list[Path], json_out: bool) -> None:
-    from amaris_cli.compare import compare_runs, not_comparable
+    from amaris_cli.compare import compare_runs, failed_alike
     from amaris_cli.rundir import RunDir
 
     table = compare_runs([RunDir(p) for p in paths])
@@ -379,22 +389,33 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
     runs = table["runs"]
     steps = sorted({int(s) for run in runs for s in run["mean_reward"]})
     names = distinct_names([run["run"] for run in runs])
-    per_step = plain_table("mean reward per step")
+    per_step = plain_table("mean reward per step", "a mean is over the step's scored rollouts: those the judge could "
+                           "not score (failed, under --on-error skip or neutral) are left out of it; the means of runs "
+                           "whose failed rollouts differ are over different rollouts")
+
+    def cell(run: dict[str, Any], step: str) -> str:
+        shown = fmt(run["mean_reward"].get(step))
+        if run["failed"].get(step):
+            shown += f" ({run['failed'][step]} failed)"
+        return shown + (" stale" if step in run["stale"] else "")
+
     add_column(per_step, "step", numeric=True)
     for name in names:
         add_column(per_step, name, numeric=True)
     add_column(per_step, "comparable")
-    for step in steps:
-        why = not_comparable(runs, str(step))
-        per_step.add_row(str(step), *[fmt(run["mean_reward"].get(str(step))) + (" stale" if str(step) in run["stale"] else "")
-                                      for run in runs], "yes" if why is None else f"no: {why}")
+    for step in map(str, steps):
+        why = table["why_not_comparable"][step]
+        alike = failed_alike(runs, step)
+        verdict = f"no: {why}" if why is not None else \
+            f"yes: the same {count(alike, 'rollout')} failed in every run" if alike else "yes"
+        per_step.add_row(step, *[cell(run, step) for run in runs], verdict)
     err.print(per_step)
     # One column a run, as above: a row a run would need nine columns, which do not fit 80.
     totals = plain_table("runs")
     add_column(totals, "measure")
     for name in names:
         add_column(totals, name, numeric=True)
-    rows = [("steps", lambda r: len(r["mean_reward"])), ("criteria in the last rubric", lambda r: r["final_rubric_size"]),
+    rows = [("steps", lambda r: len(r["mean_reward"])), ("criteria in the last rubric", last_rubric_size),
             ("updates by strategy", lambda r: " ".join(f"{k[:4]}:{v}" for k, v in sorted(r["strategies"].items())) or "-"),
             ("edits", lambda r: r["edits"]), ("reversals", lambda r: r["reversals"]),
             ("calls sent to a model", lambda r: r["calls_made"]), ("calls answered from a record", lambda r: r["calls_reused"]),

@@ -203,3 +203,27 @@ def test_inspect_and_compare_count_every_instances_update_edits_and_memory_entri
     compared = json.loads(invoke("compare", run, "--json").stdout)["runs"][0]
     assert compared["edits"] == edits and compared["strategies"] == strategies
     assert set(compared["instance_stability"]) == {"six-times-seven", "five-plus-five"}
+
+
+def test_compare_gives_a_per_instance_runs_last_rubrics_not_the_global_first(tmp_path: Path, sim) -> None:
+    """compare's "criteria in the last rubric" of a per-instance run was the global rubric's, version 0, which no
+    instance is scored with once it has its own: 2 where the gamed instance's last rubric holds 4."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    result = invoke("loop", write_jsonl(tmp_path / "all.jsonl", population(0) + population(1)), "--run", run,
+                    env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    sizes = {}
+    for iid in ("six-times-seven", "five-plus-five"):
+        last = sorted((run / "rubrics/instances" / safe_instance_dir(iid)).glob("step-*.json"))[-1]
+        rubric = json.loads(last.read_text())
+        sizes[iid] = len(rubric["anchors"]) + len(rubric["adaptive"])
+    assert sizes["six-times-seven"] > sizes["five-plus-five"] == 2  # the gamed instance got pitfalls
+
+    shown = " ".join(invoke("compare", run).stderr.split())
+    assert f"criteria in the last rubric {sizes['five-plus-five']}-{sizes['six-times-seven']} (2 instances)" in shown, shown
+    compared = json.loads(invoke("compare", run, "--json").stdout)["runs"][0]
+    assert compared["instance_rubric_sizes"] == sizes
+    assert compared["final_rubric_size"] == 2  # the global rubric's, as documented

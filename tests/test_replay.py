@@ -504,6 +504,34 @@ def test_runs_of_other_rollouts_or_another_judge_are_not_comparable_at_step_0(tm
     assert "judges differ" in shown.stderr
 
 
+def test_runs_whose_means_leave_out_other_failed_rollouts_are_not_comparable(tmp_path, sim, sim_factory) -> None:
+    """Under --on-error skip (or neutral) a mean leaves out the rollouts the judge could not score: compare showed
+    no failed count and said `yes` for two arms of the same rollouts, rubric and judge whose means were over different
+    rollouts (13 of 16 in one, 16 in the other)."""
+    faulty = sim_factory(agent_fault_rate={"scorer": 0.3})
+    arms = {}
+    for name, judge in (("faulty", faulty), ("clean", sim)):
+        arms[name] = new_run(tmp_path, name)
+        result = invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", arms[name], "--step", 0, "--on-error",
+                        "skip", env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    failed = sum(r["status"] == "failed" for r in scores(arms["faulty"]).values())
+    assert 0 < failed < 16 and all(r["status"] == "scored" for r in scores(arms["clean"]).values())
+
+    table = json.loads(invoke("compare", arms["faulty"], arms["clean"], "--json").stdout)
+    assert table["comparable"] == {"0": False}
+    assert table["why_not_comparable"] == {"0": f"{failed} rollout{'s' * (failed != 1)} failed in faulty, 0 in clean"}
+    assert [run["failed"] for run in table["runs"]] == [{"0": failed}, {"0": 0}]
+    assert [run["scored"] for run in table["runs"]] == [{"0": 16 - failed}, {"0": 16}]
+    shown = " ".join(invoke("compare", arms["faulty"], arms["clean"]).stderr.split())
+    assert f"({failed} failed)" in shown and f"no: {failed} rollout" in shown, shown
+    # the same rollouts failed in both (a copy): the means are over the same rollouts, and the verdict says which
+    twin = Path(shutil.copytree(arms["faulty"], tmp_path / "twin"))
+    assert _comparable(arms["faulty"], twin) == {"0": True}
+    shown = " ".join(invoke("compare", arms["faulty"], twin).stderr.split())
+    assert f"yes: the same {failed} rollout" in shown and "failed in every run" in shown, shown
+
+
 def test_a_replay_interrupted_before_it_wrote_its_manifest_goes_on(tmp_path, sim) -> None:
     """The replay's directory got its copy of the first rubric before run.json: killed in between, the same command
     said `exists and is not empty` every time it was run again (an ablation sweep could not resume)."""
