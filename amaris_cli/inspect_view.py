@@ -56,14 +56,16 @@ def hacking_list(step: dict[str, Any], limit: int = 4) -> str:
 
 def rewards_table(data: dict[str, Any]) -> Table:
     table = plain_table("reward per step",
-                        "rubric: the rubric version that scored the step; failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
+                        "rubric: the rubric versions that scored the step (in a per-instance run, each instance's "
+                        "own); failed: rollouts the judge could not score; mean and sd: mean reward and its standard "
                         "deviation over the scored rollouts; distribution: rollouts in each tenth of the reward range, "
                         "from 0-0.1 to 0.9-1, as bars relative to the step's fullest tenth")
     for header, numeric in (("step", True), ("rubric", False), ("rollouts", True), ("failed", True),
                             ("mean", True), ("sd", True), ("distribution", False)):
         add_column(table, header, numeric)
     for s in data["steps"]:
-        version = "-" if s["rubric_version"] is None else f"v{s['rubric_version']}"
+        # every version, as the report lists them (a per-instance step is scored with each instance's own)
+        version = ", ".join(f"v{n}" for n in s["rubric_versions"]) or "-"
         table.add_row(str(s["step"]), version, str(s["rollouts"]), str(s["failed"]), shown_number(s["mean_reward"]),
                       shown_number(s["std_reward"], 2), sparkline(s["reward_histogram"]))
     return table

@@ -20,7 +20,8 @@ def step_view(view: StepOverview) -> dict[str, Any]:
         "step": view.step,
         "rollouts": rewards.n,
         "failed": rewards.failed,
-        "rubric_version": view.rubric_versions[0] if view.rubric_versions else None,
+        "rubric_version": view.rubric_versions[0] if view.rubric_versions else None,  # the first of them
+        "rubric_versions": view.rubric_versions,  # every version that scored the step (per instance: several)
         "mean_reward": rewards.mean,
         "std_reward": rewards.std,
         "reward_histogram": rewards.histogram,

@@ -227,3 +227,25 @@ def test_compare_gives_a_per_instance_runs_last_rubrics_not_the_global_first(tmp
     compared = json.loads(invoke("compare", run, "--json").stdout)["runs"][0]
     assert compared["instance_rubric_sizes"] == sizes
     assert compared["final_rubric_size"] == 2  # the global rubric's, as documented
+
+
+def test_inspect_shows_every_rubric_version_that_scored_a_step_as_the_report_does(tmp_path: Path, sim) -> None:
+    """An instance not in step 1 is scored at step 2 with an older version of its rubric than the other: inspect's
+    rubric column showed the first version only ("v1"), where the report lists both ("v1, v2")."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    rows = population(0) + [r for r in population(1) if r["instance_id"] == "six-times-seven"] + population(2)
+    result = invoke("loop", write_jsonl(tmp_path / "all.jsonl", rows), "--run", run, env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    versions = {json.loads(line)["rubric_version"] for line in (run / "steps/000002/scores.jsonl").read_text().splitlines()}
+    assert versions == {1, 2}
+
+    for args in ((), ("--step", "2")):
+        shown = invoke("inspect", run, *args).stderr
+        row = next(line.split() for line in shown.splitlines() if line.split()[:1] == ["2"])
+        assert row[1:3] == ["v1,", "v2"], shown
+    steps = json.loads(invoke("inspect", run, "--json").stdout)["steps"]
+    assert [s["rubric_versions"] for s in steps] == [[0], [1], [1, 2]]
+    assert steps[2]["rubric_version"] == 1  # the first, as before
