@@ -182,8 +182,9 @@ def _print_update(run_path: Path, step: int, outcome: Any) -> None:
     from amaris_cli.rundir import RunDir
 
     run = RunDir(run_path)
+    unchanged = f", {outcome.unchanged} changed nothing" if outcome.unchanged else ""
     err.print(f"update step {step}: {', '.join(outcome.strategies)}; +{outcome.added} -{outcome.removed} "
-              f"~{outcome.modified} changed, {outcome.rejected} rejected; {outcome.static_entries} static entries, "
+              f"~{outcome.modified} changed{unchanged}, {outcome.rejected} rejected; {outcome.static_entries} static entries, "
               f"{outcome.queries} queries, {outcome.dynamic_hits} dynamic hits")
     record = artifacts.load_update(run, step)
     if record is not None:
@@ -208,7 +209,7 @@ def _update_json(run_path: Path, step: int, outcome: Any) -> dict[str, Any]:
     from amaris_cli.rundir import RunDir
 
     return {"step": step, "strategies": outcome.strategies, "added": outcome.added, "removed": outcome.removed,
-            "modified": outcome.modified, "rejected": outcome.rejected, "queries": outcome.queries,
+            "modified": outcome.modified, "unchanged": outcome.unchanged, "rejected": outcome.rejected, "queries": outcome.queries,
             "dynamic_hits": outcome.dynamic_hits, "static_entries": outcome.static_entries,
             "reused": outcome.reused, "refused_by_gate": outcome.refused, "gate_calls": outcome.gate_calls, "next_rubric": str(RunDir(run_path).rubric_path(step + 1))}
 

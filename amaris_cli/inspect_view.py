@@ -36,9 +36,13 @@ def strategy_of(step: dict[str, Any]) -> str:
 def edit_counts(step: dict[str, Any]) -> str:
     if not step["strategy"] and not step.get("updates"):
         return "-"
-    ops = [m["op"] for m in step["applied"]]
+    # an edit changes the rubric: one that restates a criterion (its own weight, its own text) is counted apart
+    changed = step.get("applied_changes") or [True] * len(step["applied"])
+    ops = [m["op"] for m, c in zip(step["applied"], changed, strict=True) if c]
     added, removed = ops.count("add"), ops.count("remove")
     text = f"+{added} -{removed} ~{len(ops) - added - removed}"
+    if unchanged := len(changed) - len(ops):
+        text += f" ({unchanged} changed nothing)"
     if step["rejected"]:
         text += f" ({len(step['rejected'])} rejected)"
     if step.get("gate") and step["gate"]["decision"] == "refused":
@@ -92,7 +96,8 @@ def updates_table(data: dict[str, Any]) -> Table:
                         "rubric updated), skipped (it could not be evaluated: the judge was unreachable, or it has failed "
                         "records under --failed-step carry; the rubric was carried forward), failed (its evolution ended in an error), running (a process writes it now); "
                         "update: the strategy of the update after the step; edits: criteria added (+), removed (-) "
-                        "and changed (~) by it; hacking: patterns the analyzer named, with the share of analyzed "
+                        "and changed (~) by it (an edit that restates a criterion as it is changes nothing, and is "
+                        "counted apart); hacking: patterns the analyzer named, with the share of analyzed "
                         "rollouts showing each")
     add_column(table, "step", numeric=True)
     add_column(table, "state")
@@ -202,8 +207,9 @@ def update_lines(detail: dict[str, Any]) -> list[RenderableType]:
                                        indented(Text(f"rationale: {detail['rationale']}"))]
     else:  # a per-instance run: the instances' updates (`amaris report` shows each with its rationale)
         lines = [Text(f"updates after step {detail['step']}, {strategy_of(detail)}; their edits:", style="bold")]
-    for m in detail["applied"]:
-        line = Text(f"{m['op']} ", style="green")
+    changed = detail.get("applied_changes") or [True] * len(detail["applied"])
+    for m, c in zip(detail["applied"], changed, strict=True):
+        line = Text(f"{m['op']} " if c else f"{m['op']} (changed nothing) ", style="green" if c else "dim")
         kind = f" {m['kind']}" if m.get("kind") else ""
         weight = f" (weight {m['weight']:g})" if m.get("weight") is not None else ""
         line.append(f"{m.get('id') or ''}{kind}{weight}: {m.get('text') or ''}", style="default")

@@ -31,6 +31,7 @@ def step_view(view: StepOverview) -> dict[str, Any]:
         "strategies": view.strategies,  # their strategies, how many chose each
         "rationale": view.rationale,
         "applied": [m.model_dump(mode="json", exclude_none=True) for m in view.applied],
+        "applied_changes": view.applied_changes,  # for each, whether it changed the rubric (an edit) or nothing
         "rejected": [r.model_dump(mode="json") for r in view.rejected],
         "deactivated": [d.model_dump(mode="json") for d in view.deactivated],
         "gate": ({"decision": view.gate.decision, "reason": view.gate.reason, "calls": view.gate.calls,

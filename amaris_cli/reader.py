@@ -42,6 +42,7 @@ from amaris_cli.rundir import Manifest, RunDir
 from amaris_cli.schedule import spans
 from amaris_cli.serve.journal import journal_path
 from amaris_cli.serve.validation import load_validation, validation_steps
+from amaris_cli.stability import update_edits
 
 USAGE_KEYS = ("calls", "model_calls", "replayed", "prompt_tokens", "completion_tokens", "recorded_prompt_tokens",
               "recorded_completion_tokens", "cost")
@@ -65,6 +66,9 @@ class StepOverview(BaseModel):
     strategy: str | None
     rationale: str | None
     applied: list[Modification]  # the edits of the step's updates (every instance's, in per-instance mode)
+    # for each of them, whether it changed the rubric (stability.py: a reweight to the weight the criterion has, or a
+    # modify that restates it, is applied and changes nothing, so it is no edit)
+    applied_changes: list[bool] = []
     rejected: list[RejectedModification]
     deactivated: list[Deactivated]
     gate: GateRecord | None = None  # the adoption gate's check of the update (gate.py)
@@ -178,7 +182,9 @@ class RunReader:
             summarized=bool(summaries), summary=global_summary.summary.executive_summary if global_summary else None,
             updates=len(updates), strategies=dict(sorted(strategies.items())),
             strategy=update.strategy if update else None, rationale=update.rationale if update else None,
-            applied=[m for u in updates for m in u.applied], rejected=[r for u in updates for r in u.rejected],
+            applied=[m for u in updates for m in u.applied],
+            applied_changes=[c for u in updates for c in update_edits(self.run, u)],
+            rejected=[r for u in updates for r in u.rejected],
             deactivated=[d for u in updates for d in u.deactivated], gate=update.gate if update else None)
 
     @cached_property

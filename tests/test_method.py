@@ -130,3 +130,37 @@ def test_a_weight_moved_back_after_an_edit_that_restates_it_is_a_reversal() -> N
     assert result.reversals_by_kind == {"weight_back": 1}
     assert [len(u.reversals) for u in result.updates] == [0, 0, 1]
     assert result.updates[2].reversals[0].detail == "1 -> 2 -> 1"
+
+
+def test_an_edit_that_changes_nothing_is_not_counted_as_an_edit(tmp_path: Path, sim_factory) -> None:
+    """A reweight to the weight a criterion has, or a modify to the text it has, is applied and recorded, but the
+    rubric's diff shows no change: inspect, compare and evolve counted them as edits ("~2" for a version identical
+    to the one before)."""
+    scripted = [json.dumps({"rationale": "keep", "strategy": "MAINTENANCE", "modifications": [
+        {"op": "reweight", "id": "shows-reasoning", "weight": 1.0, "reason": "as it is"},
+        {"op": "modify", "id": "shows-reasoning", "text": "The response explains its reasoning step by step.",
+         "reason": "as it is"},
+        {"op": "add", "text": "The response states the units of its result.", "kind": "reward", "weight": 1.0,
+         "reason": "a real change"}]})]
+    judge = sim_factory(scripted={"updater": scripted})
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + "\n[gate]\nenabled = false\n")  # the edits as applied, whatever a gate would say
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    env = judge_env(judge)
+    assert invoke("score", EXAMPLES / "math/step-000.jsonl", "--run", run, "--step", 0, env=env).exit_code == 0
+    evolved = invoke("evolve", "--run", run, "--step", 0, "--json", env=env)
+    assert evolved.exit_code == 0, evolved.stderr
+    assert len(json.loads((run / "steps/000000/update.json").read_text())["applied"]) == 3  # all applied, as before
+    said = json.loads(evolved.stdout)["updated"]
+    assert (said["added"], said["modified"]) == (1, 0) and said["unchanged"] == 2, said
+
+    step = json.loads(invoke("inspect", run, "--json").stdout)["steps"][0]
+    assert step["applied_changes"] == [False, False, True]
+    shown = " ".join(invoke("inspect", run).stderr.split())
+    assert "+1 -0 ~0 (2 changed" in shown, shown  # "nothing)" wraps in its column at 80
+    detail = " ".join(invoke("inspect", run, "--step", "0").stderr.split())
+    assert "reweight (changed nothing) shows-reasoning (weight 1)" in detail and "modify (changed nothing)" in detail
+    compared = json.loads(invoke("compare", run, "--json").stdout)["runs"][0]
+    assert compared["edits"] == 1 and compared["stability"]["unchanged"] == 2
+    assert compared["stability"]["updates"][0]["reweighted"] == compared["stability"]["updates"][0]["modified"] == 0

@@ -26,6 +26,7 @@ from amaris_cli.rollouts import group_by_instance
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
+from amaris_cli.stability import update_edits
 from amaris_cli.stages.common import (
     agent_inputs,
     analyses_sha,
@@ -47,6 +48,7 @@ class UpdateOutcome:
     added: int = 0
     removed: int = 0
     modified: int = 0
+    unchanged: int = 0  # applied modifies and reweights that changed nothing (stability.py)
     rejected: int = 0
     reused: int = 0
     refused: int = 0  # updates the adoption gate refused (their previous version carried forward)
@@ -271,9 +273,11 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
             outcome.dynamic_hits += len(retrieval.dynamic)
             outcome.static_entries += len(retrieval.static)
         outcome.strategies.append(record.strategy)
+        edits = update_edits(run, record)  # an applied edit that restates a criterion changes nothing: not counted
         outcome.added += sum(m.op == "add" for m in record.applied)
         outcome.removed += sum(m.op == "remove" for m in record.applied)
-        outcome.modified += sum(m.op in ("modify", "reweight") for m in record.applied)
+        outcome.modified += sum(m.op in ("modify", "reweight") and c for m, c in zip(record.applied, edits, strict=True))
+        outcome.unchanged += edits.count(False)
         outcome.rejected += len(record.rejected)
     if memory is not None and index:
         index_step(memory, catalog, step)  # the whole step, now that its update no longer searches it
