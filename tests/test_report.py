@@ -648,3 +648,42 @@ def test_a_rollouts_reward_and_verdicts_reach_the_page_as_stored_not_rounded_twi
                         verdicts=[Verdict(criterion_id="c", score=0.12496, reason="partly")])
     row = rollout_block(0, [], [score], [], 6000)["rollouts"][0]
     assert row["r"] == 0.31246 and row["vd"][1] == 0.12496
+
+
+def test_both_reward_plots_leave_a_gap_at_a_step_every_rollout_of_which_failed(tmp_path: Path, chromium: str,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under --on-error skip a step whose every rollout failed has no mean: the PNG and the page drew the mean reward
+    (and its band) straight across it, from the step before to the step after, as if it had been measured."""
+    pytest.importorskip("matplotlib")
+    import importlib
+    import math
+
+    run = new_run(tmp_path)
+    clean, down = SimJudge(SimJudgeConfig()).start_in_thread(), \
+        SimJudge(SimJudgeConfig(agent_fault_rate={"scorer": 1.0})).start_in_thread()
+    try:
+        for step, judge in ((0, clean), (1, clean), (2, down), (3, clean)):
+            result = invoke("score", EXAMPLES / "math" / f"step-{step:03d}.jsonl", "--run", run, "--step", step,
+                            "--rubric-version", 0, "--on-error", "skip", env=judge_env(judge))
+            assert result.exit_code == 0, result.stderr
+    finally:
+        clean.stop(), down.stop()
+    assert [s.mean is None for s in collect(RunDir(run))[0].steps] == [False, False, True, False]
+
+    plots_module = importlib.import_module("amaris_cli.report.plots")
+    figures: list[object] = []
+    png = plots_module._png
+    monkeypatch.setattr(plots_module, "_png", lambda fig: (figures.append(fig), png(fig))[1])
+    out = write_report(RunDir(run), tmp_path / "r.html", note=lambda _: None)[0]
+    (line,) = figures[0].axes[0].get_lines()  # type: ignore[attr-defined]
+    drawn = [float(y) for y in line.get_ydata()]
+    assert [float(x) for x in line.get_xdata()] == [0, 1, 2, 3] and math.isnan(drawn[2]), drawn
+
+    with opened(chromium, out, tmp_path) as page:
+        page.wait("document.body.dataset.ready === '1' && !!document.querySelector('svg circle.pt')")
+        lines = page.eval("[...document.querySelector('svg').querySelectorAll('polyline:not(.validation)')]"
+                          ".map(l => l.getAttribute('points').split(' ').length)")
+        assert lines == [2], lines  # steps 0-1; step 3 stands alone (was one line of steps 0, 1 and 3)
+        assert page.eval("document.querySelector('svg').querySelectorAll('polygon').length") == 2
+        assert page.eval("document.querySelector('svg').querySelectorAll('circle.pt').length") == 3
+        assert page.events("Runtime.exceptionThrown") == []

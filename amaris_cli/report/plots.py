@@ -80,13 +80,20 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
     steps = [s.step for s in overview.steps]
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    scored = [s for s in overview.steps if s.mean is not None]
-    xs = [s.step for s in scored]
-    means = [s.mean or 0.0 for s in scored]
-    ax.fill_between(xs, [max(0.0, m - (s.std or 0.0)) for m, s in zip(means, scored, strict=True)],
-                    [min(1.0, m + (s.std or 0.0)) for m, s in zip(means, scored, strict=True)], alpha=0.2,
-                    label="± 1 sd (clipped to [0, 1])")
-    ax.plot(xs, means, marker="o", label="mean reward")
+    # A step every rollout of which failed has no mean: a gap in the line and the band (as the HTML draws it), never
+    # a line straight across it.
+    means = [math.nan if s.mean is None else s.mean for s in overview.steps]
+    spreads = [s.std or 0.0 for s in overview.steps]
+    ax.fill_between(steps, [max(0.0, m - sd) if not math.isnan(m) else math.nan for m, sd in zip(means, spreads, strict=True)],
+                    [min(1.0, m + sd) if not math.isnan(m) else math.nan for m, sd in zip(means, spreads, strict=True)],
+                    alpha=0.2, label="± 1 sd (clipped to [0, 1])")
+    # a step with a mean between two without (or the only one) has no band to fill: its spread as a bar, as the HTML does
+    alone = [i for i, m in enumerate(means) if not math.isnan(m) and (i == 0 or math.isnan(means[i - 1]))
+             and (i == len(means) - 1 or math.isnan(means[i + 1]))]
+    if alone:
+        ax.vlines([steps[i] for i in alone], [max(0.0, means[i] - spreads[i]) for i in alone],
+                  [min(1.0, means[i] + spreads[i]) for i in alone], linewidth=8, alpha=0.2, color="tab:blue")
+    ax.plot(steps, means, marker="o", label="mean reward")
     ax.set_xlabel("step"), ax.set_ylabel("reward"), ax.set_ylim(0, 1)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
     out["reward"] = _png(fig)

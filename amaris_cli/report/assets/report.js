@@ -123,19 +123,31 @@
   function axisSteps() {
     return [...new Set(D.steps.map((st) => st.step).concat((D.validation || []).map((v) => v.step)))].sort((a, b) => a - b);
   }
+  // The runs of consecutive entries that have a mean: an entry without one (every rollout of the step failed) is a
+  // gap in the line and the band, never a line drawn across it.
+  function withMeans(entries) {
+    const runs = [[]];
+    for (const e of entries) {
+      if (e.mean !== null) runs[runs.length - 1].push(e);
+      else if (runs[runs.length - 1].length) runs.push([]);
+    }
+    return runs.filter((r) => r.length);
+  }
   function rewardChart() {
     const pts = D.steps.filter((st) => st.mean !== null);
     const checks = (D.validation || []).filter((v) => v.mean !== null);
     const steps = axisSteps();
     const { svg, x, y } = frame(760, 250, { l: 44, r: 12, t: 10, b: 34 }, steps, "reward");
-    if (pts.length) {
-      const upper = pts.map((p) => [x(p.step), y(Math.min(1, p.mean + p.std))]);
-      const lower = pts.map((p) => [x(p.step), y(Math.max(0, p.mean - p.std))]).reverse();
-      const band = pts.length === 1
+    for (const run of withMeans(D.steps)) {
+      const upper = run.map((p) => [x(p.step), y(Math.min(1, p.mean + p.std))]);
+      const lower = run.map((p) => [x(p.step), y(Math.max(0, p.mean - p.std))]).reverse();
+      const band = run.length === 1
         ? [[upper[0][0] - 6, upper[0][1]], [upper[0][0] + 6, upper[0][1]], [lower[0][0] + 6, lower[0][1]], [lower[0][0] - 6, lower[0][1]]]
         : upper.concat(lower);
-      svg.appendChild(s("polygon", { points: band.map((p) => p.join(",")).join(" "), fill: "#1f6feb", "fill-opacity": 0.15, stroke: "none" }));
-      svg.appendChild(s("polyline", { points: pts.map((p) => x(p.step) + "," + y(p.mean)).join(" "), fill: "none", stroke: "#1f6feb", "stroke-width": 2 }));
+      svg.appendChild(s("polygon", { class: "band", points: band.map((p) => p.join(",")).join(" "), fill: "#1f6feb", "fill-opacity": 0.15, stroke: "none" }));
+      if (run.length > 1) svg.appendChild(s("polyline", { class: "mean", points: run.map((p) => x(p.step) + "," + y(p.mean)).join(" "), fill: "none", stroke: "#1f6feb", "stroke-width": 2 }));
+    }
+    if (pts.length) {
       for (const p of pts) {
         const dot = s("circle", { class: "pt", cx: x(p.step), cy: y(p.mean), r: 5, fill: "#1f6feb", stroke: "#fff", "stroke-width": 1.5, onclick: () => go(stepHref(p.step)) },
           s("title", {}, `step ${p.step}: mean ${fmt(p.mean)}, sd ${fmt(p.std)}, ${p.scored} scored with rubric v${p.versions.join(", v")}`));
@@ -143,14 +155,16 @@
       }
     }
     if (checks.length) {  // a trainer's evaluation (serve's /validate), judged in no step
-      svg.appendChild(s("polyline", { class: "validation", points: checks.map((v) => x(v.step) + "," + y(v.mean)).join(" "), fill: "none", stroke: "#8250df", "stroke-width": 2, "stroke-dasharray": "6 4" }));
+      for (const run of withMeans(D.validation)) {
+        svg.appendChild(s("polyline", { class: "validation", points: run.map((v) => x(v.step) + "," + y(v.mean)).join(" "), fill: "none", stroke: "#8250df", "stroke-width": 2, "stroke-dasharray": "6 4" }));
+      }
       for (const v of checks) {
         svg.appendChild(s("rect", { class: "validation-pt", x: x(v.step) - 4, y: y(v.mean) - 4, width: 8, height: 8, fill: "#8250df" },
           s("title", {}, `step ${v.step}, validation: mean ${fmt(v.mean)}, sd ${fmt(v.std)}, ${v.scored} scored, ${v.failed} failed, with rubric v${v.versions.join(", v")}`)));
       }
     }
     const validationNote = checks.length ? " Dashed line, squares: mean reward of the trainer's validation rollouts (POST /validate), judged with the step's rubric version but in no step." : "";
-    return h("div", {}, svg, h("div", { class: "legend" }, "Line: mean reward of the step's scored rollouts. Band: ± one standard deviation, clipped to [0, 1]. Click a point to open the step." + validationNote));
+    return h("div", {}, svg, h("div", { class: "legend" }, "Line: mean reward of the step's scored rollouts (a gap at a step none of whose rollouts could be scored). Band: ± one standard deviation, clipped to [0, 1]. Click a point to open the step." + validationNote));
   }
   function criteriaPanels() {
     const steps = axisSteps();
