@@ -254,10 +254,19 @@ def _test(series: list[tuple[int, Moments]], index: int, shares: bool) -> AlarmE
     # on the stored precision: a share that rose from 0.05 to 0.15 rose by 0.1, not by 0.09999999999999999
     if min(difference(w.mean, b.mean), difference(current.mean, b.mean)) < MIN_EFFECT or z < MIN_Z:
         return None
+    # unrounded: the reason shows these rounded once, and the alarm stores them rounded once (_stored)
     return AlarmEvidence(window_steps=[s for s, _ in window], baseline_steps=[s for s, _ in baseline],
-                         window_value=round(w.mean, 6), baseline_value=round(b.mean, 6),
-                         current_value=round(current.mean, 6), effect=round(effect, 6),
-                         z=round(z, 3) if math.isfinite(z) else 1e9, n_window=w.n, n_baseline=b.n)
+                         window_value=w.mean, baseline_value=b.mean, current_value=current.mean, effect=effect,
+                         z=z if math.isfinite(z) else 1e9, n_window=w.n, n_baseline=b.n)
+
+
+def _stored(evidence: AlarmEvidence) -> AlarmEvidence:
+    """The evidence as an alarm keeps it: values to 6 decimals, z to 3. The reason is written from the unrounded
+    values, each rounded once as shown (0.6784996 reads 0.678; from its stored 0.6785 it read 0.679)."""
+    values = {f: None if (v := getattr(evidence, f)) is None else round(v, 6)
+              for f in ("window_value", "baseline_value", "current_value", "effect", "judge_window", "judge_baseline",
+                        "gold_window", "gold_baseline")}
+    return evidence.model_copy(update={**values, "z": evidence.z if evidence.z >= 1e9 else round(evidence.z, 3)})
 
 
 def _onsets(series: list[tuple[int, Moments]], shares: bool) -> list[tuple[int, AlarmEvidence]]:
@@ -275,7 +284,7 @@ def _onsets(series: list[tuple[int, Moments]], shares: bool) -> list[tuple[int, 
 def _weighted(steps: list[StepSignals], wanted: list[int], field: str) -> float | None:
     rows = [(getattr(s, field), s.n_gold) for s in steps if s.step in wanted and getattr(s, field) is not None]
     total = sum(n for _, n in rows)
-    return round(math.fsum(v * n for v, n in rows) / total, 6) if total else None
+    return math.fsum(v * n for v, n in rows) / total if total else None  # rounded once, as stored (_stored)
 
 
 def detect(steps: list[StepSignals]) -> AlarmReport:
@@ -295,7 +304,7 @@ def detect(steps: list[StepSignals]) -> AlarmReport:
                                                   _weighted(steps, ev.baseline_steps, "judge_mean_gold"))
             ev.gold_window, ev.gold_baseline = (_weighted(steps, ev.window_steps, "gold_mean"),
                                                 _weighted(steps, ev.baseline_steps, "gold_mean"))
-            alarms.append(Alarm(step=step, kind="judge_gold_divergence", evidence=ev, reason=(
+            alarms.append(Alarm(step=step, kind="judge_gold_divergence", evidence=_stored(ev), reason=(
                 f"the judge rewards rollouts the verifiable reward fails: their judge reward above their verifiable "
                 f"reward rose to {shown_number(ev.window_value)} over steps {_span(ev.window_steps)} ({ev.n_window} "
                 f"failed rollouts) from {shown_number(ev.baseline_value)} over steps {_span(ev.baseline_steps)}; mean "
@@ -306,7 +315,7 @@ def detect(steps: list[StepSignals]) -> AlarmReport:
     for pattern in sorted({p for s in analyzed for p in s.patterns}):
         series = [(s.step, Moments.share(s.patterns.get(pattern, 0), s.n_analyzed)) for s in analyzed]
         for step, ev in _onsets(series, shares=True):
-            alarms.append(Alarm(step=step, kind="pattern_prevalence", pattern=pattern, evidence=ev, reason=(
+            alarms.append(Alarm(step=step, kind="pattern_prevalence", pattern=pattern, evidence=_stored(ev), reason=(
                 f"{pattern} grew to {shown_percent(ev.window_value)} of analyzed rollouts over steps "
                 f"{_span(ev.window_steps)} ({shown_percent(ev.current_value)} at step {step}) from "
                 f"{shown_percent(ev.baseline_value)} over steps "
@@ -322,7 +331,9 @@ def _fmt(value: float | None) -> str:
 
 
 def _z(value: float) -> str:
-    return "unbounded: the baseline never varied" if value >= 1e9 else f"{value:.1f}"
+    from amaris_cli.figures import shown_number
+
+    return "unbounded: the baseline never varied" if value >= 1e9 else shown_number(value, 1)
 
 
 def _span(steps: list[int]) -> str:

@@ -293,3 +293,24 @@ def test_the_alarms_a_command_says_read_a_bounded_number_of_steps_back(monkeypat
     monkeypatch.setattr(alarms, "step_signals", signals)
     assert alarms.alarms_at(SimpleNamespace(steps=list(range(2000))), 1999) == []  # type: ignore[arg-type]
     assert len(read) == 1 + alarms.READ_BACK, len(read)
+
+
+def test_an_alarms_figures_are_rounded_once_as_shown(tmp_path, judge) -> None:
+    """The evidence was stored to 6 decimals and the reason shown from it to 3: failed rollouts whose judge reward
+    exceeds their verifiable one by 0.6784996 on average read "rose to 0.679" (0.6785, rounded again), where the
+    figure is 0.678. The reason rounds the figure itself; the evidence keeps it to 6 decimals."""
+    from tests.conftest import WORKED_ROW
+
+    run = _init(tmp_path, "run")
+    for step in range(5):  # the sim-judge gives the worked answer 1.0; its verifiable reward says it failed
+        golds = [0.40 if k % 2 else 0.48 for k in range(10)] if step < 2 else [0.3215004] * 10
+        rows = [{**WORKED_ROW, "id": f"s{step}-{k}", "gold_reward": g} for k, g in enumerate(golds)]
+        result = invoke("score", write_jsonl(tmp_path / f"{step}.jsonl", rows), "--run", run, "--step", step,
+                        "--rubric-version", "0", env=judge_env(judge))
+        assert result.exit_code == 0, result.stderr
+    assert {r["reward"] for r in read_jsonl(run / "steps/000004/scores.jsonl")} == {1.0}
+    (alarm,) = json.loads(invoke("inspect", run, "--json").stdout)["alarms"]
+    assert alarm["step"] == 4 and alarm["kind"] == "judge_gold_divergence"
+    assert alarm["evidence"]["window_value"] == 0.6785 and alarm["evidence"]["baseline_value"] == 0.56
+    assert "rose to 0.678 over steps 2-4 (30 failed rollouts) from 0.560 over steps 0-1" in alarm["reason"], alarm
+    assert "verifiable 0.440 -> 0.322" in alarm["reason"]
