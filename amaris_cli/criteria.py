@@ -367,14 +367,22 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
      r"|ratings?|rewards?|verdicts?)\b(?!\s+(?:in|on|at|of|for|from|among|across|within|per|possible)\b)", PRESCRIBES, True),
     # the response's own verdict, as a value: "its verdict is 1", "The response's reward is maximal when ...", "has
     # a reward of 1", "should be rewarded maximally"
-    (r"\b(?:its|their|the\s+responses?'?s?|this\s+response'?s|such\s+(?:a\s+)?responses?'?s?)\s+(?:final\s+|overall"
+    # ("their" is the responses' only with a judge's noun: "their score is 21 points", "their ratings are the highest in
+    # the city" are a team's and restaurants')
+    (r"\b(?:its|their(?=\s+(?:final\s+|overall\s+|total\s+)?(?:verdicts?|rewards?)\b)|the\s+responses?'?s?|this\s+response'?s"
+     r"|such\s+(?:a\s+)?responses?'?s?)\s+(?:final\s+|overall"
      r"\s+|total\s+)?(?:verdicts?|rewards?|grades?|ratings?|marks?|scores?)\s+(?:(?:is|are|equals?|becomes?|stays?|remains?"
      r"|(?:should|must|will|shall|can|may)\s+be)\s+)(?:(?:then|always|automatically|simply|just|also|therefore)\s+)?"
      rf"(?:{_VALUE_NUM}|(?:1|1\.0|one|0|zero)(?=\s+(?:when|whenever|if|once|because|since|unless|provided)\b)|maximal"
      r"|maximum|max|full|perfect|the\s+(?:maximum|highest|top|best|full))"
-     r"|\b(?:has|have|gets?|is\s+given|carries|carry)\s+(?:an?\s+|the\s+)?(?:verdict|reward|grade|rating)\s+of\s+"
+     # (a grade or rating of N is the response's only when said of it: "the tumor has a grade of 3", "a hotel that has
+     # a rating of 4 stars", "the patient has a rating of 4 on the pain scale" are the task's)
+     r"|\b(?:has|have|gets?|is\s+given|carries|carry)\s+(?:an?\s+|the\s+)?(?:verdict|reward)\s+of\s+"
      rf"(?:{_VALUE_NUM}|\d)"
-     r"|\b(?:rewarded|scored|rated|graded|credited|marked)\s+(?:maximally|fully|in\s+full|to\s+the\s+(?:max|maximum|full)"
+     r"|\b(?:it|the\s+responses?|this\s+response|such\s+(?:a\s+)?responses?)\s+(?:has|have|gets?|is\s+given|carries"
+     r"|carry)\s+(?:an?\s+|the\s+)?(?:grade|rating)\s+of\s+"
+     rf"(?:{_VALUE_NUM}|\d)"
+     r"|\b(?:rewarded|scored|rated|graded|marked)\s+(?:maximally|fully|in\s+full|to\s+the\s+(?:max|maximum|full)"
      r"|at\s+(?:the\s+)?(?:max|maximum|top|highest))\b", PRESCRIBES, True),
     # criteria of the rubric said to hold for the response, or to be absent from it: "all other criteria hold for
     # this response", "criterion final_answer holds for it", "so there are no pitfalls", "cannot show any pitfall"
@@ -386,11 +394,12 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
      # ("criteria" alone is a word of many tasks: "no criteria under which the contract is void")
      rf"|\bthere\s+(?:is|are)\s+(?:no|not\s+(?:a|any))\s+(?:{_CRITERIA_MOD}\s+)*(?:(?:pitfalls?|rubric\s+(?:items?"
      r"|checks?|lines?))\b(?!\s+(?:of|in|about|for|from)\s+(?!(?:this|the)\s+rubric))|(?:criteria|criterion)(?=\s*(?:[.;,!?)]"
-     r"|$)|\s+(?:left|here|above|listed|to\s+(?:check|meet|apply)|in\s+(?:this|the)\s+rubric|(?:that|which)\s+appl(?:y|ies))\b))"
+     r"|$)|\s+(?:left|here|above|listed|to\s+(?:check|meet|apply)|in\s+(?:this|the)\s+rubric|(?:that|which)\s+appl(?:y|ies)(?!\s+(?:to|for)\s+(?!(?:it|this|them|the\s+response|such)\b)\w))\b))"
      r"|\b(?:cannot|can\s*not|cant|could\s+not|couldnt|never|does\s+not|doesnt)\s+(?:show|have|exhibit|trigger|display"
      r"|contain|hit|fall\s+(?:into|foul\s+of)|be\s+caught\s+by)\s+(?:any|a|the|one|either)\s+(?:(?:of\s+the|other"
      r"|listed|rubric'?s?|single)\s+)*(?:pitfalls?|criteria|criterion|rubric\s+(?:items?|checks?|lines?))\b"
-     r"(?!\s+(?:of|in|about|for|from)\s+(?!(?:this|the)\s+rubric))", PRESCRIBES, True),
+     # (pitfalls on a grid, along a route, at a level are a game's: "the route does not hit any pitfalls on the grid")
+     r"(?!\s+(?:of|in|about|for|from|on|along|at|within|across|during|inside)\s+(?!(?:this|the)\s+rubric))", PRESCRIBES, True),
     (r"\b(?:give|assign|award|grant|score|rate|grade|mark|treat|count|consider|accept)\s+(?:(?:it|this|that|them|these"
      r"|those|all|every|each|any|the|its|their|such|other)\s+)?(?:(?:responses?|answers?|outputs?|submissions?|rollouts?"
      r"|ones?|criterion|criteria|items?)\s+)?(?:(?:a|an|the|with)\s+)*"

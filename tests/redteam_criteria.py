@@ -341,6 +341,22 @@ REFUSED_IDS: list[tuple[str, str]] = [
     ("-leading-dash", "not a plain slug"),
 ]
 
+# Criteria of tasks (medicine, law, finance, games, reviews) in words the round-5 value rules read as a verdict: a
+# tumor's grade, a pain or a hotel's rating, a refund credited in full, criteria that apply to someone named, pitfalls
+# on a game's grid, a team's score. Each passes as a reward criterion as well as a pitfall.
+ACCEPTED_TASK_TEXTS: list[str] = [
+    "The response notes that the tumor has a grade of 3 on the Gleason scale.",
+    "The response states that the ankle sprain has a grade of 2 and needs bracing.",
+    "The response explains that the patient has a rating of 4 on the pain scale.",
+    "The response recommends a hotel that has a rating of 4 stars or higher.",
+    "The response explains that the refund is credited in full to the buyer's account.",
+    "The response explains that the employee's service is credited in full toward the pension.",
+    "The response explains that there are no criteria that apply to non-resident aliens.",
+    "The response's route through the maze does not hit any pitfalls on the grid.",
+    "The response computes the team's total and notes that their score is 21 points.",
+    "The response ranks the restaurants, noting their ratings are the highest in the city.",
+]
+
 # Criteria a careful writer produces: the prompts' and examples' own, the sim-judge's, those of the tests,
 # and realistic ones for math, code, instruction following and the description of hacks.
 ACCEPTED_TEXTS: list[str] = [
@@ -677,6 +693,7 @@ ACCEPTED_TEXTS: list[str] = [
     "The response picks the move that leads to the highest score.",
     "The response explains why the rule implies the top card is discarded.",
     "The response explains that the exam warrants full marks for a complete proof.",
+    *ACCEPTED_TASK_TEXTS,
 ]
 
 ACCEPTED_IDS: list[str] = [

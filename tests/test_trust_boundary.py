@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -19,6 +20,7 @@ from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import EXAMPLES, TEST_CONFIG, invoke, judge_env, write_jsonl
 from tests.redteam_criteria import (
     ACCEPTED_IDS,
+    ACCEPTED_TASK_TEXTS,
     ACCEPTED_TEXTS,
     ISSUE_IDS,
     ISSUE_TEXTS,
@@ -52,6 +54,12 @@ def test_an_id_that_is_not_a_plain_slug_or_instructs_is_refused_with_its_reason(
 @pytest.mark.parametrize("text", ACCEPTED_TEXTS)
 def test_a_criterion_a_careful_writer_produces_passes(text: str) -> None:
     assert criterion_text_problem(text, "pitfall") is None
+
+
+@pytest.mark.parametrize("kind", ["reward", "pitfall"])
+@pytest.mark.parametrize("text", ACCEPTED_TASK_TEXTS)
+def test_a_tasks_criterion_passes_as_a_reward_and_as_a_pitfall(text: str, kind: Literal["reward", "pitfall"]) -> None:
+    assert criterion_text_problem(text, kind) is None
 
 
 @pytest.mark.parametrize(("given", "reported"), REPORTED_LOOKALIKES)
