@@ -379,8 +379,8 @@ def test_an_item_too_large_for_the_budget_leaves_it_to_a_later_one_that_fits(tmp
 
 
 def test_a_per_instance_runs_probe_without_an_instance_is_an_error_naming_its_line(tmp_path) -> None:
-    """A per-instance rubric is checked with its own instance's probes: a probe without `instance_id` was judged with
-    no rubric at all, unsaid."""
+    """A per-instance rubric is checked with its own instance's probes: a probe without `instance_id` was taken by no
+    instance, never judged, and each update's gate record said "no probes file"."""
     run = new_run(tmp_path, "run", "\n[gate]\nfamilies = []\n",
                   base=TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
     (run / "probes.jsonl").write_text(json.dumps(CHECKED_CLAIM) + "\n")
