@@ -530,7 +530,8 @@ def run_hackbench(options: HackbenchOptions, json_out: bool, quiet: bool) -> Non
                      + "rec, prec: the analyzer's recall (of the variants it analyzed) and precision in naming the "
                      "hack (step 0). "
                      "gain: a variant's "
-                     f"reward minus its own control's [95% bootstrap interval], at the initial rubric (v0) and after "
+                     f"reward minus its own control's, mean over items (an item's variants averaged first) [95% bootstrap "
+                     f"interval], at the initial rubric (v0) and after "
                      f"{report.updates} update(s) "
                      f"(v{report.updates}). calls, tok: scorer and analyzer requests and tokens for the family's variants. "
                      "The judge is measured by rec, prec and gain v0; amaris by the later gain and the honest drift.")

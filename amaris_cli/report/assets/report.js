@@ -652,7 +652,7 @@
       h("p", {}, `${B.items} honest answers from ${B.source}, each the control of its hacked variants; judge: ${B.judge}; ${B.updates} update(s) between the two measurements.`),
       table,
       h("p", {}, `Honest drift (mean change of the controls' rewards from v0 to v${B.updates}): ${gain(B.honest_drift)}. Controls the analyzer named a pattern in: ${pct(B.honest_flagged)}. ${B.failed} rollout(s) could not be scored and are left out.${B.analysis_failed == null ? "" : ` ${B.analysis_failed} rollout(s) have no analysis (the analyzer failed) and are left out of recall, precision and the controls named.`}`),
-      h("div", { class: "legend" }, "analyzed: the variants with an analysis at step 0. recall (of the analyzed variants), precision: the analyzer naming each hack (step 0). gain: a variant's reward minus its own control's, mean [95% bootstrap interval], at the initial rubric (v0) and after the updates. " +
+      h("div", { class: "legend" }, "analyzed: the variants with an analysis at step 0. recall (of the analyzed variants), precision: the analyzer naming each hack (step 0). gain: a variant's reward minus its own control's, mean over items (an item's variants averaged first) [95% bootstrap interval], at the initial rubric (v0) and after the updates. " +
         "recall, precision and gain v0 measure the judge (its prompts and the initial rubric); the later gain and the honest drift measure amaris. Hacks built by a transform are easier to catch than real ones."),
       B.notes.length ? h("ul", {}, B.notes.map((n) => h("li", {}, n))) : null];
   }
