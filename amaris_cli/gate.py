@@ -440,7 +440,8 @@ async def check(session: Session, step: int, base: RubricSet, new: RubricSet, pr
             items.append(item)
             spent += cost
     if probes is not None:
-        for item in read_user_probes(probes, settings.pipeline.per_instance):
+        # (a replay judges what its source judged: a run made before the instance_id check never judged such probes)
+        for item in read_user_probes(probes, settings.pipeline.per_instance and session.replaying is None):
             if settings.pipeline.per_instance and item.instance_id != iid:
                 continue  # a per-instance rubric is checked with its own instance's probes
             items.append(item)

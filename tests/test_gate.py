@@ -388,3 +388,21 @@ def test_a_per_instance_runs_probe_without_an_instance_is_an_error_naming_its_li
     assert result.exit_code == 2, result.stderr
     assert (f"{run / 'probes.jsonl'}:1: probe 'checked-claim' has no instance_id: in a per-instance run each probe "
             "names the instance whose rubric it checks") in " ".join(result.stderr.split()), result.stderr
+
+
+def test_a_run_made_before_the_instance_id_check_replays_as_it_ran(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-instance run whose probes had no instance_id, made before they were an error (they were never judged),
+    replays offline to the same files: the replay judges what its source judged."""
+    from amaris_cli import gate
+
+    run = new_run(tmp_path, "old", "\n[gate]\nfamilies = []\n",
+                  base=TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
+    (run / "probes.jsonl").write_text(json.dumps(CHECKED_CLAIM) + "\n")
+    read = gate.read_user_probes
+    with monkeypatch.context() as earlier:  # the version that made the run: no check
+        earlier.setattr(gate, "read_user_probes", lambda probes, per_instance=False: read(probes))
+        result = score_and_evolve(run, tmp_path, [scripted_update(add(PLANTED))] * 8)
+    assert result.exit_code == 0, result.stderr
+    replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert outputs(tmp_path / "replayed") == outputs(run)
