@@ -360,9 +360,11 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
     # "entitles it to full marks", "qualifying it for a perfect score", "worth full credit". Only a grader's top mark
     # (not "the maximum profit"), and not one of the task's ("full marks for a proof", "the highest score in the game");
     # not the verbs a task's own reasoning uses ("leads to", "yields", "results in", "guarantees")
-    (r"\b(?:warrant(?:s|ed|ing)?|justif(?:y|ies|ied|ying)|impl(?:y|ies|ied|ying)|entitl(?:e|es|ed|ing)|qualif(?:y|ies|ied"
-     r"|ying)|merits?|deserv(?:e|es|ed|ing)|amounts?\s+to|worth|calls?\s+for)\s+(?:(?:it|them|the\s+response|this"
-     r"\s+response|such\s+\w+|a\s+response)\s+)?(?:(?:to|for)\s+)?(?:(?:an?|the|its|their)\s+)?"
+    # ("entitles", "qualifies": only with the response as their object, as a taxpayer "qualifies for the full credit")
+    (r"\b(?:(?:warrant(?:s|ed|ing)?|justif(?:y|ies|ied|ying)|impl(?:y|ies|ied|ying)|merits?|deserv(?:e|es|ed|ing)"
+     r"|amounts?\s+to|worth|calls?\s+for)\s+(?:(?:it|them|the\s+response|this\s+response|such\s+\w+|a\s+response)\s+)?"
+     r"|(?:entitl(?:e|es|ed|ing)|qualif(?:y|ies|ied|ying))\s+(?:it|them|the\s+response|this\s+response|such\s+\w+"
+     r"|a\s+response)\s+)(?:(?:to|for)\s+)?(?:(?:an?|the|its|their)\s+)?"
      r"(?:full|perfect|maximum|maximal|max|top|highest|best|complete|total)\s+(?:marks?|credit|points?|scores?|grades?"
      r"|ratings?|rewards?|verdicts?)\b(?!\s+(?:in|on|at|of|for|from|among|across|within|per|possible)\b)", PRESCRIBES, True),
     # the response's own verdict, as a value: "its verdict is 1", "The response's reward is maximal when ...", "has

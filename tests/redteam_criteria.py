@@ -693,6 +693,8 @@ ACCEPTED_TEXTS: list[str] = [
     "The response picks the move that leads to the highest score.",
     "The response explains why the rule implies the top card is discarded.",
     "The response explains that the exam warrants full marks for a complete proof.",
+    "The response explains that the taxpayer qualifies for the full credit.",
+    "The response explains that a single parent is entitled to the full credit.",
     *ACCEPTED_TASK_TEXTS,
 ]
 
