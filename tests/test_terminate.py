@@ -135,3 +135,25 @@ def test_sigterm_ends_a_command_outside_its_event_loop(tmp_path: Path) -> None:
             os.close(writer)
     assert code == 143 and TERMINATED in " ".join(err.split()), (code, err)
     assert not (run / "steps" / "000000").exists()
+
+
+def test_a_copy_an_interrupt_left_to_no_one_is_removed(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C or SIGTERM while the copy's directory is being made (before its owner file has its name: no later reader
+    would remove it), or just after, before the store holds it: the directory goes with the process. A test of the
+    full suite under load saw a search, interrupted in that instant, leave its directory."""
+    from amaris_cli.memory import privatecopy
+
+    monkeypatch.setattr(privatecopy.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(privatecopy.os, "rename", lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        privatecopy.PrivateDirectory("amaris-memory-")
+    except KeyboardInterrupt:
+        pass
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    made = subprocess.run([sys.executable, "-c", "from amaris_cli.memory.privatecopy import PrivateDirectory\n"
+                           "PrivateDirectory('amaris-memory-')\nraise KeyboardInterrupt"],
+                          env={**clean_env(), "TMPDIR": str(temp)}, capture_output=True, text=True, timeout=60)
+    assert "KeyboardInterrupt" in made.stderr and list(temp.iterdir()) == []

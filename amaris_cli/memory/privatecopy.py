@@ -10,6 +10,7 @@ directories whose lock nobody holds.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
@@ -18,6 +19,15 @@ import tempfile
 from pathlib import Path
 
 OWNER = "owner.lock"
+_LIVE: set[Path] = set()  # this process's directories, until removed
+
+
+@atexit.register
+def _remove_left() -> None:
+    """An interrupt (Ctrl-C, SIGTERM) in the instant between making a directory and handing it to its owner left it
+    to no one: the process removes it as it exits."""
+    for path in list(_LIVE):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class PrivateDirectory:
@@ -26,15 +36,22 @@ class PrivateDirectory:
 
     def __init__(self, prefix: str) -> None:
         remove_orphans(prefix)
+        self._fd: int | None = None
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
-        # Locked before it takes the owner's name: a sweep opens only that name, so it never sees it unlocked.
-        unnamed = self.path / f"{OWNER}.new"
-        self._fd: int | None = os.open(unnamed, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        os.rename(unnamed, self.path / OWNER)
+        _LIVE.add(self.path)
+        try:
+            # Locked before it takes the owner's name: a sweep opens only that name, so it never sees it unlocked.
+            unnamed = self.path / f"{OWNER}.new"
+            self._fd = os.open(unnamed, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            os.rename(unnamed, self.path / OWNER)
+        except BaseException:
+            self.remove()
+            raise
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+        _LIVE.discard(self.path)
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
