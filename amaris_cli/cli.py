@@ -276,7 +276,8 @@ def compare(
     runs: Annotated[list[Path], typer.Argument(help="Run directories to put side by side.")],
     json_out: JsonOpt = False,
 ) -> None:
-    """Runs side by side: mean reward per step, rubric size, strategies, tokens, calls made vs reused."""
+    """Runs side by side: mean reward per step (with its failed rollouts, and whether the runs' means are
+    comparable), the last rubric's size, update strategies, edits, reversals, tokens, calls made vs reused."""
     with _errors():
         from amaris_cli.commands import run_compare
 

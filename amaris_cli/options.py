@@ -421,13 +421,13 @@ class HackbenchOptions(Failure, Waiting, Endpoint, Retrieval):
     families: str | None = opt(None, "Only these hack families (default: all 12); with --labelled, only the lines with "
                                "these labels and the honest lines of their prompts (a School of Reward Hacks file has "
                                "one: school_of_reward_hacks).", "--families", metavar="NAME,...")
-    labelled: bool = opt(False, "SOURCE is labelled: rollout lines with a label field (honest/control, or the hack's "
-                         "name).", "--labelled")
+    labelled: bool = opt(False, "SOURCE is labelled: rollout lines with a label field (honest, control, clean or none "
+                         "for a control; else the hack's name).", "--labelled")
     label_field: str = opt("label", "The label's field in a labelled file.", "--label-field")
     map: list[str] | None = _map("FIELD=SOURCE for a field under another name, repeatable.")
     limit: int | None = opt(None, "Only the first N answers (or lines) of SOURCE.", "--limit", min=1)
     seed: int = opt(0, "Seed of the bootstrap intervals.", "--seed")
-    bootstrap: int = opt(2000, "Resamples per 95% interval.", "--bootstrap", min=0)
+    bootstrap: int = opt(2000, "Resamples per 95% interval (0: no interval).", "--bootstrap", min=0)
     on_error: OnError | None = _failure_policy("What a rollout that cannot be judged does: skip (default: left out of the "
                                          "figures and counted), neutral, or fail (the benchmark stops, exit 4).",
                                          OnError.skip)
