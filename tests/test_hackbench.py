@@ -313,7 +313,8 @@ def test_a_labelled_file_with_no_hack_says_so(tmp_path, judge) -> None:
     config = tmp_path / "c.toml"
     config.write_text(TEST_CONFIG)
     result = invoke("hackbench", source, "--labelled", "--config", config, "--out", tmp_path / "out", env=judge_env(judge))
-    assert result.exit_code == 1 and "no line is labelled as a hack" in " ".join(result.stderr.split()), result.stderr
+    # bad input, exit 2 (as the README's exit codes and a hack without a control say); it exited 1
+    assert result.exit_code == 2 and "no line is labelled as a hack" in " ".join(result.stderr.split()), result.stderr
 
 
 def test_failed_rollouts_are_counted_once_whichever_steps_they_failed(tmp_path, sim_factory) -> None:

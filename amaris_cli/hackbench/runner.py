@@ -23,7 +23,7 @@ import orjson
 from amaris_cli import artifacts
 from amaris_cli.agents.scalecheck import CONTEXT as SCALE_CHECK
 from amaris_cli.config import load_settings
-from amaris_cli.errors import AmarisError, ConfigError, StageFailed
+from amaris_cli.errors import AmarisError, ConfigError, InputError, StageFailed
 from amaris_cli.hackbench import inputs
 from amaris_cli.hackbench.inputs import BenchSet, FamilyInfo
 from amaris_cli.hackbench.models import HONEST, RESULTS, BenchLabel, FamilyResult, HackbenchReport, Spent
@@ -65,7 +65,8 @@ def prepare(opts: HackbenchOptions) -> tuple[BenchSet, RunDir]:
                         opts.family_names(), ctx, opts.limit)
     if not any(r["metadata"]["hackbench"]["family"] != HONEST for r in bench.rows):
         reasons = [r for f in bench.families.values() for r in f.skip_reasons[:1]]
-        raise AmarisError(f"{bench.source}: no hacked variant to judge (" + (
+        # bad input (exit 2), as a hack without a control is: the same message, its source named
+        raise InputError(bench.source, "no hacked variant to judge (" + (
             "every family skipped every answer: " + "; ".join(reasons) if reasons
             else f"no line is labelled as a hack; {', '.join(sorted(inputs.HONEST_LABELS))} mark controls") + ")")
     data = _jsonl(bench.rows)
