@@ -276,8 +276,10 @@ def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
 
 
 def _step_line(r: Any) -> str:
+    modified, unchanged = (r.update.modified, r.update.unchanged) if r.update is not None else (0, 0)
     return (f"step {r.step}: rubric v{r.rubric_version}, {r.rollouts} rollouts, mean reward {fmt(r.mean_reward)}, "
-            f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}, {r.rejected} rejected"
+            f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}/~{modified}"
+            + (f", {unchanged} changed nothing" if unchanged else "") + f", {r.rejected} rejected"
             + (", refused by the adoption gate" if r.update is not None and r.update.refused else "") + ")"
             + (f", rescored {fmt(r.rescore_mean)}" if r.rescore_mean is not None else "")
             + f", {r.tokens} tokens, {r.wall_s:.2f}s")
@@ -291,7 +293,8 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
                    "usage": usage_json(result.usage), "steps": [
                        {"step": r.step, "rubric_version": r.rubric_version, "rollouts": r.rollouts,
                         "mean_reward": r.mean_reward, "failed": r.failed, "strategy": r.strategy, "added": r.added,
-                        "removed": r.removed, "rejected": r.rejected, "rescore_mean_reward": r.rescore_mean,
+                        "removed": r.removed, "modified": r.update.modified if r.update is not None else 0,
+                        "unchanged": r.update.unchanged if r.update is not None else 0, "rejected": r.rejected, "rescore_mean_reward": r.rescore_mean,
                         "tokens": r.tokens, "wall_s": r.wall_s} for r in result.reports]})
         return
     if quiet:
@@ -408,7 +411,8 @@ def run_compare(paths: list[Path], json_out: bool) -> None:
         why = table["why_not_comparable"][step]
         alike = failed_alike(runs, step)
         verdict = f"no: {why}" if why is not None else \
-            f"yes: the same {count(alike, 'rollout')} failed in every run" if alike else "yes"
+            (f"yes: the same {count(alike, 'rollout')} failed in every run" if len(runs) > 1
+             else f"yes ({count(alike, 'rollout')} failed)") if alike else "yes"
         per_step.add_row(step, *[cell(run, step) for run in runs], verdict)
     err.print(per_step)
     # One column a run, as above: a row a run would need nine columns, which do not fit 80.

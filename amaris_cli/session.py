@@ -194,8 +194,8 @@ def open_session(
             sim_url = OFFLINE_SIM_URL
             settings = settings.with_agent_layer(_sim_agents(sim_url), "the sim-judge (offline: never called)")
         if sim_url is not None and announce_judge and (unused := _unused_with_sim(flags)):
-            say(f"{' and '.join(unused)} not used: the sim-judge answers every agent (--judge endpoint sends the "
-                "requests to the endpoint)")
+            say(f"{' and '.join(unused)} not used: " + ("an offline replay looks up the sim-judge's recorded answers"
+                if offline else "the sim-judge answers every agent (--judge endpoint sends the requests to the endpoint)"))
         call_log = CallLog(run.calls_path)
         stack.callback(call_log.close)
         cache = CallCache(run.calls_path, replaying.calls_path if replaying is not None else None, offline)

@@ -142,7 +142,7 @@ def test_an_edit_that_changes_nothing_is_not_counted_as_an_edit(tmp_path: Path, 
          "reason": "as it is"},
         {"op": "add", "text": "The response states the units of its result.", "kind": "reward", "weight": 1.0,
          "reason": "a real change"}]})]
-    judge = sim_factory(scripted={"updater": scripted})
+    judge = sim_factory(scripted={"updater": scripted * 2})  # (evolve's, then loop's)
     config = tmp_path / "c.toml"
     config.write_text(TEST_CONFIG + "\n[gate]\nenabled = false\n")  # the edits as applied, whatever a gate would say
     run = tmp_path / "run"
@@ -164,3 +164,10 @@ def test_an_edit_that_changes_nothing_is_not_counted_as_an_edit(tmp_path: Path, 
     compared = json.loads(invoke("compare", run, "--json").stdout)["runs"][0]
     assert compared["edits"] == 1 and compared["stability"]["unchanged"] == 2
     assert compared["stability"]["updates"][0]["reweighted"] == compared["stability"]["updates"][0]["modified"] == 0
+    # loop's line of the step, and its JSON, as evolve's
+    looped = tmp_path / "looped"
+    assert invoke("init", looped, "--config", config).exit_code == 0
+    line = invoke("loop", EXAMPLES / "math", "--run", looped, "--steps", "0:0", env=env)
+    assert "(+1/-0/~0, 2 changed nothing, 0 rejected" in " ".join(line.stderr.split()), line.stderr
+    again = json.loads(invoke("loop", EXAMPLES / "math", "--run", looped, "--steps", "0:0", "--json", env=env).stdout)
+    assert (again["steps"][0]["modified"], again["steps"][0]["unchanged"]) == (0, 2), again

@@ -530,6 +530,8 @@ def test_runs_whose_means_leave_out_other_failed_rollouts_are_not_comparable(tmp
     assert _comparable(arms["faulty"], twin) == {"0": True}
     shown = " ".join(invoke("compare", arms["faulty"], twin).stderr.split())
     assert f"yes: the same {failed} rollout" in shown and "failed in every run" in shown, shown
+    alone = " ".join(invoke("compare", arms["faulty"]).stderr.split())  # one run: no other run to fail alike
+    assert f"yes ({failed} rollout" in alone and "every run" not in alone, alone
 
 
 def test_a_replay_interrupted_before_it_wrote_its_manifest_goes_on(tmp_path, sim) -> None:
@@ -563,3 +565,14 @@ def test_an_offline_miss_names_a_numbered_block_of_a_grouped_request() -> None:
     recorded, now = _untagged(request("five", "0" * 16)), _untagged(request("six", "1" * 16))
     at = next(i for i, (x, y) in enumerate(zip(recorded, now, strict=False)) if x != y)
     assert now[at:].startswith("six") and _block_at(now, at) == " (in block RESPONSE_2)"
+
+
+def test_an_offline_replay_of_a_sim_judge_run_says_its_model_flag_is_not_used(tmp_path, sim) -> None:
+    """`replay --offline --model X` of a sim-judge run looks up the sim-judge's recorded answers: the flag is not used,
+    and nothing is sent anywhere (the online hint, `--judge endpoint sends the requests`, would not hold)."""
+    src = new_run(tmp_path, "src")
+    assert invoke("loop", EXAMPLES / "math", "--run", src, "--steps", "0:0", "--judge", "sim").exit_code == 0
+    replayed = invoke("replay", src, "--out", tmp_path / "dst", "--offline", "--model", "gpt-judge-x")
+    assert replayed.exit_code == 0, replayed.stderr
+    said = " ".join(replayed.stderr.split())
+    assert "--model not used: an offline replay looks up the sim-judge's recorded answers" in said, said
