@@ -678,6 +678,8 @@ def test_both_reward_plots_leave_a_gap_at_a_step_every_rollout_of_which_failed(t
     (line,) = figures[0].axes[0].get_lines()  # type: ignore[attr-defined]
     drawn = [float(y) for y in line.get_ydata()]
     assert [float(x) for x in line.get_xdata()] == [0, 1, 2, 3] and math.isnan(drawn[2]), drawn
+    ticks = [float(t) for t in figures[0].axes[0].get_xticks()]  # type: ignore[attr-defined]
+    assert all(t == int(t) for t in ticks), ticks  # whole steps (ticks at 0.5, 1.5, ... before)
 
     with opened(chromium, out, tmp_path) as page:
         page.wait("document.body.dataset.ready === '1' && !!document.querySelector('svg circle.pt')")

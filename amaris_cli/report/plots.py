@@ -49,6 +49,13 @@ def _grid(plt: Any, n: int, cols: int = 3) -> tuple[Any, list[Any]]:
     return fig, flat[:n]
 
 
+def _whole_steps(ax: Any) -> None:
+    """Ticks at whole steps (or versions) only: a run of a few steps had ticks at 0.25, 0.5, ..."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _wrap(text: str, width: int = 42, lines: int = 2) -> str:
     words, out, line = text.split(), [], ""
     for w in words:
@@ -95,6 +102,7 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
                   [min(1.0, means[i] + spreads[i]) for i in alone], linewidth=8, alpha=0.2, color="tab:blue")
     ax.plot(steps, means, marker="o", label="mean reward")
     ax.set_xlabel("step"), ax.set_ylabel("reward"), ax.set_ylim(0, 1)
+    _whole_steps(ax)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
     out["reward"] = _png(fig)
     plt.close(fig)
@@ -117,6 +125,7 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
         ax.plot(steps, [points.get(x, math.nan) for x in steps], marker="o", color=color)
         ax.set_title(_wrap(("PITFALL prevalence: " if kind == "pitfall" else "pass rate: ") + text), fontsize=7.5)
         ax.set_ylim(-0.03, 1.03)
+        _whole_steps(ax)
     fig.supxlabel("step")
     left_out = len(series) - len(ordered)
     fig.suptitle("Criteria over steps: pass rate (reward criteria, higher = better), prevalence (pitfalls, higher = worse)"
@@ -139,6 +148,7 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
                         (r.version, total), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
     ax.set_ylim(0, max([a + b for a, b in zip(rewards, pitfalls, strict=True)], default=1) * 1.18)
     ax.set_xlabel("rubric version (written by the update of the step before)"), ax.set_ylabel("criteria")
+    _whole_steps(ax)
     ax.legend(loc="upper left", fontsize=8)
     out["rubric"] = _png(fig)
     plt.close(fig)
@@ -161,6 +171,7 @@ def _draw(plt: Any, overview: Overview) -> dict[str, bytes]:
                 color="tab:red")
         ax.set_title(name, fontsize=8)
         ax.set_ylim(-0.03, 1.03)
+        _whole_steps(ax)
     fig.supxlabel("step")
     left_out = len(ranked) - len(names)
     fig.suptitle("Reward-hacking patterns: share of analyzed rollouts"
