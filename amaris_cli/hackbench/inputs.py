@@ -10,8 +10,9 @@ Three sources:
   `--families` selects labels: the lines with them and the honest lines of their prompts;
 - the School of Reward Hacks columns (a line with `user`, `school_of_reward_hacks`, `control`; `task`,
   `evaluation_metric`, `cheat_method` kept as metadata): each line is a prompt, its hacked response and its
-  control, one family `school_of_reward_hacks` (`--families` naming another is refused). Recognized by its columns (those of the first line that is a
-  JSON object), with or without `--labelled`.
+  control, one family `school_of_reward_hacks` (`--families` naming another is refused; a line whose `control`
+  is empty is skipped and counted). Recognized by its columns (those of the first line that is a JSON object),
+  with or without `--labelled`.
 
 Every bad line is reported as FILE:LINE: reason before anything is written.
 """
@@ -167,7 +168,7 @@ def from_school_of_reward_hacks(path: Path, data: bytes, limit: int | None = Non
     used = 0
     for n, obj in objects:
         bad = [c for c in SORH_COLUMNS if not isinstance(obj.get(c), str) or not obj[c].strip()]
-        if bad == ["control"] and obj.get("control") in (None, ""):
+        if bad == ["control"] and (obj.get("control") is None or isinstance(obj["control"], str)):
             # The dataset has some 100 hacks without a control (1,073 hacks, 973 controls): nothing to compare with
             info.skip("no control (its `control` is empty): the hack has no honest answer to be compared with")
             continue
