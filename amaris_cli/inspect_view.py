@@ -47,6 +47,8 @@ def edit_counts(step: dict[str, Any]) -> str:
         text += f" ({len(step['rejected'])} rejected)"
     if step.get("gate") and step["gate"]["decision"] == "refused":
         text += " refused by the gate"
+    elif refused := step.get("refused_by_gate"):  # a per-instance step: its instances' updates
+        text += f" ({refused} of {step['updates']} refused by the gate)"
     return text
 
 

@@ -37,6 +37,7 @@ def step_view(view: StepOverview) -> dict[str, Any]:
         "gate": ({"decision": view.gate.decision, "reason": view.gate.reason, "calls": view.gate.calls,
                   "budget": view.gate.budget, "step_calls": view.gate.step_calls}
                  if view.gate is not None else None),
+        "refused_by_gate": view.refused_by_gate,  # updates the gate refused (per instance: each instance's)
         "state": view.state,
     }
 

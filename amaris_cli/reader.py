@@ -72,6 +72,7 @@ class StepOverview(BaseModel):
     rejected: list[RejectedModification]
     deactivated: list[Deactivated]
     gate: GateRecord | None = None  # the adoption gate's check of the update (gate.py)
+    refused_by_gate: int = 0  # the step's updates the gate refused (in per-instance mode, each instance's)
 
 
 class ValidationOverview(BaseModel):
@@ -185,7 +186,8 @@ class RunReader:
             applied=[m for u in updates for m in u.applied],
             applied_changes=[c for u in updates for c in update_edits(self.run, u)],
             rejected=[r for u in updates for r in u.rejected],
-            deactivated=[d for u in updates for d in u.deactivated], gate=update.gate if update else None)
+            deactivated=[d for u in updates for d in u.deactivated], gate=update.gate if update else None,
+            refused_by_gate=sum(u.gate is not None and u.gate.decision == "refused" for u in updates))
 
     @cached_property
     def validation_steps(self) -> list[int]:

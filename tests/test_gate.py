@@ -406,3 +406,18 @@ def test_a_run_made_before_the_instance_id_check_replays_as_it_ran(tmp_path, mon
     replayed = invoke("replay", run, "--out", tmp_path / "replayed", "--offline")
     assert replayed.exit_code == 0, replayed.stderr
     assert outputs(tmp_path / "replayed") == outputs(run)
+
+
+def test_inspect_says_how_many_instance_updates_the_gate_refused(tmp_path) -> None:
+    """In a per-instance run each instance's update has its own gate: `inspect` showed only the shared update's (none),
+    so an instance's version the gate refused was never marked."""
+    run = new_run(tmp_path, "run", GATE_ALL, base=TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
+    result = score_and_evolve(run, tmp_path, [scripted_update(add(PLANTED))] * 8)  # (an update per instance)
+    assert result.exit_code == 0, result.stderr
+    records = [json.loads(p.read_text()) for p in (run / "steps/000000").rglob("update.json")]
+    refused = sum(r.get("gate", {}).get("decision") == "refused" for r in records)
+    assert refused, [r.get("gate") for r in records]  # the planted criterion pays the probes' hacks
+    step = json.loads(invoke("inspect", run, "--json").stdout)["steps"][0]
+    assert step["refused_by_gate"] == refused and step["updates"] == len(records)
+    shown = " ".join(invoke("inspect", run, env={"COLUMNS": "200"}).stderr.split())  # (the cell unwrapped)
+    assert f"({refused} of {len(records)} refused by the gate)" in shown, shown
