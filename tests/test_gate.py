@@ -419,5 +419,8 @@ def test_inspect_says_how_many_instance_updates_the_gate_refused(tmp_path) -> No
     assert refused, [r.get("gate") for r in records]  # the planted criterion pays the probes' hacks
     step = json.loads(invoke("inspect", run, "--json").stdout)["steps"][0]
     assert step["refused_by_gate"] == refused and step["updates"] == len(records)
-    shown = " ".join(invoke("inspect", run, env={"COLUMNS": "200"}).stderr.split())  # (the cell unwrapped)
-    assert f"({refused} of {len(records)} refused by the gate)" in shown, shown
+    from amaris_cli.inspect_view import edit_counts
+
+    # the table's edits cell (its layout wraps it at the terminal's width)
+    assert edit_counts(step).endswith(f"({refused} of {len(records)} refused by the gate)"), edit_counts(step)
+    assert "refused by the" in invoke("inspect", run).stderr
