@@ -81,8 +81,8 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     # evolve): the size of each instance's latest rubric, its own or, before it has one, the global one it is scored with.
     instances = sorted({s.instance_id for step in reader.steps for s in reader.scores(step) if s.instance_id is not None}) \
         if reader.settings.pipeline.per_instance else []
-    instance_sizes = {iid: len(run.load_rubric(run.rubric_versions(iid)[-1], iid).criteria)
-                      if run.rubric_versions(iid) else size for iid in instances}
+    instance_sizes = {iid: len(run.load_rubric(listed[-1], iid).criteria) if (listed := run.rubric_versions(iid))
+                      else size for iid in instances}
     totals = reader.usage_totals()
     tokens, made, reused = totals["prompt_tokens"] + totals["completion_tokens"], totals["model_calls"], \
         totals["recorded_calls"]

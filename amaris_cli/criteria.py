@@ -152,6 +152,8 @@ _MODAL = (r"(?:must|should|shall|has\s+to|have\s+to|needs?\s+to|is\s+to|are\s+to
           r"|instructed|supposed|told|allowed|directed)\s+to|ought\s+to|will|had\s+better|may\s+only|can\s+only|gives?|assigns?"
           r"|awards?|grants?|scores?|rates?|marks?|treats?|counts?|considers?|accepts?|outputs?|returns?|ignores?"
           r"|disregards?)")
+# The response as the object of a verb ("entitles it to", "qualifying the response for")
+_THE_RESPONSE = r"(?:it|them|the\s+response|this\s+response|such\s+\w+|a\s+response)"
 _VALUE_NUM = (r"(?:\d+(?:\.\d+)?(?:\s*/\s*\d+|\s*%|\s*(?:points?|pts|stars?|marks?)\b|\s+out\s+of\s+\d+)"
               r"|(?:1|0|1\.0|0\.0|one|zero)(?=\s*(?:$|[.,;!?)]|on\b|for\b|in\b|across\b|to\b|as\b|and\b)))")
 _VALUE_TOP = (r"(?:(?:full|perfect|maximum|maximal|max|top|highest|best|complete|total)\s+(?:marks?|credit|points?|scores?"
@@ -362,9 +364,8 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
     # not the verbs a task's own reasoning uses ("leads to", "yields", "results in", "guarantees")
     # ("entitles", "qualifies": only with the response as their object, as a taxpayer "qualifies for the full credit")
     (r"\b(?:(?:warrant(?:s|ed|ing)?|justif(?:y|ies|ied|ying)|impl(?:y|ies|ied|ying)|merits?|deserv(?:e|es|ed|ing)"
-     r"|amounts?\s+to|worth|calls?\s+for)\s+(?:(?:it|them|the\s+response|this\s+response|such\s+\w+|a\s+response)\s+)?"
-     r"|(?:entitl(?:e|es|ed|ing)|qualif(?:y|ies|ied|ying))\s+(?:it|them|the\s+response|this\s+response|such\s+\w+"
-     r"|a\s+response)\s+)(?:(?:to|for)\s+)?(?:(?:an?|the|its|their)\s+)?"
+     rf"|amounts?\s+to|worth|calls?\s+for)\s+(?:{_THE_RESPONSE}\s+)?"
+     rf"|(?:entitl(?:e|es|ed|ing)|qualif(?:y|ies|ied|ying))\s+{_THE_RESPONSE}\s+)(?:(?:to|for)\s+)?(?:(?:an?|the|its|their)\s+)?"
      r"(?:full|perfect|maximum|maximal|max|top|highest|best|complete|total)\s+(?:marks?|credit|points?|scores?|grades?"
      r"|ratings?|rewards?|verdicts?)\b(?!\s+(?:in|on|at|of|for|from|among|across|within|per|possible)\b)", PRESCRIBES, True),
     # the response's own verdict, as a value: "its verdict is 1", "The response's reward is maximal when ...", "has

@@ -122,8 +122,7 @@ def update_edits(run: RunDir, update: UpdateRecord) -> list[bool]:
 
 
 def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
-    criteria = _criteria(initial)  # every criterion as it stands, to tell an edit from one that changes nothing
-    texts = {c.id: c.text for c in initial.adaptive}
+    criteria = _criteria(initial)  # every criterion as it stands: its text, and whether an edit changes it
     weights = {c.id: [c.weight] for c in initial.adaptive}
     added_at: dict[str, int] = {}
     born = {c.id: initial.version for c in initial.criteria}  # the first rubric version that holds it
@@ -133,6 +132,7 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
         u = UpdateStability(step=update.step, strategy=update.strategy)
         for m in update.applied:
             cid = m.id or ""
+            before = criteria.get(cid)
             if not _edit(criteria, m):
                 u.unchanged += 1
                 continue
@@ -143,14 +143,14 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
                 if match:
                     u.reversals.append(Reversal(step=update.step, kind="readded", criterion_id=cid,
                                                 detail=f"re-adds {match[1]!r}, removed at step {match[2]}"))
-                texts[cid], weights[cid] = text, [m.weight if m.weight is not None else 1.0]
+                weights[cid] = [m.weight if m.weight is not None else 1.0]
                 added_at[cid], born[cid] = update.step, update.step + 1  # step t's update writes version t + 1
             elif m.op == "remove":
                 u.removed += 1
                 if cid in added_at:
                     u.reversals.append(Reversal(step=update.step, kind="added_then_removed", criterion_id=cid,
                                                 detail=f"added at step {added_at.pop(cid)}"))
-                removed.append((texts.pop(cid, ""), cid, update.step))
+                removed.append(((before or {}).get("text") or "", cid, update.step))
                 weights.pop(cid, None)
                 born.pop(cid, None)
             else:
@@ -158,8 +158,6 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
                     u.reweighted += 1
                 else:
                     u.modified += 1
-                if m.text is not None:
-                    texts[cid] = m.text
                 # (a weight the edit leaves as it was, e.g. a text edit that restates it, moves nothing: as a step in
                 # the history it hid the move back after it, 1 -> 2 -> 2 -> 1)
                 if m.weight is not None and cid in weights and m.weight != weights[cid][-1]:
@@ -171,8 +169,7 @@ def stability(initial: RubricSet, updates: list[UpdateRecord]) -> RunStability:
                                                         detail=f"{before:g} -> {last:g} -> {m.weight:g}"))
                     history.append(m.weight)
         for d in update.deactivated:
-            criteria.pop(d.criterion_id, None)
-            removed.append((texts.pop(d.criterion_id, ""), d.criterion_id, update.step))
+            removed.append(((criteria.pop(d.criterion_id, None) or {}).get("text") or "", d.criterion_id, update.step))
             weights.pop(d.criterion_id, None)
             born.pop(d.criterion_id, None)
             added_at.pop(d.criterion_id, None)

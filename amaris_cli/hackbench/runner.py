@@ -99,10 +99,9 @@ def run_benchmark(opts: HackbenchOptions, hooks: Hooks = Hooks()) -> HackbenchRe
     with one_judge():  # its two or three jobs, one sim-judge (with --judge sim or auto), announced once
         report = _measure(opts, bench, run, hooks)
     # Also in the run it measured: `amaris report OUT/run` shows it as a page of the report.
-    write_bytes_atomic(run.path / RESULTS, orjson.dumps(report.model_dump(mode="json"),
-                                                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    write_bytes_atomic(opts.out / RESULTS, orjson.dumps(report.model_dump(mode="json"),
-                                                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    results = orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    write_bytes_atomic(run.path / RESULTS, results)
+    write_bytes_atomic(opts.out / RESULTS, results)
     return report
 
 
