@@ -157,3 +157,11 @@ def test_a_copy_an_interrupt_left_to_no_one_is_removed(tmp_path: Path, monkeypat
                            "PrivateDirectory('amaris-memory-')\nraise KeyboardInterrupt"],
                           env={**clean_env(), "TMPDIR": str(temp)}, capture_output=True, text=True, timeout=60)
     assert "KeyboardInterrupt" in made.stderr and list(temp.iterdir()) == []
+    # the interrupt in the instant the directory is made, before anything else runs (a fresh-clone CI run's SIGTERM
+    # landed there: the test saw the directory appear and signalled at once)
+    made = subprocess.run([sys.executable, "-c", "import os\nmkdir = os.mkdir\n"
+                           "def interrupted(*a, **k):\n    mkdir(*a, **k)\n    raise KeyboardInterrupt\n"
+                           "os.mkdir = interrupted\n"
+                           "from amaris_cli.memory.privatecopy import PrivateDirectory\nPrivateDirectory('amaris-memory-')"],
+                          env={**clean_env(), "TMPDIR": str(temp)}, capture_output=True, text=True, timeout=60)
+    assert "KeyboardInterrupt" in made.stderr and list(temp.iterdir()) == []

@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,6 +31,20 @@ def _remove_left() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _made(prefix: str) -> Path:
+    """A new directory PREFIX* (mode 0700, as mkdtemp makes it), in _LIVE before it exists: an interrupt in the instant
+    after it is made (a test's SIGTERM as soon as it appears) still finds it there."""
+    for _ in range(100):  # bounded, as mkdtemp's own attempts are
+        path = Path(tempfile.gettempdir()) / f"{prefix}{secrets.token_hex(6)}"
+        _LIVE.add(path)
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:
+            _LIVE.discard(path)
+    raise FileExistsError(f"no unused name for a directory {prefix}* in {tempfile.gettempdir()}")
+
+
 class PrivateDirectory:
     """A directory named PREFIX* in the temporary directory, removed by `remove` or, once this process is gone,
     by the next PrivateDirectory of the same prefix."""
@@ -37,8 +52,7 @@ class PrivateDirectory:
     def __init__(self, prefix: str) -> None:
         remove_orphans(prefix)
         self._fd: int | None = None
-        self.path = Path(tempfile.mkdtemp(prefix=prefix))
-        _LIVE.add(self.path)
+        self.path = _made(prefix)
         try:
             # Locked before it takes the owner's name: a sweep opens only that name, so it never sees it unlocked.
             unnamed = self.path / f"{OWNER}.new"
