@@ -63,6 +63,7 @@ StepOpt = Annotated[int, typer.Option("--step", "-s", min=0, help="Training step
 FIRST = ("source", "rollouts", "out", "run", "step")  # shown first in --help, in this order
 TERMINATED = 143  # 128 + SIGTERM
 _terminated = False  # this command got SIGTERM (main resets it: the serve worker runs many commands)
+_in_body = False  # a command's body runs (inside `_errors`); outside it click parses arguments or has finished
 
 
 def _version(value: bool) -> None:
@@ -83,6 +84,8 @@ def _errors() -> Any:
     from amaris_cli.display import err
     from amaris_cli.errors import AmarisError
 
+    global _in_body
+    _in_body = True
     try:
         yield
     except AmarisError as exc:
@@ -92,8 +95,7 @@ def _errors() -> Any:
         err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        said = "terminated" if _terminated else "interrupted"
-        err.print(f"[yellow]{said}[/]: re-run the same command to continue where it stopped", markup=True)
+        _say_stopped("terminated" if _terminated else "interrupted")
         raise typer.Exit(TERMINATED if _terminated else 130) from None
     except OSError as exc:  # disk full, read-only or unwritable directory, ...: one line, not a traceback
         from rich.text import Text
@@ -102,6 +104,14 @@ def _errors() -> Any:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         err.print(Text.assemble(("error: ", "bold red"), f"{where}{reason}"), soft_wrap=True)
         raise typer.Exit(1) from None
+    finally:
+        _in_body = False
+
+
+def _say_stopped(said: str) -> None:
+    from amaris_cli.display import err
+
+    err.print(f"[yellow]{said}[/]: re-run the same command to continue where it stopped", markup=True)
 
 
 def _choice(kind: type[StrEnum]) -> dict[str, Any]:
@@ -426,6 +436,9 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     it) and the runner's close cancels the tasks, which clean up; outside the loop it is raised here."""
     global _terminated
     _terminated = True
+    if not _in_body:  # click parses the arguments: it reads a KeyboardInterrupt as Ctrl-C (exit 130, no word)
+        _say_stopped("terminated")
+        raise SystemExit(TERMINATED)
     on_sigint = signal.getsignal(signal.SIGINT)
     if callable(on_sigint):
         on_sigint(signal.SIGINT, frame)

@@ -165,3 +165,21 @@ def test_a_copy_an_interrupt_left_to_no_one_is_removed(tmp_path: Path, monkeypat
                            "from amaris_cli.memory.privatecopy import PrivateDirectory\nPrivateDirectory('amaris-memory-')"],
                           env={**clean_env(), "TMPDIR": str(temp)}, capture_output=True, text=True, timeout=60)
     assert "KeyboardInterrupt" in made.stderr and list(temp.iterdir()) == []
+
+
+def test_sigterm_while_the_arguments_are_parsed_ends_the_command_as_terminated(tmp_path: Path) -> None:
+    """A SIGTERM before the command's body starts (click still parsing its arguments: the first milliseconds of a job a
+    scheduler preempts) says terminated and exits 143, as in the body; click read it as Ctrl-C: exit 130 without a word.
+    The signal is sent from inside the parsing, so no timing is involved."""
+    parsing = ("import os, signal\nfrom typer.core import TyperCommand\nparse = TyperCommand.parse_args\n"
+               "def parse_args(self, ctx, args):\n"
+               "    if self.name == 'score':\n        os.kill(os.getpid(), signal.SIGTERM)\n"
+               "    return parse(self, ctx, args)\n"
+               "TyperCommand.parse_args = parse_args\n"
+               "from amaris_cli.cli import main\nmain()")
+    proc = subprocess.Popen([sys.executable, "-c", parsing, "score", "--run", str(tmp_path / "run"), "--step", "0"],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=stop_signals())
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and TERMINATED in " ".join(err.split()) and "Aborted" not in err, (proc.returncode, err)
+    assert not (tmp_path / "run").exists()
