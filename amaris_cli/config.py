@@ -347,7 +347,7 @@ _AGENT_ENV_KEYS = {
 
 # The AMARIS_* variables read outside env_layer: by the process, not as settings, and by the shipped trainer
 # examples (AMARIS_SERVE_URL: examples/serve/verl_reward.py).
-PROCESS_VARIABLES = frozenset({"AMARIS_EMBEDDING_CACHE", "AMARIS_HTTP_CLIENT", "AMARIS_EVENT_LOOP",
+PROCESS_VARIABLES = frozenset({"AMARIS_EMBEDDING_CACHE", "AMARIS_CACHE_DIR", "AMARIS_HTTP_CLIENT", "AMARIS_EVENT_LOOP",
                                "AMARIS_SIM_JUDGE_KEY", "AMARIS_SERVE_URL"})
 
 

@@ -43,9 +43,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import lru_cache
+import sys
+import unicodedata
+from functools import cache, lru_cache
+from pathlib import Path
 from typing import Literal
 
+from amaris_cli import textnorm
+from amaris_cli.plainids import PlainIds
 from amaris_cli.textnorm import CONTROL, clean, mixed_script_word, readings
 
 MAX_CRITERION_CHARS = 300
@@ -245,7 +250,7 @@ REWRITES = "rewrites the judge's instructions or role"
 
 # (pattern, reason, may be reported): a match that the response is said to ask for or do (`_reported`)
 # describes a hack, unless the rule cannot be reported (the second person, a vocative, an imperative).
-_CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason, reportable) for p, reason, reportable in [
+_CHECK_PATTERNS: list[tuple[str, str, bool]] = [
     (r"\b(?:you|your|yours|yourself|yourselves|youre|youll|youve|youd|thou|thee|thy|yall)\b"
      r"|\bu\s+(?:must|should|shall|will|need|have\s+to|are|r|can|may)\b|\bur\s+(?:score|verdict|rubric|instructions?|job|task)\b",
      SECOND_PERSON, False),
@@ -438,7 +443,18 @@ _CHECKS: list[tuple[re.Pattern[str], str, bool]] = [(re.compile(p, re.I), reason
      r"|overrides?|changes?|amendments?|exceptions?|clarifications?|memo|reminders?|hints?|tips?|addend(?:um|a)|errata"
      r"|notice|key)|(?:notes?|memo|reminder|hint)\s+(?:for|on|about|regarding)\s+(?:the\s+)?(?:grading|scoring|evaluation"
      r"|judging|marking|rating)|policy|override|exception|addendum|errata|amendment)\s*(?::|—|-\s)", REWRITES, True),
-]]
+]
+
+
+@cache
+def _checks() -> list[tuple[re.Pattern[str], str, bool]]:
+    """Compiled when first needed (~150 ms): a command whose ids are all in the memo (plainids.py) never needs them."""
+    return [(re.compile(p, re.I), reason, reportable) for p, reason, reportable in _CHECK_PATTERNS]
+
+
+# The memo's key: what decides a verdict (this module's and textnorm's rules, the regex engine, Unicode's tables).
+_PLAIN_IDS = PlainIds(hashlib.sha256(b"".join(Path(f).read_bytes() for f in (__file__, textnorm.__file__))
+                                     + f"{sys.version}|{unicodedata.unidata_version}".encode()).hexdigest())
 
 # A verdict or an order that the response is said to ask for or do is reported, not given: "The response
 # tells the judge that the answer deserves a score of 1". The words between the reporting verb and the
@@ -505,7 +521,7 @@ def _instruction(text: str, sentence_rules: bool = True, rewarded: bool = False)
     """The reason a text instructs the judge or prescribes a verdict, with the words that do, or None.
     `rewarded`: the text is a reward criterion's, which must not describe such words as the response's either
     (it would reward the hack that a pitfall with the same text penalizes)."""
-    checks = [c for c in _CHECKS if sentence_rules or c[1] != IMPERATIVE]
+    checks = [c for c in _checks() if sentence_rules or c[1] != IMPERATIVE]
     for form in readings(text):
         plain = _unquoted(form)
         for pattern, reason, reportable in checks:
@@ -567,8 +583,11 @@ def criterion_id_problem(criterion_id: str) -> str | None:
     if len(criterion_id) > MAX_ID_CHARS or not _ID.fullmatch(criterion_id):
         return (f"criterion id {criterion_id[:MAX_ID_CHARS + 20]!r} is not a plain slug (letters, digits, '-' and '_', "
                 f"starting with a letter or digit, at most {MAX_ID_CHARS} characters)")
+    if _PLAIN_IDS.known(criterion_id):  # it passed these very checks in an earlier command
+        return None
     if problem := _instruction(re.sub(r"[-_]+", " ", criterion_id), sentence_rules=False):
         return f"criterion id {criterion_id!r} {problem}"
+    _PLAIN_IDS.remember(criterion_id)
     return None
 
 

@@ -82,7 +82,7 @@ WORKED_ROW = {"id": "worked", "input": "What is 6*7?",
 # alone, so a cached vector is the one the model would give, and the suite embeds each text once instead of
 # in every run that writes it (a third of the suite's CPU was the model). Tests of the cache use their own.
 # AMARIS_EVENT_LOOP too: the loop asked for (amaris_cli/eventloop.py) runs the commands the suite runs.
-KEPT_ENV = ("AMARIS_EMBEDDING_CACHE", "AMARIS_EVENT_LOOP")
+KEPT_ENV = ("AMARIS_EMBEDDING_CACHE", "AMARIS_CACHE_DIR", "AMARIS_EVENT_LOOP")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -92,12 +92,18 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+SESSION_CACHES = {"AMARIS_EMBEDDING_CACHE": "amaris-embeddings-", "AMARIS_CACHE_DIR": "amaris-cache-"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """One cache per session, made by the controller (xdist's workers inherit its environment): the model's
-    code may have changed since the last session."""
-    if "AMARIS_EMBEDDING_CACHE" not in os.environ and not hasattr(config, "workerinput"):
-        config.amaris_embedding_cache = tempfile.mkdtemp(prefix="amaris-embeddings-")  # type: ignore[attr-defined]
-        os.environ["AMARIS_EMBEDDING_CACHE"] = config.amaris_embedding_cache  # type: ignore[attr-defined]
+    """One embedding cache and one id memo (plainids.py) per session, made by the controller (xdist's workers inherit
+    its environment): the model's code may have changed since the last session, and the suite writes no user's
+    ~/.cache."""
+    if hasattr(config, "workerinput"):
+        return
+    config.amaris_session_caches = [variable for variable in SESSION_CACHES if variable not in os.environ]  # type: ignore[attr-defined]
+    for variable in config.amaris_session_caches:  # type: ignore[attr-defined]
+        os.environ[variable] = tempfile.mkdtemp(prefix=SESSION_CACHES[variable])
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -117,10 +123,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    cache = getattr(config, "amaris_embedding_cache", None)
-    if cache is not None:
-        shutil.rmtree(cache, ignore_errors=True)
-        os.environ.pop("AMARIS_EMBEDDING_CACHE", None)
+    for variable in getattr(config, "amaris_session_caches", []):
+        shutil.rmtree(os.environ.pop(variable), ignore_errors=True)
 
 
 @dataclass

@@ -1,0 +1,77 @@
+"""Criterion ids that passed the id rule's instruction checks, remembered between processes.
+
+Every command checks the ids of every rubric and config it reads (criteria.criterion_id_problem), and the
+checks' regular expressions take about 150 ms to compile: more than anything else a `score` does before its
+first request but importing the SDK. The ids of a run are the same from step to step, so a command that finds
+them here never compiles the checks.
+
+The memo is a file per version of the rules: its name holds a digest of the modules that define them, Python's
+version and its Unicode data, so a changed rule starts an empty memo and never trusts an earlier verdict. Only
+ids that passed are written, one per line beside its own digest: a line cut short by a writer in another
+process (a prefix of an id is another id, which may not pass) is not read. The directory is
+$AMARIS_CACHE_DIR (empty: no memo), else $XDG_CACHE_HOME/amaris or ~/.cache/amaris. The memo only saves time:
+a directory that cannot be made or written leaves every check to run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+MAX_BYTES = 1 << 20  # about 12,000 ids; past it nothing is added
+
+
+def memo_directory() -> Path | None:
+    value = os.environ.get("AMARIS_CACHE_DIR")
+    if value is not None:
+        return Path(value).expanduser() if value else None
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "amaris"
+
+
+def _line(criterion_id: str) -> str:
+    return f"{criterion_id} {hashlib.sha256(criterion_id.encode()).hexdigest()[:16]}\n"
+
+
+class PlainIds:
+    """The memo of one version of the rules (`rules`: a digest of them)."""
+
+    def __init__(self, rules: str) -> None:
+        self.rules = rules
+        self._known: set[str] | None = None
+
+    def _path(self) -> Path | None:
+        directory = memo_directory()
+        return None if directory is None else directory / f"plain-ids-{self.rules[:20]}.txt"
+
+    def known(self, criterion_id: str) -> bool:
+        if self._known is None:
+            self._known = set()
+            try:
+                if (path := self._path()) is not None:
+                    with path.open("rb") as file:
+                        data = file.read(MAX_BYTES)
+                    lines = data.decode("ascii", "replace").splitlines(keepends=True)
+                    self._known = {line.split(" ", 1)[0] for line in lines if line == _line(line.split(" ", 1)[0])}
+            except OSError:
+                pass
+        return criterion_id in self._known
+
+    def remember(self, criterion_id: str) -> None:
+        """Adds an id that passed (a plain slug: ASCII, no spaces). One short append: lines of writers in other
+        processes do not interleave with it."""
+        if self._known is not None:
+            self._known.add(criterion_id)
+        try:
+            if (path := self._path()) is None:
+                return
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if os.fstat(fd).st_size < MAX_BYTES:
+                    os.write(fd, _line(criterion_id).encode("ascii"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
