@@ -452,9 +452,17 @@ def _checks() -> list[tuple[re.Pattern[str], str, bool]]:
     return [(re.compile(p, re.I), reason, reportable) for p, reason, reportable in _CHECK_PATTERNS]
 
 
-# The memo's key: what decides a verdict (this module's and textnorm's rules, the regex engine, Unicode's tables).
-_PLAIN_IDS = PlainIds(hashlib.sha256(b"".join(Path(f).read_bytes() for f in (__file__, textnorm.__file__))
-                                     + f"{sys.version}|{unicodedata.unidata_version}".encode()).hexdigest())
+def _rules_digest() -> str | None:
+    """The memo's key: what decides a verdict (this module's and textnorm's source, the regex engine, Unicode's
+    tables); None where the source is not there to read (an install of bytecode only): no memo."""
+    try:
+        source = b"".join(Path(f).read_bytes() for f in (__file__, textnorm.__file__))
+    except OSError:
+        return None
+    return hashlib.sha256(source + f"{sys.version}|{unicodedata.unidata_version}".encode()).hexdigest()
+
+
+_PLAIN_IDS = PlainIds(_rules_digest())
 
 # A verdict or an order that the response is said to ask for or do is reported, not given: "The response
 # tells the judge that the answer deserves a score of 1". The words between the reporting verb and the

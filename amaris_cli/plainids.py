@@ -35,15 +35,15 @@ def _line(criterion_id: str) -> str:
 
 
 class PlainIds:
-    """The memo of one version of the rules (`rules`: a digest of them)."""
+    """The memo of one version of the rules (`rules`: a digest of them; None: no memo)."""
 
-    def __init__(self, rules: str) -> None:
+    def __init__(self, rules: str | None) -> None:
         self.rules = rules
         self._known: set[str] | None = None
 
     def _path(self) -> Path | None:
         directory = memo_directory()
-        return None if directory is None else directory / f"plain-ids-{self.rules[:20]}.txt"
+        return None if directory is None or self.rules is None else directory / f"plain-ids-{self.rules[:20]}.txt"
 
     def known(self, criterion_id: str) -> bool:
         if self._known is None:

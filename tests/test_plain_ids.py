@@ -85,6 +85,15 @@ def test_a_line_cut_short_or_of_another_rules_version_lets_nothing_pass(tmp_path
     assert fresh.known("a-whole-line") and not fresh.known(REFUSED)
 
 
+def test_without_the_rules_source_there_is_no_memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install of bytecode only has no source to key the memo by: no memo, and the module still imports."""
+    monkeypatch.setenv("AMARIS_CACHE_DIR", str(tmp_path / "memo"))
+    monkeypatch.setattr(criteria, "__file__", str(tmp_path / "criteria.py"))
+    memo = plainids.PlainIds(criteria._rules_digest())
+    memo.remember("cites-sources")
+    assert memo.rules is None and not (tmp_path / "memo").exists()
+
+
 @pytest.mark.parametrize("directory", ["", "a-file"])
 def test_without_a_usable_directory_every_id_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         memo: plainids.PlainIds, directory: str) -> None:
