@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from amaris_cli.serve.client import RewardClient, ScoreFailed
+from amaris_cli.serve.core import ApiError
 from amaris_cli.serve.intake import read_score_request
 from tests.conftest import EXAMPLES, invoke, judge_env, new_run
 from tests.served import served
@@ -260,3 +261,35 @@ def test_the_reference_bodys_metadata_instance_id_names_the_instance() -> None:
     assert named.rollout.instance_id == "q-17"
     unnamed = read_score_request(json.dumps({"rollout": rollout, "metadata": reference_metadata(0)}).encode(), None)
     assert unnamed.rollout.instance_id is None  # the hash of the prompt, as the reference derives it
+
+
+def test_a_reference_program_that_sends_its_step_as_a_string_is_scored_in_that_step(tmp_path, sim) -> None:
+    """The reference's TrainingMetadata is a pydantic model: `current_step: int` takes "1" as 1, as amaris's
+    `total_steps` does. amaris refused `"current_step": "1"` with a 422 on every call of a trainer that reads its
+    step from a string (a config, an environment variable), while the same body's `"total_steps": "3"` passed."""
+    run = new_run(tmp_path, "string-step")
+    metadata = {**reference_metadata(0), "current_step": "0", "total_steps": "3"}
+
+    async def train(url: str) -> tuple[list[float], dict, dict]:
+        async with RewardClient(url, timeout=600) as client:
+            scores = await asyncio.gather(*(client.score_async(rollout=reference_rollout(r), metadata=metadata)
+                                            for r in MATH[0][:2]))
+            return scores, await client.rollouts_complete_async(), await client.rubric_updated_async()
+
+    with served(run, sim) as server:
+        scores, complete, updated = asyncio.run(train(server.url))
+    assert all(isinstance(s, float) for s in scores)
+    assert complete["step"] == updated["step"] == 0 and updated["status"] == "updated"
+    stored = (run / "steps" / "000000" / "rollouts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in stored] == [r["id"] for r in MATH[0][:2]]
+    # A string that is not a whole number is still refused, naming the field.
+    refused = read_score_request_error({"rollout": reference_rollout(MATH[0][0]),
+                                        "metadata": {**metadata, "current_step": "1.5"}})
+    assert "metadata.current_step" in refused and "must be an integer, got '1.5'" in refused, refused
+
+
+def read_score_request_error(body: dict) -> str:
+    with pytest.raises(ApiError) as refused:
+        read_score_request(json.dumps(body).encode(), None)
+    assert refused.value.status == 422
+    return str(refused.value)

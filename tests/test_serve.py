@@ -398,7 +398,7 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         ("POST", "/score", {**ok, "metadata": {"current_step": 0, "high_level_goal": 7}}, 422,
          "metadata.high_level_goal"),
         ("POST", "/score", {**ok, "metadata": {"current_step": -1}}, 422, "metadata.current_step"),
-        ("POST", "/score", {**ok, "metadata": {"current_step": "3"}}, 422, "must be an integer"),
+        ("POST", "/score", {**ok, "metadata": {"current_step": "three"}}, 422, "must be an integer"),  # "3" is 3
         ("POST", "/score", {**ok, "metadata": {"current_step": 2.5}}, 422, "must be an integer"),
         ("POST", "/score", {**ok, "prompt": 5}, 422, "prompt"),
         ("POST", "/score", {"response": "a", "metadata": {"current_step": 0}}, 422, "missing input"),

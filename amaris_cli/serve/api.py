@@ -16,9 +16,19 @@ Every error is a JSON `ErrorResponse` with a 4xx or 5xx status (README, "amaris 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from amaris_cli.alarms import Alarm
 from amaris_cli.stepfiles import step_number
@@ -26,6 +36,7 @@ from amaris_cli.training import TrainingMetadata
 
 StepState = Literal["open", "completing", "evolving", "done", "failed", "idle"]
 MAX_SHARDS = 65536
+_INT = TypeAdapter(int)
 
 
 def check_step(value: Any) -> int | None:
@@ -45,6 +56,11 @@ class ScoreMetadata(TrainingMetadata):
     @field_validator("current_step", mode="before")
     @classmethod
     def _step(cls, value: Any) -> int | None:
+        # The reference's `current_step: int` is a pydantic int, which takes "3" as 3 (as `total_steps` here does):
+        # a trainer that sends its step as a string was refused on every call. "1.5" or "x" is still refused.
+        if isinstance(value, str):
+            with contextlib.suppress(ValidationError):
+                value = _INT.validate_python(value)
         return check_step(value)
 
 
