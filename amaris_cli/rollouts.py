@@ -8,7 +8,8 @@ Field resolution, first match wins (an explicit `--map field=source` beats all o
   id      id, uid, example_id, request_id, extra_info.index; else a stable content hash
   input   input, prompt, query, question, or the messages before the last assistant turn
   output  output, response, completion, solution_str, or the last assistant message of a chat list
-          (messages, messages_and_choices, conversation)
+          (messages, messages_and_choices, conversation; not of an ART trajectory with additional_histories,
+          whose other LLM calls the judge would not see)
   reference (supplemental_context)
           supplemental_context, reference, ground_truth, gts, reward_model.ground_truth,
           label, labels, answer, solution, target
@@ -256,6 +257,19 @@ def _split_messages(messages: list[Any]) -> tuple[str, str] | None:
     return None
 
 
+def _one_history(record: Mapping[str, Any]) -> None:
+    """A chat read from the line is its only conversation: an OpenPipe ART Trajectory's `additional_histories` hold
+    its other LLM calls (ART's LangGraph integration keeps an agent's first call in messages_and_choices and each
+    later one there, the final answer in the last), which the judge would never see, and the last assistant turn of
+    messages_and_choices is then not the response. RULER refuses such trajectories too."""
+    others = record.get("additional_histories")
+    if isinstance(others, list) and others:
+        raise _BadContent(f"the trajectory has {len(others)} additional history(ies) (OpenPipe ART's "
+                          "additional_histories: the agent's other LLM calls), which amaris would not show the judge, "
+                          "so the last assistant turn of its chat is not the response; say where the prompt and the "
+                          "response are with --map input=... --map output=...")
+
+
 class _LineReader:
     def __init__(self, path: Path, mapping: Mapping[str, str], instance_field: str | None) -> None:
         self.path = path
@@ -304,6 +318,8 @@ class _LineReader:
             out_src = "messages"
             if input_value is _MISSING:
                 input_value, in_src = chat_input, "messages"
+        if "messages" in (in_src, out_src):
+            _one_history(record)
         if input_value is _MISSING:
             raise bad("missing input (looked for: " + ", ".join(ALIASES["input"]) + ", messages)")
         if output_value is _MISSING:

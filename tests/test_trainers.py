@@ -85,6 +85,42 @@ def test_art_trajectories_with_the_sdks_choice_objects_are_read_as_art_reads_the
     assert stored[0]["input"] == chat_text({"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 6*7?"})
 
 
+def test_an_art_trajectory_with_additional_histories_is_refused_not_judged_by_its_first_call(tmp_path: Path,
+                                                                                                 sim) -> None:
+    """An ART Trajectory keeps its other conversations in `additional_histories` (ART's LangGraph integration puts
+    an agent's first LLM call in messages_and_choices and every later call there, the final answer in the last).
+    amaris judged the last assistant turn of messages_and_choices, the first call's, as the response, and never
+    showed the judge the rest; RULER refuses such trajectories ("Additional histories are not supported"). Refused,
+    naming the line; an empty list is no other conversation, and --map output=... says where the response is."""
+    first_call = [{"role": "user", "content": "What is 6*7? Use the calculator."},
+                  {"role": "assistant", "content": "Let me compute it with the calculator."}]
+    last_call = [{"role": "user", "content": "What is 6*7? Use the calculator."},
+                 {"role": "assistant", "content": "Let me compute it with the calculator."},
+                 {"role": "user", "content": "calculator: 42"},
+                 {"role": "assistant", "content": "Final answer: 42"}]
+    rows = [{"messages_and_choices": first_call, "tools": None, "reward": 0.0, "metrics": {}, "metadata": {},
+             "logs": [], "additional_histories": []},
+            {"messages_and_choices": first_call, "tools": None, "reward": 0.0, "metrics": {}, "metadata": {},
+             "logs": [], "additional_histories": [{"messages_and_choices": last_call, "tools": None}]}]
+    source = tmp_path / "art.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = invoke("score", source, "--run", new_run(tmp_path), "--step", "0", env=judge_env(sim))
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and f"{source}:2: the trajectory has 1 additional history" in said, said
+    assert f"{source}:1:" not in said and not sim.requests
+    mapped = invoke("score", source, "--run", new_run(tmp_path, "mapped"), "--step", "0",
+                    "--map", "output=additional_histories.-1.messages_and_choices.-1.content", env=judge_env(sim))
+    assert mapped.exit_code == 2 and f"{source}:1: --map output=" in " ".join(mapped.stderr.split())
+    rows[0]["additional_histories"] = [{"messages_and_choices": last_call, "tools": None}]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mapped = invoke("score", source, "--run", new_run(tmp_path, "mapped2"), "--step", "0",
+                    "--map", "output=additional_histories.-1.messages_and_choices.-1.content",
+                    "--map", "input=messages_and_choices.0.content", env=judge_env(sim))
+    assert mapped.exit_code == 0, mapped.stderr
+    stored = [json.loads(line) for line in (tmp_path / "mapped2/steps/000000/rollouts.jsonl").read_text().splitlines()]
+    assert [r["output"] for r in stored] == ["Final answer: 42"] * 2
+
+
 def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_path: Path, sim) -> None:
     """verifiers writes one row per rollout with its example's `example_id` (n rollouts per example share it), and
     verl's GRPO `uid` names a prompt's group: amaris took them as rollout ids and refused the file ("duplicate id
