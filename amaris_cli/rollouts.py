@@ -368,8 +368,10 @@ class _LineReader:
                 raise bad(f"missing instance field {self.instance_field!r}")
             instance_id = value if isinstance(value, str) else orjson.dumps(value).decode()
         else:
-            _, value = self.first(record, "instance_id")
-            if isinstance(value, str | int) and not isinstance(value, bool):
+            inst_src, value = self.first(record, "instance_id")
+            if value is not _MISSING:  # (null: none) another type was dropped, and the line put in another instance
+                if isinstance(value, bool) or not isinstance(value, str | int):
+                    raise bad(f"field {inst_src!r} must be a string or an integer, got {type(value).__name__}")
                 instance_id = str(value)
 
         metadata = record.get("metadata")

@@ -189,6 +189,23 @@ def test_map_option_reads_any_field(tmp_path: Path) -> None:
     assert (r.id, r.input, r.output) == ("12", "p", "o")
 
 
+def test_an_instance_id_that_is_not_a_string_or_an_integer_is_an_error_not_ignored(tmp_path: Path) -> None:
+    """`instance_id` 3.0 (an integer column with a gap, as pandas writes it) or true was dropped without a word: the
+    line was put in its prompt's hashed instance, apart from the lines of instance 3 (a per-instance run judged it
+    with another rubric). It is refused, as an id of that type is; a string, an integer or null reads as before."""
+    rows = [{"input": "p", "output": "o", "instance_id": 3}, {"input": "q", "output": "o", "instance_id": 3.0},
+            {"input": "r", "output": "o", "instance_id": True}, {"input": "s", "output": "o", "instance_id": None},
+            {"input": "t", "output": "o", "instance_id": "3"}]
+    with pytest.raises(InputErrors) as info:
+        read_rollouts(write_jsonl(tmp_path / "r.jsonl", rows))
+    lines = {e.line: e.reason for e in info.value.errors}
+    assert sorted(lines) == [2, 3]
+    assert lines[2] == "field 'instance_id' must be a string or an integer, got float"
+    assert lines[3] == "field 'instance_id' must be a string or an integer, got bool"
+    read = read_rollouts(write_jsonl(tmp_path / "ok.jsonl", [rows[0], rows[3], rows[4]]))
+    assert [r.instance_id for r in read] == ["3", None, "3"]
+
+
 def test_missing_ids_are_stable_content_hashes_and_exact_duplicates_differ(tmp_path: Path) -> None:
     rows = [{"input": "p", "output": "o"}, {"input": "p", "output": "o"}, {"input": "p", "output": "x"}]
     first = read_rollouts(write_jsonl(tmp_path / "a.jsonl", rows))
