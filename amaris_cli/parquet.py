@@ -136,6 +136,12 @@ def _art_row(row: dict[str, Any]) -> dict[str, Any]:
         elif text is None:
             out.pop(column, None)
     out["messages_and_choices"] = [_message(m) for m in row["messages"]]
+    # ART's v2 log keeps the whole Trajectory as JSON text and only its main history as `messages`: its other LLM
+    # calls (additional_histories) are read from there, so that the reader refuses the row as it does such a line.
+    if isinstance(row.get("trajectory_json"), str):
+        whole = _json_text(row["trajectory_json"], "column 'trajectory_json'")
+        if isinstance(whole, dict) and whole.get("additional_histories"):
+            out["additional_histories"] = whole["additional_histories"]
     return out
 
 

@@ -121,6 +121,36 @@ def test_an_art_trajectory_with_additional_histories_is_refused_not_judged_by_it
     assert [r["output"] for r in stored] == ["Final answer: 42"] * 2
 
 
+def test_an_art_parquet_rows_additional_histories_held_in_its_trajectory_json_are_seen(tmp_path: Path, sim) -> None:
+    """ART's v2 Parquet log (format_version 2) keeps the whole Trajectory as `trajectory_json` and its main history
+    alone, flattened, as `messages`: the other LLM calls are in trajectory_json's additional_histories only. The row
+    was read by its messages, and its first call's last assistant turn judged as the response."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    messages = [{"role": "user", "content": "What is 6*7?", "tool_calls": None, "tool_call_id": None, "trainable": False},
+                {"role": "assistant", "content": "Let me compute it.", "tool_calls": None, "tool_call_id": None,
+                 "trainable": True}]
+    shown = [{k: m[k] for k in ("role", "content")} for m in messages]
+    last_call = [*shown, {"role": "user", "content": "calculator: 42"}, {"role": "assistant", "content": "42"}]
+
+    def row(index: int, histories: list) -> dict:
+        whole = {"messages_and_choices": shown, "reward": 0.0, "metrics": {}, "metadata": {}, "logs": []}
+        if histories:
+            whole["additional_histories"] = histories
+        return {"format_version": 2, "group_index": 0, "trajectory_index": index, "group_json": "{}",
+                "trajectory_json": json.dumps(whole), "reward": 0.0, "metadata": None, "metrics": None,
+                "tools": None, "messages": messages}
+
+    path = tmp_path / "0000.parquet"
+    pq.write_table(pa.Table.from_pylist([row(0, []), row(1, [{"messages_and_choices": last_call, "tools": None}])]),
+                   path)
+    result = invoke("score", path, "--run", new_run(tmp_path), "--step", "0", env=judge_env(sim))
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and f"{path}:2: the trajectory has 1 additional history" in said, said
+    assert f"{path}:1:" not in said and not sim.requests
+
+
 def test_a_uid_or_example_id_shared_by_several_rollouts_names_their_prompt(tmp_path: Path, sim) -> None:
     """verifiers writes one row per rollout with its example's `example_id` (n rollouts per example share it), and
     verl's GRPO `uid` names a prompt's group: amaris took them as rollout ids and refused the file ("duplicate id
