@@ -27,7 +27,12 @@ def memo_directory() -> Path | None:
     if value is not None:
         return Path(value).expanduser() if value else None
     base = os.environ.get("XDG_CACHE_HOME", "")
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "amaris"
+    if os.path.isabs(base):
+        return Path(base) / "amaris"
+    try:
+        return Path.home() / ".cache" / "amaris"
+    except RuntimeError:  # no HOME and no password entry: no memo
+        return None
 
 
 def _line(criterion_id: str) -> str:

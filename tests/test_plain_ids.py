@@ -106,3 +106,12 @@ def test_without_a_usable_directory_every_id_is_checked(tmp_path: Path, monkeypa
     assert criteria.criterion_id_problem(REFUSED) is not None
     assert not memo.known(REFUSED)
     assert sorted(p.name for p in tmp_path.iterdir()) == ([directory and "a-file"] if directory else [])
+
+
+def test_a_user_without_a_home_checks_every_id(monkeypatch: pytest.MonkeyPatch, memo: plainids.PlainIds) -> None:
+    """No HOME and no password entry (a container's uid): Path.home() raises; there is no memo, and no error."""
+    monkeypatch.delenv("AMARIS_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(plainids.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home")))
+    assert plainids.memo_directory() is None
+    assert criteria.criterion_id_problem("cites-sources") is None and criteria.criterion_id_problem(REFUSED)
