@@ -140,7 +140,7 @@ def memory_opener(session: Session, wait: float, say: Say) -> Iterator[Callable[
             # command went on waiting, up to `wait`, after Ctrl-C)
             opened.append(await blocking(lambda stop: MemoryStore.open(
                 session.run, session.settings.memory, "writer", wait=wait, say=say, replaying=session.replaying,
-                offline=session.offline, stop=stop)))
+                offline=session.offline, stop=stop, outage_budget=session.settings.llm.outage_budget)))
         return opened[0]
 
     try:

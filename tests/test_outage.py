@@ -30,6 +30,7 @@ from amaris_cli.llm.client import OUTAGE_MAX_DELAY_S, LLMClient
 from amaris_cli.simjudge.server import SimJudge, SimJudgeConfig
 from tests.conftest import (
     EXAMPLES,
+    FAST_MEMORY,
     PLANTED_KEY,
     TEST_CONFIG,
     clean_env,
@@ -1019,3 +1020,80 @@ def test_a_judge_that_never_answered_is_not_asked_by_every_request_in_turn_witho
     sent = json.loads(result.stdout)["usage"]["scorer"]["requests"]
     attempts = int(TEST_CONFIG.split("max_attempts = ")[1].split()[0]) if "max_attempts = " in TEST_CONFIG else 3
     assert sent <= attempts + 2, sent  # one request's attempts, then at most a look or two
+
+
+class EmbeddingsServer:
+    """An OpenAI-compatible /v1/embeddings on 127.0.0.1 (the sim-judge's hashed vectors) that answers 503 with a
+    1 ms `retry-after-ms` (so the SDK's own retries are spent at once) while `down`, as a provider's blip does."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        from amaris_cli.simjudge.server import hashed_embedding
+
+        outer = self
+        self.down = False
+        self.refused = self.answered = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if outer.down:
+                    outer.refused += 1
+                    payload, status = {"error": {"message": "upstream unavailable", "type": "server_error"}}, 503
+                else:
+                    outer.answered += 1
+                    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                    payload, status = {"object": "list", "model": body["model"], "data": [
+                        {"object": "embedding", "index": i, "embedding": hashed_embedding(t)}
+                        for i, t in enumerate(texts)]}, 200
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("retry-after-ms", "1")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(120)
+def test_an_embeddings_endpoint_down_for_a_moment_during_an_update_is_waited_out(tmp_path: Path, sim) -> None:
+    """memory.embedding = "openai": the embeddings endpoint answered 503 for 2 s while the update of step 1 embedded
+    its queries. The judge's requests wait out such an outage (llm.outage_budget), but the embedder gave up after
+    the SDK's own retries: the evolution failed (exit 1) and `score --lag 1` of step 3 exited 1 on its failed mark,
+    ending the training run for a blip well inside the budget."""
+    embeddings = EmbeddingsServer()
+    try:
+        memory = FAST_MEMORY + f'embedding_base_url = "{embeddings.url}"\n'
+        run = run_with(tmp_path, budget=30, extra=memory)
+        env = judge_env(sim)
+        for t in range(2):
+            assert invoke("score", step_file(t), "--run", run, "--step", t, "--lag", "1", "--on-error", "neutral",
+                          env=env).exit_code == 0
+            if t == 1:  # the update of step 1 embeds its queries to search step 0's entries
+                embeddings.down = True
+                threading.Timer(2.0, lambda: setattr(embeddings, "down", False)).start()
+            result = invoke("evolve", "--run", run, "--step", t, env=env)
+            assert result.exit_code == 0, result.stderr
+        assert embeddings.refused > 0 and not embeddings.down
+        assert "waiting for the embeddings endpoint" in result.stderr, result.stderr
+        update = json.loads((run / "steps/000001/update.json").read_text())
+        assert update["carried_forward"] is None and update["to_version"] == 2
+        for t in (2, 3):  # step 3 is scored with rubric version 2, which the evolution of step 1 wrote
+            result = invoke("score", step_file(t), "--run", run, "--step", t, "--lag", "1", "--on-error", "neutral",
+                            env=env)
+            assert result.exit_code == 0, result.stderr
+    finally:
+        embeddings.stop()

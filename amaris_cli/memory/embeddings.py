@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,9 @@ def _query_params(query: str) -> dict[str, str]:
 
 
 class OpenAIEmbedder:
-    def __init__(self, settings: MemorySettings, environ: Any = None) -> None:
+    def __init__(self, settings: MemorySettings, environ: Any = None, outage_budget: float = 0.0,
+                 say: Callable[[str], None] | None = None) -> None:
+        """`outage_budget` (llm.outage_budget): seconds an embedding waits in all for an endpoint that is down."""
         from openai import OpenAI
 
         env = os.environ if environ is None else environ
@@ -117,18 +120,39 @@ class OpenAIEmbedder:
         bare_url, query = query_apart(base_url)
         self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=bare_url, max_retries=4,
                               default_query=_query_params(query) or None)
+        self._outage_budget = outage_budget
+        self._say = say or (lambda _text: None)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), 64):
+            response = self._create(texts[start : start + 64])
+            vectors.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        return vectors
+
+    def _create(self, batch: list[str]) -> Any:
+        """One batch's embeddings. An endpoint that is down (refused, timing out, 429 or 5xx after the SDK's own
+        retries) is waited out up to the outage budget, as the judge is (llm/client.py): the SDK's retries alone
+        last about 8 s, and the evolution they failed left a failed mark that ended the online run two steps
+        later (`score --lag 1` needs it), for a blip the judge's own requests rode out."""
         import openai
 
-        vectors: list[list[float]] = []
-        try:
-            for start in range(0, len(texts), 64):
-                response = self._client.embeddings.create(model=self._model, input=texts[start : start + 64])
-                vectors.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
-        except openai.APIError as exc:
-            raise self._failed(exc) from None
-        return vectors
+        from amaris_cli.llm.client import OUTAGE_MAX_DELAY_S
+
+        started, delay = time.monotonic(), 0.5
+        while True:
+            try:
+                return self._client.embeddings.create(model=self._model, input=batch)
+            except openai.APIError as exc:
+                left = self._outage_budget - (time.monotonic() - started)
+                if not _passing(exc) or left <= 0:
+                    raise self._failed(exc) from None
+                if delay == 0.5:
+                    self._say(f"waiting for the embeddings endpoint {public_url(self._base_url)}: "
+                              f"{one_line(redact(str(exc), self._secrets), 200)}; retrying for up to {left:.0f}s "
+                              "more (llm.outage_budget)")
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, OUTAGE_MAX_DELAY_S)
 
     def _failed(self, exc: Exception) -> AmarisError:
         """The endpoint's failure, named as such: the memory store's own message blamed a full disk or a damaged
@@ -177,14 +201,29 @@ class _NotRecorded:
             "ask the endpoint for them")
 
 
+def _passing(exc: Exception) -> bool:
+    """Whether an embeddings request failed as an endpoint that is down fails (worth waiting out), not as a
+    wrong key, model or URL does."""
+    import openai
+
+    from amaris_cli.llm.client import RETRYABLE_STATUS
+
+    if isinstance(exc, openai.APIConnectionError):  # a timeout included
+        return True
+    return (isinstance(exc, openai.APIStatusError) and exc.status_code in RETRYABLE_STATUS
+            and exc.code != "insufficient_quota")
+
+
 def embedder_name(settings: MemorySettings) -> str:
     """The name an index built with these settings records, known without loading the model."""
     return f"openai:{settings.embedding_model}" if settings.embedding == "openai" else LocalMiniLM.name
 
 
-def make_embedder(settings: MemorySettings, environ: Any = None, record: EmbeddingRecord | None = None) -> Embedder:
+def make_embedder(settings: MemorySettings, environ: Any = None, record: EmbeddingRecord | None = None,
+                  outage_budget: float = 0.0, say: Callable[[str], None] | None = None) -> Embedder:
     """The memory's embedder: the model, behind this machine's cache (AMARIS_EMBEDDING_CACHE) and, for an
-    endpoint, behind the run's record of its vectors (`record`; module docstring)."""
+    endpoint, behind the run's record of its vectors (`record`; module docstring). An endpoint that is down is
+    waited for up to `outage_budget` seconds per batch (OpenAIEmbedder)."""
     from amaris_cli import preload
 
     preload.settle()  # the model's load in the preload thread ends first (preload.py)
@@ -196,7 +235,7 @@ def make_embedder(settings: MemorySettings, environ: Any = None, record: Embeddi
     else:
         model = _local  # with a cache, loaded on the first text the cache does not hold
         if settings.embedding == "openai":
-            model = functools.cache(lambda: OpenAIEmbedder(settings, environ))
+            model = functools.cache(lambda: OpenAIEmbedder(settings, environ, outage_budget, say))
             if not _holds_vectors(record):  # made now: its settings' errors come when the memory opens, unless a
                 model()  # record may hold every text asked for (`memory rebuild` of the run)
         if (directory := cache_directory(environ)) is not None:

@@ -82,20 +82,22 @@ class MemoryStore:
     @classmethod
     def open(cls, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
              wait: float = 0.0, say: Callable[[str], None] | None = None, replaying: RunDir | None = None,
-             offline: bool = False, stop: threading.Event | None = None) -> MemoryStore:
+             offline: bool = False, stop: threading.Event | None = None, outage_budget: float = 0.0) -> MemoryStore:
         """The run's memory as its settings describe it (embedded, or a shared server). A writer waits up
         to `wait` seconds for another writer (0: fail at once, exit 3). `rebuilding` accepts an index built
         with another embedder, since it is about to be replaced. ChromaDB and the embedding model are only
         loaded when first needed: a command whose steps are all indexed already never loads them.
         `replaying`: a replay's source, whose record of an endpoint's vectors is read first (`offline`: only
-        the records are; memory/embeddings.py)."""
+        the records are; memory/embeddings.py). `outage_budget`: how long an embeddings endpoint that is down is
+        waited for (llm.outage_budget)."""
         return cls(run, settings, mode=mode, rebuilding=rebuilding, wait=wait, say=say, replaying=replaying,
-                   offline=offline, stop=stop)
+                   offline=offline, stop=stop, outage_budget=outage_budget)
 
     @_store_errors
     def __init__(self, run: RunDir, settings: MemorySettings, mode: Mode = "writer", rebuilding: bool = False,
                  wait: float = 0.0, say: Callable[[str], None] | None = None, embedder: Embedder | None = None,
-                 replaying: RunDir | None = None, offline: bool = False, stop: threading.Event | None = None) -> None:
+                 replaying: RunDir | None = None, offline: bool = False, stop: threading.Event | None = None,
+                 outage_budget: float = 0.0) -> None:
         """`embedder` replaces the one the settings name (tests measure retrieval with others)."""
         from amaris_cli.memory.embeddings import EmbeddingRecord, embedder_name
 
@@ -115,6 +117,7 @@ class MemoryStore:
         self._embedder: Embedder | None = embedder
         self._own_embedder = embedder is None  # made here (embedder): closed here
         self._say = say
+        self._outage_budget = outage_budget
         self._names = {t: f"{settings.namespace}-{name}" if self.shared else name for t, name in COLLECTIONS.items()}
         path = run.memory_path
         if self.writer and not self.shared:
@@ -153,7 +156,8 @@ class MemoryStore:
         if self._embedder is None:
             from amaris_cli.memory.embeddings import make_embedder
 
-            self._embedder = make_embedder(self.settings, record=self._record)
+            self._embedder = make_embedder(self.settings, record=self._record,
+                                           outage_budget=self._outage_budget, say=self._say)
         return self._embedder
 
     def _store(self) -> dict[EntryType, Any]:
