@@ -12,12 +12,14 @@ comes with chromadb's `uvicorn[standard]`; amaris declares it for the platforms 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+_STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("amaris_stop", default=None)
 
 
 def loop_factory(environ: Any = None) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -46,10 +48,29 @@ async def blocking(wait: Callable[[threading.Event], T]) -> T:
     """A blocking wait (for another process's evolution, polling the disk) run in a thread, so that the event
     loop goes on: Ctrl-C cancels the command's task at once. Run in the loop itself, the wait held Ctrl-C until
     it ended (`--wait`, an hour by default), and `amaris serve`'s stop killed its evolution after a grace.
-    `wait` gets an event that is set when the task is cancelled, and must end soon after."""
+    `wait` gets an event that is set when the task is cancelled, and must end soon after; code it calls finds the
+    event with `stopping()`."""
     stop = threading.Event()
+
+    def waiting() -> T:
+        _STOP.set(stop)  # in the thread's copy of the context
+        return wait(stop)
+
     try:
-        return await asyncio.to_thread(wait, stop)
+        return await asyncio.to_thread(waiting)
     except asyncio.CancelledError:
         stop.set()
         raise
+
+
+def stopping() -> bool:
+    """Whether the command is stopping (Ctrl-C, SIGTERM), for blocking code that waits in steps: in a `blocking`
+    thread, its task was cancelled; on an event loop's thread, one of its tasks was asked to stop (the loop does not
+    run while that code waits, so the cancellation cannot reach it any other way). Elsewhere (no loop: Ctrl-C raises
+    KeyboardInterrupt there at once) False."""
+    if (stop := _STOP.get()) is not None:
+        return stop.is_set()
+    try:
+        return any(task.cancelling() for task in asyncio.all_tasks())
+    except RuntimeError:
+        return False

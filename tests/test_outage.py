@@ -1097,3 +1097,81 @@ def test_an_embeddings_endpoint_down_for_a_moment_during_an_update_is_waited_out
             assert result.exit_code == 0, result.stderr
     finally:
         embeddings.stop()
+
+
+@pytest.mark.parametrize("command", ["evolve", "loop"])
+def test_sigterm_while_the_embeddings_endpoint_is_waited_for_ends_the_command_at_once(tmp_path: Path, sim,
+                                                                                       command: str) -> None:
+    """The embedder waits out an endpoint that is down without the event loop (on its thread: `evolve`'s update
+    embeds its queries there) or in a worker thread (`loop` indexes a step in the background), where the
+    cancellation of SIGTERM never reached it: the command went on waiting for up to the outage budget (here 120 s)
+    and a scheduler's SIGKILL would cut its cleanup. It ends as SIGTERM ends a command anywhere else."""
+    import signal
+    import sys
+
+    from tests.conftest import stop_signals
+
+    embeddings = EmbeddingsServer()
+    proc = None
+    try:
+        run = run_with(tmp_path, budget=120, extra=FAST_MEMORY + f'embedding_base_url = "{embeddings.url}"\n')
+        env = process_env(sim)
+        if command == "evolve":  # step 0 evolved; the update of step 1 embeds its queries while the endpoint is down
+            for t in range(2):
+                assert invoke("score", step_file(t), "--run", run, "--step", t, "--lag", "1",
+                              env=judge_env(sim)).exit_code == 0
+            assert invoke("evolve", "--run", run, "--step", 0, env=judge_env(sim)).exit_code == 0
+            args: list[object] = ["evolve", "--run", run, "--step", 1]
+        else:  # the loop indexes step 0 in a worker thread while it goes on
+            args = ["loop", EXAMPLES / "math", "--run", run, "--steps", "0:2"]
+        embeddings.down = True
+        proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", *map(str, args)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=stop_signals())
+        # past the SDK's own 5 tries: the embedder's outage wait
+        wait_until(lambda: embeddings.refused >= 7 or proc.poll() is not None, timeout=90, what="the outage wait")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - stopped < 15 and proc.returncode == 143, (proc.returncode, err)
+        assert "terminated: re-run the same command" in " ".join(err.split()), err
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        embeddings.stop()
+
+
+def test_an_embedder_waiting_in_a_worker_thread_stops_when_its_task_is_cancelled() -> None:
+    """`loop` indexes a step in a worker thread (eventloop.blocking). An embedder waiting there for an endpoint that
+    is down now ends soon after that task is cancelled (Ctrl-C, SIGTERM); it held the process's exit, which waits
+    for its worker threads, for up to the outage budget (here 30 s)."""
+    import asyncio
+
+    from amaris_cli import eventloop
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.memory.embeddings import OpenAIEmbedder
+
+    embeddings = EmbeddingsServer()
+    embeddings.down = True
+    try:
+        embedder = OpenAIEmbedder(MemorySettings(embedding="openai", embedding_base_url=embeddings.url),
+                                  {"OPENAI_API_KEY": PLANTED_KEY}, outage_budget=30)
+
+        async def cancelled_while_waiting() -> float:
+            task = asyncio.create_task(eventloop.blocking(lambda _stop: embedder.embed(["a text"])))
+            for _ in range(400):  # past the SDK's own 5 tries: the embedder's outage wait
+                if embeddings.refused >= 7:
+                    break
+                await asyncio.sleep(0.05)
+            assert embeddings.refused >= 7 and not task.done()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return time.monotonic()
+
+        cancelled = eventloop.run(cancelled_while_waiting())  # returns once the worker thread has ended too
+        assert time.monotonic() - cancelled < 5
+    finally:
+        embeddings.stop()

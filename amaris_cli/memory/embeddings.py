@@ -151,7 +151,8 @@ class OpenAIEmbedder:
                     self._say(f"waiting for the embeddings endpoint {public_url(self._base_url)}: "
                               f"{one_line(redact(str(exc), self._secrets), 200)}; retrying for up to {left:.0f}s "
                               "more (llm.outage_budget)")
-                time.sleep(min(delay, left))
+                if not _pause(min(delay, left)):
+                    raise KeyboardInterrupt from None  # Ctrl-C or SIGTERM: the command stops as anywhere else
                 delay = min(delay * 2, OUTAGE_MAX_DELAY_S)
 
     def _failed(self, exc: Exception) -> AmarisError:
@@ -199,6 +200,20 @@ class _NotRecorded:
             f"endpoint ({self.name}) that {where} (the first: {one_line(texts[0], 80)!r}); a run records its "
             "endpoint's vectors in RUN/embeddings (runs made before it did so have none): run without --offline to "
             "ask the endpoint for them")
+
+
+def _pause(seconds: float) -> bool:
+    """Sleeps `seconds` in short slices, or returns False as soon as the command is stopping: the embedder waits on
+    an event loop's thread or in a worker thread, where neither Ctrl-C's nor SIGTERM's cancellation reaches it, and
+    it held the command for up to the outage budget (two minutes by default) after either."""
+    from amaris_cli.eventloop import stopping
+
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if stopping():
+            return False
+        time.sleep(min(0.1, left))
+    return not stopping()
 
 
 def _passing(exc: Exception) -> bool:

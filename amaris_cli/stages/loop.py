@@ -22,6 +22,7 @@ from typing import Any
 
 from amaris_cli import artifacts
 from amaris_cli.artifacts import How
+from amaris_cli.eventloop import blocking
 from amaris_cli.memory.service import RunCatalog, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import Rollout
@@ -87,7 +88,8 @@ class Indexer:
 
     def start(self, session: Session, step: int) -> None:
         if self.store is not None:
-            self._pending = asyncio.create_task(asyncio.to_thread(index_step, self.store, RunCatalog(session.run), step))
+            store, catalog = self.store, RunCatalog(session.run)
+            self._pending = asyncio.create_task(blocking(lambda _stop: index_step(store, catalog, step)))
 
     async def settle(self) -> MemoryStore | None:
         if self._pending is not None:
