@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -410,3 +411,46 @@ def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_tha
     assert [r["output"] for r in rollouts(run, 0)] == ["left over", "left over"]
     assert sorted(got) == pytest.approx(sorted(s["reward"] for s in scores(run, 1)))
     assert len(rollouts(run, 1)) == len(ROWS) and all(r["output"] != "left over" for r in rollouts(run, 1))
+
+
+@OTHERS
+def test_verl_reward_loop_resumed_after_its_crashed_run_completed_later_steps_numbers_them_after(
+        trainers, tmp_path, sim, monkeypatch, caplog) -> None:
+    """verl saves a checkpoint every `save_freq` steps and a crashed run went on past the last one: steps 0 and 1
+    complete, step 2 half sent. Resumed from the checkpoint after step 1's update (global_step_2: verl stamps its
+    next batch `global_steps` 1 again), the first response named step 1, which is complete: a 409 from every
+    response, which verl's reward loop raises, and the resumed training died. The resumed batches are numbered
+    after the crashed run's last complete step, as TRLReward does (the crashed run's half step 2 is discarded)."""
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
+
+    run = new_scenario_run(tmp_path, "verl-resumed")
+    with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = trainers.tokenizer()
+
+        def training() -> Any:  # one run of verl's reward loop workers: the custom function loaded anew
+            compute_score = custom_reward("compute_score")
+
+            async def score(step: int, rows: list[dict[str, Any]]) -> list[float]:
+                manager = NaiveRewardManager(config=OmegaConf.create({}), tokenizer=tok, compute_score=compute_score)
+                fields = [{"global_steps": step, "min_global_steps": step, "max_global_steps": step} for _ in rows]
+                data = trainers.verl_batch(tok, rows, tool_extra_fields=fields)
+                results = await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
+                return [r["reward_score"] for r in results]
+
+            return score
+
+        crashed = training()
+        got = {step: asyncio.run(crashed(step, ROWS)) for step in (0, 1)}
+        asyncio.run(crashed(2, ROWS[:3]))  # the crash
+        wait_evolved(server.url, 1)
+        time.sleep(0.05)  # the resumed training starts after the crashed run's last request
+        resumed = training()
+        got |= {step + 1: asyncio.run(resumed(step, ROWS)) for step in (1, 2)}
+        wait_evolved(server.url, 3)
+    assert_steps_hold(run, got)  # steps 0 and 1 the crashed run's, 2 and 3 the resumed batches (verl's 1 and 2)
+    assert [r.getMessage() for r in caplog.records if r.name == "amaris"] == [
+        "amaris: the run's steps up to 1 are complete (or being completed), so verl's steps from 1 on are numbered "
+        "from step 2: a training resumed after its crashed run went on, or a new training in a run that holds "
+        "another's steps"]

@@ -310,15 +310,7 @@ class TRLReward(_ServedReward):
         no generation buffer in a checkpoint), often after the server has completed the steps its crashed run
         went on to: those steps keep the crashed run's rollouts, and the resumed generations follow the last
         of them (they are new rollouts, scored with the rubric that has evolved meanwhile)."""
-        try:
-            latest = self.client.rubric_status().step  # the run's last complete step
-        except ServeError as exc:
-            if exc.status != 404:  # 404: no step is complete yet
-                raise
-            latest = -1
-        # A step the server still completes (the crashed run's last batch, its judgements in flight) takes no
-        # more rollouts either: the server holds it, so the status above does not count it yet.
-        latest = max([latest, *(held.step for held in self.client.health().open if held.state != "open")])
+        latest = _last_taken(self.client)
         first = schedule.first_generation(global_step)
         if latest >= first:
             _log.warning("amaris: the run's steps up to %d are complete (or being completed), so this training's "
@@ -394,6 +386,8 @@ class VerlReward(_ServedReward):
                                       one_at_a_time=False)
         self.failed_as = failed_as
         self.max_workers = max_workers
+        self._offset: int | None = None  # this training's amaris step minus verl's global_steps (_renumbered)
+        self._offset_lock = threading.Lock()
         self._settings = (self.client.base_url, complete, step, failed_as, max_workers, tuple(validation_splits))
         self.__name__ = "compute_score"
 
@@ -410,8 +404,7 @@ class VerlReward(_ServedReward):
         if self._validation(info):
             return self._reward(self._validate(data_source, solution_str, ground_truth, info))
         step = _verl_step(info)
-        if step is None:
-            step = self.stepper.given()
+        step = self.stepper.given() if step is None else self._renumbered(step)
         if step is None:
             return self._into_server_step(data_source, solution_str, ground_truth, info)
         self.stepper.before(step)
@@ -421,6 +414,23 @@ class VerlReward(_ServedReward):
         answer = self.client.score(step=step, **_verl_body(data_source, solution_str, ground_truth, info))
         self.stepper.after(step)
         return self._reward(answer)
+
+    def _renumbered(self, step: int) -> int:
+        """verl's step as this training's amaris step. verl resumed from a checkpoint stamps its batches with the
+        checkpoint's steps again, often after the server completed the steps its crashed run went on to (verl
+        saves every `save_freq` steps): those keep the crashed run's rollouts, and the resumed batches follow the
+        last of them, as TRLReward's generations do (each response was a 409, which verl raises). Decided at this
+        process's first training response, from the steps no longer taking rollouts then: verl's reward workers
+        each decide it during the first batch, whose step none of them completes before the batch is in."""
+        with self._offset_lock:
+            if self._offset is None:
+                latest = _last_taken(self.client)
+                self._offset = max(0, latest + 1 - step)
+                if self._offset:
+                    _log.warning("amaris: the run's steps up to %d are complete (or being completed), so verl's steps "
+                                 "from %d on are numbered from step %d: a training resumed after its crashed run went "
+                                 "on, or a new training in a run that holds another's steps", latest, step, latest + 1)
+        return step + self._offset
 
     def _into_server_step(self, data_source: Any, solution_str: str, ground_truth: Any, info: dict[str, Any]) -> float:
         """No step from verl nor the adapter: the rollout names none and joins the server's open step, which
@@ -481,7 +491,8 @@ class VerlReward(_ServedReward):
         body = _verl_body(data_source, solution_str, ground_truth, info)
         if "instance_id" in body:  # verl numbers each split's rows from 0: test row 5 is not training prompt 5
             body["instance_id"] = f"{info['split']}-{body['instance_id']}"
-        return self.client.validate(step=_verl_step(info), **body)
+        step = _verl_step(info)
+        return self.client.validate(step=None if step is None else step + (self._offset or 0), **body)
 
     def _reward(self, answer: ScoreResponse) -> float:
         if answer.score is not None and math.isfinite(answer.score):
@@ -500,6 +511,19 @@ def _verl_reward(url: str, complete: Complete, step: StepSource, failed_as: floa
     if started is not None:  # the original's: its training began then, whenever this copy was made
         reward.stepper.started, reward.batch_stepper.started = started
     return reward
+
+
+def _last_taken(client: AmarisClient) -> int:
+    """The run's last step that takes no more rollouts: its last complete step, or a later one the server still
+    completes (a crashed run's last batch, its judgements in flight: the server holds it, so the run's status
+    does not count it yet); -1 when there is none."""
+    try:
+        latest = client.rubric_status().step  # the run's last complete step
+    except ServeError as exc:
+        if exc.status != 404:  # 404: no step is complete yet
+            raise
+        latest = -1
+    return max([latest, *(held.step for held in client.health().open if held.state != "open")])
 
 
 def _evaluating(kwargs: dict[str, Any]) -> bool:
