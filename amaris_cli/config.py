@@ -184,6 +184,9 @@ class MemorySettings(_Section):
     embedding_model: str = "text-embedding-3-small"
     embedding_base_url: EndpointUrl | None = None
     embedding_api_key_env: str = "OPENAI_API_KEY"
+    # seconds per embeddings request: the SDK's default (600 s, 5 tries) held an evolution, and a `score --lag 1`
+    # waiting for it, for most of an hour on an endpoint that accepts and never answers
+    embedding_timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     url: str | None = None
     namespace: str = Field(default="amaris", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,60}$")
 

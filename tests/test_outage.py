@@ -1175,3 +1175,31 @@ def test_an_embedder_waiting_in_a_worker_thread_stops_when_its_task_is_cancelled
         assert time.monotonic() - cancelled < 5
     finally:
         embeddings.stop()
+
+
+def test_an_embeddings_endpoint_that_never_answers_fails_within_its_timeout(raw) -> None:
+    """An embeddings endpoint that accepts connections and never answers held an evolution (and a `score --lag 1`
+    waiting for it) for the SDK's default 600 s per try, 5 tries: `memory.embedding_timeout` bounds each try."""
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.errors import AmarisError
+    from amaris_cli.memory.embeddings import OpenAIEmbedder
+
+    silent = RawServer("silent")
+    raw.append(silent)
+    embedder = OpenAIEmbedder(MemorySettings(embedding="openai", embedding_base_url=f"http://127.0.0.1:{silent.port}/v1",
+                                             embedding_timeout=0.3), {"OPENAI_API_KEY": PLANTED_KEY})
+    failed: list[BaseException] = []
+
+    def embed() -> None:
+        try:
+            embedder.embed(["a text"])
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=embed, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the embedder still waits for an endpoint that never answers"
+    assert len(failed) == 1 and isinstance(failed[0], AmarisError), failed
+    assert "did not answer within memory.embedding_timeout (0.3 s) in 5 tries" in str(failed[0])
+    assert silent.accepted == 5  # the SDK's tries, each cut at the timeout

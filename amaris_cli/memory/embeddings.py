@@ -119,7 +119,8 @@ class OpenAIEmbedder:
         self._secrets = {v for v in (env.get(self._key_env), *url_secrets(base_url)) if v}
         bare_url, query = query_apart(base_url)
         self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=bare_url, max_retries=4,
-                              default_query=_query_params(query) or None)
+                              timeout=settings.embedding_timeout, default_query=_query_params(query) or None)
+        self._timeout = settings.embedding_timeout
         self._outage_budget = outage_budget
         self._say = say or (lambda _text: None)
 
@@ -163,7 +164,7 @@ class OpenAIEmbedder:
         if isinstance(exc, openai.APIStatusError):
             said = f"answered HTTP {exc.status_code} ({exc.message})"
         elif isinstance(exc, openai.APITimeoutError):
-            said = "did not answer in time"
+            said = f"did not answer within memory.embedding_timeout ({self._timeout:g} s) in 5 tries"
         elif isinstance(exc, openai.APIConnectionError):
             said = f"could not be reached ({exc.__cause__ or exc})"
         else:
