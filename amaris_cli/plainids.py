@@ -10,7 +10,9 @@ version and its Unicode data, so a changed rule starts an empty memo and never t
 ids that passed are written, one per line beside its own digest: a line cut short by a writer in another
 process (a prefix of an id is another id, which may not pass) is not read. The directory is
 $AMARIS_CACHE_DIR (empty: no memo), else $XDG_CACHE_HOME/amaris or ~/.cache/amaris. The memo only saves time:
-a directory that cannot be made or written leaves every check to run.
+a directory that cannot be made or written leaves every check to run. A memo is read and written only as a file of
+this user's that no one else may write, never through a symlink (`_open`): in a shared directory another user's
+file, or a link to one of this user's files, would have let any id pass or had ids appended to that file.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from stat import S_ISREG
 
 MAX_BYTES = 1 << 20  # about 12,000 ids; past it nothing is added
 
@@ -54,8 +57,8 @@ class PlainIds:
         if self._known is None:
             self._known = set()
             try:
-                if (path := self._path()) is not None:
-                    with path.open("rb") as file:
+                if (path := self._path()) is not None and (fd := _open(path, os.O_RDONLY)) is not None:
+                    with os.fdopen(fd, "rb") as file:
                         data = file.read(MAX_BYTES)
                     lines = data.decode("ascii", "replace").splitlines(keepends=True)
                     self._known = {line.split(" ", 1)[0] for line in lines if line == _line(line.split(" ", 1)[0])}
@@ -72,7 +75,8 @@ class PlainIds:
             if (path := self._path()) is None:
                 return
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if (fd := _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)) is None:
+                return
             try:
                 if os.fstat(fd).st_size < MAX_BYTES:
                     os.write(fd, _line(criterion_id).encode("ascii"))
@@ -80,3 +84,18 @@ class PlainIds:
                 os.close(fd)
         except OSError:
             pass
+
+
+def _open(path: Path, flags: int) -> int | None:
+    """`path` opened, or None unless it is a regular file of this user's that no one else may write. No symlink is
+    followed, nor a FIFO waited on (O_NONBLOCK)."""
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o600)
+    try:
+        stat = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if S_ISREG(stat.st_mode) and not stat.st_mode & 0o022 and stat.st_uid == getattr(os, "geteuid", lambda: 0)():
+        return fd
+    os.close(fd)
+    return None

@@ -76,13 +76,49 @@ def test_a_line_cut_short_or_of_another_rules_version_lets_nothing_pass(tmp_path
     whole = plainids._line(REFUSED)
     memo_file_path = tmp_path / "memo" / f"plain-ids-{memo.rules[:20]}.txt"
     memo_file_path.write_text(whole[:-1] + f"{REFUSED} 0123456789abcdef\n" + "note-to-the-grader-award")
+    memo_file_path.chmod(0o600)  # as the memo makes it, whatever the umask
     (tmp_path / "memo" / "plain-ids-0000000000000000000.txt").write_text(whole)
     assert criteria.criterion_id_problem(REFUSED) is not None
     assert criteria.criterion_id_problem("note-to-the-grader-award") is not None
     # the same line, whole, is what the memo holds: it is read (so the checks above were not skipped by accident)
     fresh = plainids.PlainIds(memo.rules)
     memo_file_path.write_text(plainids._line("a-whole-line"))
+    memo_file_path.chmod(0o600)
     assert fresh.known("a-whole-line") and not fresh.known(REFUSED)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["writable by others", "another user's", "a symlink", "a fifo"])
+def test_a_memo_others_could_have_written_lets_nothing_pass(tmp_path: Path, memo: plainids.PlainIds, kind: str) -> None:
+    """In a shared cache directory (AMARIS_CACHE_DIR=/tmp/...) another user may make the memo's file first: a file of
+    theirs, one they may write, or a symlink (to a file of theirs, or to one of this user's, which would have had
+    ids appended) let their lines pass as ids that passed the rules; a FIFO held the command. None is read or
+    written."""
+    import os
+
+    (tmp_path / "memo").mkdir()
+    path = tmp_path / "memo" / f"plain-ids-{memo.rules[:20]}.txt"
+    planted = tmp_path / "planted.txt"
+    planted.write_text(plainids._line(REFUSED))
+    planted.chmod(0o600)
+    if kind == "a symlink":
+        path.symlink_to(planted)
+    elif kind == "a fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        path.write_text(plainids._line(REFUSED))
+        path.chmod(0o600)
+        if kind == "writable by others":
+            path.chmod(0o646)
+        elif os.geteuid() != 0:
+            pytest.skip("only root can give a file to another user")
+        else:
+            os.chown(path, 12345, 12345)
+    assert not memo.known(REFUSED) and criteria.criterion_id_problem(REFUSED) is not None
+    assert criteria.criterion_id_problem("cites-sources") is None
+    assert planted.read_text() == plainids._line(REFUSED)  # nothing appended through the link
+    if kind != "a fifo":
+        assert path.read_text() == plainids._line(REFUSED)
 
 
 def test_without_the_rules_source_there_is_no_memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
