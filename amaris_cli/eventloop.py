@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 _STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("amaris_stop", default=None)
+_MAIN: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar("amaris_main", default=None)
 
 
 def loop_factory(environ: Any = None) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -37,9 +38,13 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` on the loop above: a new loop, closed with its async generators and executor. Called
     from a running loop it raises as asyncio.run does, before making a loop (as a context manager the runner
     made its loop first, and failed again closing it)."""
+    async def command() -> T:
+        _MAIN.set(asyncio.current_task())  # the task Ctrl-C and SIGTERM cancel (stopping), seen by the tasks it makes
+        return await main
+
     runner = asyncio.Runner(loop_factory=loop_factory())
     try:
-        return runner.run(main)
+        return runner.run(command())
     finally:
         runner.close()
 
@@ -65,12 +70,11 @@ async def blocking(wait: Callable[[threading.Event], T]) -> T:
 
 def stopping() -> bool:
     """Whether the command is stopping (Ctrl-C, SIGTERM), for blocking code that waits in steps: in a `blocking`
-    thread, its task was cancelled; on an event loop's thread, one of its tasks was asked to stop (the loop does not
-    run while that code waits, so the cancellation cannot reach it any other way). Elsewhere (no loop: Ctrl-C raises
-    KeyboardInterrupt there at once) False."""
+    thread, its task was cancelled; on the thread of a loop `run` runs, the command's task was asked to stop (as
+    asyncio's runner does at Ctrl-C; the loop does not run while that code waits, so the cancellation cannot reach it
+    any other way). Not any task's cancellation: one a `wait_for` timed out, or a worker `bounded_map` stops, is
+    pending until the task runs again, and read as Ctrl-C it ended the command with exit 130. Elsewhere (no loop:
+    Ctrl-C raises KeyboardInterrupt there at once) False."""
     if (stop := _STOP.get()) is not None:
         return stop.is_set()
-    try:
-        return any(task.cancelling() for task in asyncio.all_tasks())
-    except RuntimeError:
-        return False
+    return (main := _MAIN.get()) is not None and main.cancelling() > 0

@@ -1203,3 +1203,36 @@ def test_an_embeddings_endpoint_that_never_answers_fails_within_its_timeout(raw)
     assert len(failed) == 1 and isinstance(failed[0], AmarisError), failed
     assert "did not answer within memory.embedding_timeout (0.3 s) in 5 tries" in str(failed[0])
     assert silent.accepted == 5  # the SDK's tries, each cut at the timeout
+
+
+def test_an_embedder_waiting_on_the_loops_thread_goes_on_when_another_task_is_being_cancelled() -> None:
+    """On the event loop's thread the embedder's outage wait ends when the command is stopping, which it told from any
+    task's pending cancellation: a `wait_for` that timed out (the judge client's request, its outage pause) or a
+    worker `bounded_map` stops leaves one until that task runs again, and the embedder then raised KeyboardInterrupt
+    for a blip well inside the budget: the command said "interrupted" and exited 130 without any Ctrl-C."""
+    import asyncio
+
+    from amaris_cli import eventloop
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.memory.embeddings import OpenAIEmbedder
+
+    embeddings = EmbeddingsServer()
+    embeddings.down = True
+    try:
+        embedder = OpenAIEmbedder(MemorySettings(embedding="openai", embedding_base_url=embeddings.url),
+                                  {"OPENAI_API_KEY": PLANTED_KEY}, outage_budget=30)
+
+        async def while_a_timeout_cancels_another_task() -> list[list[float]]:
+            other = asyncio.create_task(asyncio.sleep(60))
+            await asyncio.sleep(0)
+            other.cancel()  # as wait_for's timeout does: pending until `other` runs, which it cannot while we block
+            threading.Timer(1.5, lambda: setattr(embeddings, "down", False)).start()
+            return embedder.embed(["a text"])
+
+        try:
+            vectors = eventloop.run(while_a_timeout_cancels_another_task())
+        except KeyboardInterrupt:  # not let out: it would end the whole session
+            pytest.fail("the embedder's wait read another task's cancellation as Ctrl-C")
+        assert len(vectors) == 1 and embeddings.refused > 0 and embeddings.answered == 1
+    finally:
+        embeddings.stop()
