@@ -6,7 +6,8 @@ first request but importing the SDK. The ids of a run are the same from step to 
 them here never compiles the checks.
 
 The memo is a file per version of the rules: its name holds a digest of the modules that define them, Python's
-version and its Unicode data, so a changed rule starts an empty memo and never trusts an earlier verdict. Only
+version and its Unicode data, so a changed rule starts an empty memo and never trusts an earlier verdict (and
+removes the memos of older versions but the newest few). Only
 ids that passed are written, one per line beside its own digest: a line cut short by a writer in another
 process (a prefix of an id is another id, which may not pass) is not read. The directory is
 $AMARIS_CACHE_DIR (empty: no memo), else $XDG_CACHE_HOME/amaris or ~/.cache/amaris. The memo only saves time:
@@ -23,6 +24,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 MAX_BYTES = 1 << 20  # about 12,000 ids; past it nothing is added
+KEPT_VERSIONS = 4  # memos of other versions of the rules kept beside a new one (several installs in use), newest first
 
 
 def memo_directory() -> Path | None:
@@ -78,12 +80,29 @@ class PlainIds:
             if (fd := _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)) is None:
                 return
             try:
-                if os.fstat(fd).st_size < MAX_BYTES:
+                if (size := os.fstat(fd).st_size) < MAX_BYTES:
                     os.write(fd, _line(criterion_id).encode("ascii"))
             finally:
                 os.close(fd)
+            if size == 0:
+                _prune(path)
         except OSError:
             pass
+
+
+def _prune(new: Path) -> None:
+    """At a new version's first id, the memos of older versions but the newest few (this user's own) are removed:
+    every upgrade, and every edit of the rules in a checkout, made another file, and none was ever removed."""
+    others = []
+    for path in new.parent.glob("plain-ids-*.txt"):
+        try:
+            stat = path.lstat()
+        except OSError:
+            continue
+        if path != new and S_ISREG(stat.st_mode) and stat.st_uid == getattr(os, "geteuid", lambda: 0)():
+            others.append((stat.st_mtime, path))
+    for _, path in sorted(others, reverse=True)[KEPT_VERSIONS:]:
+        path.unlink(missing_ok=True)
 
 
 def _open(path: Path, flags: int) -> int | None:

@@ -151,3 +151,28 @@ def test_a_user_without_a_home_checks_every_id(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(plainids.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home")))
     assert plainids.memo_directory() is None
     assert criteria.criterion_id_problem("cites-sources") is None and criteria.criterion_id_problem(REFUSED)
+
+
+def test_a_new_version_of_the_rules_removes_all_but_the_newest_memos_of_older_ones(tmp_path: Path,
+                                                                                     memo: plainids.PlainIds) -> None:
+    """Each version of the rules (an upgrade, an edit of criteria.py or textnorm.py in a checkout, a Python patch
+    release) has a memo of its own, and none was ever removed: ~/.cache/amaris grew by a file per version. A new
+    memo keeps the newest four of the others (installs in use side by side) and removes the rest; other files stay."""
+    import os
+
+    directory = tmp_path / "memo"
+    directory.mkdir()
+    olds = [directory / f"plain-ids-{index:020d}.txt" for index in range(7)]
+    for age, path in enumerate(olds):
+        path.write_text(plainids._line("cites-sources"))
+        os.utime(path, (1_000_000 - age * 1000, 1_000_000 - age * 1000))  # olds[0] the newest
+    (directory / "notes.txt").write_text("mine")
+    assert criteria.criterion_id_problem("cites-sources") is None
+    kept = sorted(p.name for p in directory.iterdir())
+    assert kept == sorted([memo_file_name(memo), "notes.txt", *(p.name for p in olds[:4])])
+    assert criteria.criterion_id_problem("shows-reasoning") is None  # an id added to a memo removes nothing
+    assert sorted(p.name for p in directory.iterdir()) == kept
+
+
+def memo_file_name(memo: plainids.PlainIds) -> str:
+    return f"plain-ids-{memo.rules[:20]}.txt"
