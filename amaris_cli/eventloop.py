@@ -38,15 +38,19 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` on the loop above: a new loop, closed with its async generators and executor. Called
     from a running loop it raises as asyncio.run does, before making a loop (as a context manager the runner
     made its loop first, and failed again closing it)."""
+
     async def command() -> T:
         _MAIN.set(asyncio.current_task())  # the task Ctrl-C and SIGTERM cancel (stopping), seen by the tasks it makes
         return await main
 
-    runner = asyncio.Runner(loop_factory=loop_factory())
+    runner, wrapped = asyncio.Runner(loop_factory=loop_factory()), command()
     try:
-        return runner.run(command())
+        return runner.run(wrapped)
     finally:
-        runner.close()
+        try:
+            runner.close()  # its tasks cancelled and run to their end first
+        finally:
+            wrapped.close()  # never started where the runner refused (a running loop): no second "never awaited"
 
 
 async def blocking(wait: Callable[[threading.Event], T]) -> T:
