@@ -68,6 +68,36 @@ def versions() -> list[tuple[str, dict[str, str]]]:
     return found
 
 
+def for_version(run: Path, extra: dict[str, str]) -> Path:
+    """`run`, made by this tree, as the version `extra` names would read it: a baseline refuses the config keys of
+    run.json it does not know (a key this tree added since), so they are left out, and they must hold their
+    defaults here (both versions then measure the same settings)."""
+    if not extra.get("PYTHONPATH"):
+        return run
+    from amaris_cli.config import Settings
+
+    known = json.loads(subprocess.run(
+        [sys.executable, "-c", "import json; from amaris_cli.config import Settings; "
+         "print(json.dumps(Settings().model_dump(mode='json')))"],
+        env={**os.environ, **extra}, cwd="/", capture_output=True, text=True, check=True).stdout)  # not this tree
+
+    def pruned(ours: dict[str, Any], theirs: dict[str, Any], defaults: dict[str, Any], where: str) -> dict[str, Any]:
+        kept = {}
+        for key, value in ours.items():
+            if key not in theirs:
+                assert value == defaults.get(key), f"{where}{key} = {value!r} is not its default: the baseline cannot read it"
+            elif isinstance(value, dict) and isinstance(theirs[key], dict) and theirs[key]:
+                kept[key] = pruned(value, theirs[key], defaults.get(key) or {}, f"{where}{key}.")
+            else:
+                kept[key] = value
+        return kept
+
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["config"] = pruned(manifest["config"], known, Settings().model_dump(mode="json"), "")
+    (run / "run.json").write_text(json.dumps(manifest, indent=2))
+    return run
+
+
 def record(case: str, figure: str, value: str) -> None:
     RESULTS.append((case, figure, value))
     print(f"  {figure}: {value}", flush=True)
@@ -331,7 +361,7 @@ def bench_startup(tmp: Path, reps: int) -> None:
         for rep in range(reps):  # the versions interleaved, so drift hits both alike
             for version, extra in versions()[rep % 2:] + versions()[:rep % 2]:
                 env = {**client_env(url), **extra}
-                run = new_run(tmp, f"first-{version}-{rep}", None, 32)
+                run = for_version(new_run(tmp, f"first-{version}-{rep}", None, 32), extra)
                 timings.setdefault(("score", version), []).append(first_request(
                     [*command, "score", str(rollouts), "--run", str(run), "--step", "0", "--quiet", "--json"], env, url))
                 timings.setdefault(("evolve", version), []).append(first_request(
@@ -743,7 +773,7 @@ def bench_serve(tmp: Path, n: int) -> None:
         arms.append(("asyncio loop", {"AMARIS_EVENT_LOOP": "asyncio"}, ()))
         for version, extra, args in arms:
             label = "".join(f" ({part})" for part in (version if version != "this" else "", *args) if part)
-            run = new_run(tmp, f"serve-{version.replace(' ', '-')}{''.join(args)}", url, 16)
+            run = for_version(new_run(tmp, f"serve-{version.replace(' ', '-')}{''.join(args)}", url, 16), extra)
             with amaris_serve(run, {**client_env(url), **extra}, *args) as (served, pid):
                 health = loadgen(served, [{"method": "GET", "path": "/health"}] * n, tmp / "serve-health.jsonl", 1)
 
@@ -883,6 +913,7 @@ def evolve_one(scored: Path, run: Path, n: int, version: str, env: dict[str, str
     if run.exists():
         shutil.rmtree(run)
     shutil.copytree(scored, run)
+    for_version(run, env)
     label = "" if version == "this" else f" ({version})"
     rd, marks, stop = RunDir(run), {}, threading.Event()
 
