@@ -84,6 +84,16 @@ def holder(path: Path) -> str | None:
     return found[1] if found else None
 
 
+def _readers_only(fd: int) -> bool:
+    """Whether the lock that `fd` (holding none) could not take exclusively is held shared only: by readers."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
+
+
 def _open_for_lock(path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -108,6 +118,11 @@ def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[st
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if _readers_only(fd) and time.monotonic() < started + UNNAMED_GRACE_S + wait:
+                    # Readers probing it (holder_of): no writer is in the way, whatever role a writer killed by
+                    # SIGKILL left written in the file
+                    time.sleep(0.002)
+                    continue
                 other_role, other = _read(fd)
                 if not other_role and time.monotonic() < started + UNNAMED_GRACE_S:
                     time.sleep(0.002)  # not a writer in the way (yet): never exit 3 because a reader looked
