@@ -14,6 +14,7 @@ import hashlib
 import io
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -37,9 +38,12 @@ def dumps_pretty(obj: Any) -> bytes:
     return orjson.dumps(obj, option=DUMP_OPTS | orjson.OPT_INDENT_2) + b"\n"
 
 
+STALE_TMP_S = 600.0  # a write takes seconds: a temporary file older than this is a killed writer's
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")  # each writer's own
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -51,10 +55,35 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             tmp.unlink(missing_ok=True)
         raise OSError(exc.errno, exc.strerror, str(path)) from None
     _fsync_dir(path.parent)
-    # A process killed mid-write leaves its temporary file; one writer per run makes any other
-    # temporary sibling of this target stale.
+    _remove_stale_siblings(path)
+
+
+def _remove_stale_siblings(path: Path) -> None:
+    """A process killed mid-write leaves its temporary file: removed by the next write. Not another writer's in use
+    (two `report`s of a run, the scorers of two processes; two threads of one process shared one name): removed
+    under it, its rename failed and its command with it. One whose process lives is left until it is old."""
+    cutoff = time.time() - STALE_TMP_S
     for stale in path.parent.glob(f".{path.name}.tmp-*"):
-        stale.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if _writer_gone(stale) or stale.lstat().st_mtime < cutoff:
+                stale.unlink()
+
+
+def _writer_gone(tmp: Path) -> bool:
+    """Whether the process named in a temporary file's name (`.NAME.tmp-PID-THREAD`) has ended, on this host."""
+    try:
+        pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-", 1)[0])
+    except (IndexError, ValueError):
+        return True  # not a name amaris gives
+    if pid == os.getpid():
+        return False  # another thread's write in progress
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: it lives, as another user
+        return False
+    return False
 
 
 def _fsync_dir(directory: Path) -> None:

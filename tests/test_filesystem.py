@@ -330,3 +330,49 @@ def test_the_arabic_letter_mark_is_shown_as_an_escape_like_the_other_bidi_contro
     assert invoke("score", source, "--run", run, "--step", "0", env=judge_env(sim_factory())).exit_code == 0
     rewards = invoke("rewards", "--run", run, "--step", "0").stdout
     assert "\u061c" not in failed.stderr + rewards and json.loads(rewards)["id"] == rid
+
+
+def test_two_writers_of_one_file_never_remove_each_others_temporary_file(tmp_path) -> None:
+    """A whole-file write removed every temporary sibling of its target as a killed writer's. Two writers of one
+    file (two `report`s of a run, the scorers of two processes; two threads shared one name) then removed each
+    other's in use, and the rename of the one that lost it failed. A sibling whose process lives is left alone
+    (until it is old), a killed writer's removed."""
+    import threading
+    import time
+
+    target = tmp_path / "judge-scale.json"
+    payloads = [json.dumps({"writer": n, "pad": "x" * 200_000}).encode() for n in range(2)]
+    failed: list[BaseException] = []
+
+    def write(data: bytes) -> None:
+        try:
+            for _ in range(40):
+                jsonio.write_bytes_atomic(target, data)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            failed.append(exc)
+
+    writers = [threading.Thread(target=write, args=(data,)) for data in payloads]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(120)
+    assert not failed and target.read_bytes() in payloads, failed
+    # another process's write in progress is left alone, until it is old (a recycled pid)
+    living = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        writing = tmp_path / f".{target.name}.tmp-{living.pid}-1"
+        writing.write_bytes(b"{")
+        jsonio.write_bytes_atomic(target, payloads[0])
+        assert writing.exists()
+        old = time.time() - jsonio.STALE_TMP_S - 1
+        os.utime(writing, (old, old))
+        jsonio.write_bytes_atomic(target, payloads[0])
+        assert not writing.exists()
+    finally:
+        living.kill()
+        living.wait()
+    # a killed writer's is removed by the next write (tests/test_crash_resume.py: a resumed run has no stray file)
+    killed = tmp_path / f".{target.name}.tmp-{living.pid}-1"
+    killed.write_bytes(b"{")
+    jsonio.write_bytes_atomic(target, payloads[1])
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
