@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from amaris_cli import locks
@@ -32,6 +33,13 @@ def test_a_reader_probing_a_step_lock_never_makes_its_writer_exit_3(tmp_path: Pa
     path = RunDir(tmp_path).step_lock_path(0)
     path.parent.mkdir(parents=True)
     path.touch()
+    failures = _writers_beside_a_probing_reader(path, 500)
+    assert not failures, f"{len(failures)} of 500 writers gave up on a reader: {failures[0]}"
+
+
+def _writers_beside_a_probing_reader(path: Path, tries: int, before: Callable[[], object] = lambda: None) -> list[str]:
+    """`tries` writers take the lock at `path` (each after `before()`) while a reader process probes it in a loop:
+    the errors of those that gave up."""
     context = multiprocessing.get_context("fork")
     stop, ready = context.Event(), context.Event()
     reader = context.Process(target=_look, args=(path, stop, ready))
@@ -39,7 +47,8 @@ def test_a_reader_probing_a_step_lock_never_makes_its_writer_exit_3(tmp_path: Pa
     failures: list[str] = []
     try:
         assert ready.wait(10), "the reader did not start"
-        for _ in range(500):
+        for _ in range(tries):
+            before()
             try:
                 with locks.exclusive(path, "step 0", role="score"):
                     pass
@@ -49,7 +58,7 @@ def test_a_reader_probing_a_step_lock_never_makes_its_writer_exit_3(tmp_path: Pa
         stop.set()
         reader.join(10)
     assert reader.exitcode == 0
-    assert not failures, f"{len(failures)} of 500 writers gave up on a reader: {failures[0]}"
+    return failures
 
 
 def _hold_and_wait(path: Path, role: str, held: multiprocessing.synchronize.Event) -> None:
@@ -78,22 +87,7 @@ def test_a_reader_probing_the_lock_of_a_killed_writer_never_makes_the_next_write
     threading.Timer(0.3, os.close, (fd,)).start()
     with locks.exclusive(path, "step 0", role="evolve", wait=5, wait_for=("score",)):
         assert path.read_text().startswith(f"evolve\tpid {os.getpid()}:")
-    # And as it happens: a reader probing in a loop, the writers trying it between.
-    stop, ready = context.Event(), context.Event()
-    reader = context.Process(target=_look, args=(path, stop, ready))
-    reader.start()
-    failures: list[str] = []
-    try:
-        assert ready.wait(10), "the reader did not start"
-        for _ in range(300):
-            path.write_text(f"score\tpid {killed.pid}: amaris score R.jsonl --run R --step 0")  # killed again
-            try:
-                with locks.exclusive(path, "step 0", role="score"):
-                    pass
-            except RunLockedError as exc:
-                failures.append(str(exc))
-    finally:
-        stop.set()
-        reader.join(10)
-    assert reader.exitcode == 0
+    # And as it happens: a reader probing in a loop, the writers trying it between, each after a killed writer.
+    failures = _writers_beside_a_probing_reader(
+        path, 300, lambda: path.write_text(f"score\tpid {killed.pid}: amaris score R.jsonl --run R --step 0"))
     assert not failures, f"{len(failures)} of 300 writers gave up on a reader after a killed writer: {failures[0]}"
