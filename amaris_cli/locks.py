@@ -118,12 +118,9 @@ def exclusive(path: Path, what: str, *, wait: float = 0.0, on_wait: Callable[[st
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if _readers_only(fd) and time.monotonic() < started + UNNAMED_GRACE_S + wait:
-                    # Readers probing it (holder_of): no writer is in the way, whatever role a writer killed by
-                    # SIGKILL left written in the file
-                    time.sleep(0.002)
-                    continue
-                other_role, other = _read(fd)
+                # Held shared, it is held by readers (holder_of probing it), whatever role a writer killed by SIGKILL
+                # left written in the file: a holder not named, as below
+                other_role, other = ("", "readers, holding it shared") if _readers_only(fd) else _read(fd)
                 if not other_role and time.monotonic() < started + UNNAMED_GRACE_S:
                     time.sleep(0.002)  # not a writer in the way (yet): never exit 3 because a reader looked
                     continue
