@@ -99,7 +99,7 @@ def _prune(new: Path) -> None:
             stat = path.lstat()
         except OSError:
             continue
-        if path != new and S_ISREG(stat.st_mode) and stat.st_uid == getattr(os, "geteuid", lambda: 0)():
+        if path != new and S_ISREG(stat.st_mode) and _mine(stat):
             others.append((stat.st_mtime, path))
     for _, path in sorted(others, reverse=True)[KEPT_VERSIONS:]:
         path.unlink(missing_ok=True)
@@ -114,7 +114,11 @@ def _open(path: Path, flags: int) -> int | None:
     except OSError:
         os.close(fd)
         raise
-    if S_ISREG(stat.st_mode) and not stat.st_mode & 0o022 and stat.st_uid == getattr(os, "geteuid", lambda: 0)():
+    if S_ISREG(stat.st_mode) and not stat.st_mode & 0o022 and _mine(stat):
         return fd
     os.close(fd)
     return None
+
+
+def _mine(stat: os.stat_result) -> bool:
+    return stat.st_uid == getattr(os, "geteuid", lambda: 0)()  # (no owners where there is no geteuid)
