@@ -10,6 +10,7 @@ per step, and `why_not_comparable` why.
 
 from __future__ import annotations
 
+from functools import cache, partial
 from typing import Any
 
 from amaris_cli import artifacts
@@ -47,6 +48,8 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     failed: dict[str, int] = {}
     scored: dict[str, int] = {}
     scored_rollouts: dict[str, str] = {}  # the rollouts the step's mean is over (its scored ones), as a digest
+    # each rubric read once: a step's every score names its rubric, and most steps share theirs with others
+    rubric_key = cache(partial(_rubric_key, run))
     for step in reader.steps:
         files = artifacts.read_provenance(run, step).files
         stored = files.get(artifacts.ROLLOUTS)  # (its hash, recorded as it was written)
@@ -61,8 +64,8 @@ def run_figures(run: RunDir) -> dict[str, Any]:
         # (the files the figures here read: a downstream file made from an edited one is stale too, but says no more)
         if changed := artifacts.stale_files(run, step, among=(artifacts.ROLLOUTS, artifacts.SCORES)):
             stale[str(step)] = changed
-        rubrics[str(step)] = sorted({_rubric_key(run, s.rubric_version, s.instance_id)
-                                     for s in scores if s.rubric_version is not None})
+        rubrics[str(step)] = sorted({rubric_key(version, instance) for version, instance in
+                                     {(s.rubric_version, s.instance_id) for s in scores if s.rubric_version is not None}})
         # every update of the step: the global one, or each instance's in per-instance mode (whose edits and
         # reversals were left out: 0 edits for a run whose every instance rubric was edited)
         for update in reader.step_updates(step):

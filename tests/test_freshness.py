@@ -247,6 +247,27 @@ def test_compare_marks_steps_whose_arms_were_scored_with_different_rubrics(tmp_p
     assert rows["3"].rstrip().endswith("no: not in every run"), printed  # was "rubrics differ", of a step one run lacks
 
 
+def test_compare_reads_each_rubric_once_not_once_per_rollout(tmp_path, sim, monkeypatch) -> None:
+    """`compare` keys a step's rewards by the rubrics that scored it, and loaded the rubric of every score record:
+    a run of 300 steps of 32 rollouts parsed 9,600 rubric files, half the command's time. The loads must not grow
+    with the rollouts: a rubric is read once for the keys, and once more at most for the stability figures."""
+    from amaris_cli.compare import compare_runs
+    from amaris_cli.rundir import RunDir
+
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
+    loads: dict[int, int] = {}
+    load_rubric = RunDir.load_rubric
+
+    def counted(self: RunDir, version: int, instance_id: str | None = None):
+        loads[version] = loads.get(version, 0) + 1
+        return load_rubric(self, version, instance_id)
+
+    monkeypatch.setattr(RunDir, "load_rubric", counted)
+    compare_runs([RunDir(run)])
+    assert loads and max(loads.values()) <= 2, loads  # was 16 for each version: one per rollout it scored
+
+
 def test_summarizer_and_updater_get_amaris_counts_and_are_not_asked_to_estimate(tmp_path, sim) -> None:
     run = new_run(tmp_path)
     assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
