@@ -45,7 +45,7 @@ nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
@@ -185,12 +185,48 @@ def step_signals(reader: RunReader, step: int) -> StepSignals:
     return signals
 
 
-def run_alarms(run: RunDir | RunReader) -> AlarmReport:
-    """The alarms of a run, from its files (through the run reader, so each file is read once)."""
+def run_alarms(run: RunDir | RunReader, signals: Callable[[RunReader, int], StepSignals] | None = None) -> AlarmReport:
+    """The alarms of a run, from its files (through the run reader, so each file is read once). `signals`: how a
+    step's signals are read (step_signals; a SignalsMemo for a caller that asks again as the run goes on)."""
     from amaris_cli.reader import RunReader
 
     reader = run if isinstance(run, RunReader) else RunReader(run)
-    return detect([step_signals(reader, s) for s in reader.steps])
+    signals = signals or step_signals
+    return detect([signals(reader, s) for s in reader.steps])
+
+
+class SignalsMemo:
+    """Each step's signals kept between readings of a run that goes on (serve's /rubric_status, asked at every
+    step): a step's files are read again only when one of them changed (_stamps), so a reading costs a stat of
+    each file, not every step's records (which made each status answer grow with the run, and a training run's
+    sum of them with its square)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[tuple[tuple[str, int, int, int] | None, ...], StepSignals]] = {}
+
+    def __call__(self, reader: RunReader, step: int) -> StepSignals:
+        stamp = _stamps(reader.run, step)
+        kept = self._kept.get(step)
+        if kept is None or kept[0] != stamp:
+            kept = self._kept[step] = (stamp, step_signals(reader, step))
+        return kept[1]
+
+
+def _stamps(run: RunDir, step: int) -> tuple[tuple[str, int, int, int] | None, ...]:
+    """The files step_signals reads, as (name, inode, modification time, size): amaris replaces a file by renaming
+    a new one over it, which gets another inode, within the clock's tick too. None for one that does not exist."""
+    from amaris_cli import artifacts
+
+    stamps: list[tuple[str, int, int, int] | None] = []
+    for path in (artifacts.scores_path(run, step), artifacts.rollouts_path(run, step),
+                 *artifacts.summary_paths(run, step)):
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            stamps.append(None)
+            continue
+        stamps.append((str(path), info.st_ino, info.st_mtime_ns, info.st_size))
+    return tuple(stamps)
 
 
 def alarms_at(reader: RunReader, step: int) -> list[Alarm]:

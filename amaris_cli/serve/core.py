@@ -35,7 +35,7 @@ import orjson
 
 from amaris_cli import __version__, artifacts, locks
 from amaris_cli.agents.scorer import score_rollout
-from amaris_cli.alarms import alarms_at, run_alarms
+from amaris_cli.alarms import SignalsMemo, alarms_at, run_alarms
 from amaris_cli.errors import AmarisError, ConfigError, RunLockedError, WaitTimeout
 from amaris_cli.figures import reward_figures, shown_number
 from amaris_cli.llm.calllog import VALIDATION_CONTEXT
@@ -169,6 +169,7 @@ class ServeCore:
         self._opening_now: set[int] = set()  # steps whose first rollout is opening them
         self._tasks: set[asyncio.Task[Any]] = set()
         self._disk_cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, Any] | None]] = {}
+        self._alarm_signals = SignalsMemo()  # /rubric_status's alarms: each step's files read once per version
         # A failed OpenRLHF request's placements (step, rollout id) by its body's digest, oldest first: two samples
         # with the same prompt and response send the same body, and each retry takes one try's places.
         self._failed_requests: dict[str, list[tuple[float, list[tuple[int, str]]]]] = {}
@@ -1033,7 +1034,7 @@ class ServeCore:
                 status.rubric_version = step + 1 if status.updated else None
                 status.error = mark.error
                 status.skipped = mark.skipped
-            status.alarms = [a for a in run_alarms(self.run).alarms if a.step <= step]
+            status.alarms = [a for a in run_alarms(self.run, self._alarm_signals).alarms if a.step <= step]
             if state == "failed" and status.error is None and step in self.evolutions.by_step:
                 status.error = self.evolutions.by_step[step].error
         return status
