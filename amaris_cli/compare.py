@@ -51,7 +51,9 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     # each rubric read once: a step's every score names its rubric, and most steps share theirs with others
     rubric_key = cache(partial(_rubric_key, run))
     for step in reader.steps:
-        files = artifacts.read_provenance(run, step).files
+        # read once: in a per-instance run it names every instance's files
+        provenance = artifacts.read_provenance(run, step)
+        files = provenance.files
         stored = files.get(artifacts.ROLLOUTS)  # (its hash, recorded as it was written)
         rollouts[str(step)] = stored.sha256 if stored is not None else None
         judges[str(step)] = _judge_key(files.get(artifacts.SCORES))
@@ -62,7 +64,8 @@ def run_figures(run: RunDir) -> dict[str, Any]:
         scored_rollouts[str(step)] = artifacts.digest(sorted(s.rollout_id for s in scores
                                                              if s.status == "scored" and s.reward is not None))
         # (the files the figures here read: a downstream file made from an edited one is stale too, but says no more)
-        if changed := artifacts.stale_files(run, step, among=(artifacts.ROLLOUTS, artifacts.SCORES)):
+        if changed := artifacts.stale_files(run, step, provenance,
+                                            among=(artifacts.ROLLOUTS, artifacts.SCORES)):
             stale[str(step)] = changed
         rubrics[str(step)] = sorted({rubric_key(version, instance) for version, instance in
                                      {(s.rubric_version, s.instance_id) for s in scores if s.rubric_version is not None}})
