@@ -131,10 +131,21 @@ class _Pool:
 def flip_figures(records: Iterable[ReliabilityRecord]) -> list[VersionFlips]:
     """Each criterion's flip rate per rubric version, pooled over the given steps' re-judgements; versions in
     (instance, version) order, criteria in the order the rubric lists them (as the verdicts are stored)."""
-    pools: dict[tuple[str, int], _Pool] = {}
+    pools = FlipPools()
     for record in records:
+        pools.add(record)
+    return pools.figures()
+
+
+class FlipPools:
+    """flip_figures' counts as records are added, so that a reader that shows every step can pool a record once."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[str, int], _Pool] = {}
+
+    def add(self, record: ReliabilityRecord) -> None:
         for j in record.judgements:
-            pool = pools.setdefault((j.instance_id or "", j.rubric_version), _Pool(j.instance_id))
+            pool = self._pools.setdefault((j.instance_id or "", j.rubric_version), _Pool(j.instance_id))
             pool.steps.add(record.step)
             pool.tolerance.add(record.tolerance)
             if j.status != "judged":
@@ -145,19 +156,21 @@ def flip_figures(records: Iterable[ReliabilityRecord]) -> list[VersionFlips]:
                 counts = pool.counts.setdefault(v.criterion_id, {"repeat": [0, 0], "permuted": [0, 0]})[j.kind]
                 counts[0] += 1
                 counts[1] += verdict_flipped(v.first, v.again, record.tolerance)
-    out = []
-    for (_, version), pool in sorted(pools.items()):
-        criteria = []
-        for cid, kinds in pool.counts.items():
-            repeat, permuted = FlipCount(n=kinds["repeat"][0], flips=kinds["repeat"][1]), \
-                FlipCount(n=kinds["permuted"][0], flips=kinds["permuted"][1])
-            n, flips = repeat.n + permuted.n, repeat.flips + permuted.flips
-            criteria.append(CriterionFlips(criterion_id=cid, n=n, flips=flips, rate=_round(flips / n) if n else None,
-                                           repeat=repeat, permuted=permuted))
-        out.append(VersionFlips(rubric_version=version, instance_id=pool.instance_id, steps=sorted(pool.steps),
-                                rejudged=pool.rejudged, failed=pool.failed, tolerance=sorted(pool.tolerance),
-                                criteria=criteria))
-    return out
+
+    def figures(self) -> list[VersionFlips]:
+        out = []
+        for (_, version), pool in sorted(self._pools.items()):
+            criteria = []
+            for cid, kinds in pool.counts.items():
+                repeat, permuted = FlipCount(n=kinds["repeat"][0], flips=kinds["repeat"][1]), \
+                    FlipCount(n=kinds["permuted"][0], flips=kinds["permuted"][1])
+                n, flips = repeat.n + permuted.n, repeat.flips + permuted.flips
+                criteria.append(CriterionFlips(criterion_id=cid, n=n, flips=flips,
+                                               rate=_round(flips / n) if n else None, repeat=repeat, permuted=permuted))
+            out.append(VersionFlips(rubric_version=version, instance_id=pool.instance_id, steps=sorted(pool.steps),
+                                    rejudged=pool.rejudged, failed=pool.failed, tolerance=sorted(pool.tolerance),
+                                    criteria=criteria))
+        return out
 
 
 def _half_up(x: float, digits: int, scale: int = 1) -> Decimal:

@@ -36,7 +36,7 @@ from amaris_cli.models import (
     SummaryRecord,
     UpdateRecord,
 )
-from amaris_cli.reliability import StepFlips, load_reliability, step_figures
+from amaris_cli.reliability import PooledFlips, StepFlips, load_reliability, step_figures
 from amaris_cli.rundir import Manifest, RunDir
 from amaris_cli.schedule import spans
 from amaris_cli.serve.journal import journal_path
@@ -113,6 +113,7 @@ class RunReader:
         self.update = cache(lambda step, instance_id=None: artifacts.load_update(self.run, step, instance_id))
         self.retrieval = cache(lambda step, instance_id=None: artifacts.load_retrieval(self.run, step, instance_id))
         self.reliability: Callable[[int], ReliabilityRecord | None] = cache(lambda step: load_reliability(self.run, step))
+        self._pooled_flips = PooledFlips()  # step_flip_rates of step after step pool each record once
 
     @cached_property
     def manifest(self) -> Manifest:
@@ -209,7 +210,7 @@ class RunReader:
 
     def step_flip_rates(self, step: int) -> StepFlips:
         """The flip rates of the versions that scored the step, over the steps up to it: what its updater was given."""
-        return step_figures(self.reliability, self.steps, step)
+        return step_figures(self.reliability, self.steps, step, pooled=self._pooled_flips)
 
     def step_reliability(self, step: int) -> StepReliability:
         record = self.reliability(step)

@@ -8,6 +8,7 @@ than `reliability.tolerance`; the updater reads a criterion that flips as a cand
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import orjson
 
 from amaris_cli import artifacts
-from amaris_cli.figures import VersionFlips, flip_figures, verdict_flipped
+from amaris_cli.figures import FlipPools, VersionFlips, verdict_flipped
 from amaris_cli.jsonio import read_json
 from amaris_cli.models import ReliabilityRecord, RubricSet
 from amaris_cli.rundir import RunDir
@@ -47,22 +48,48 @@ class StepFlips:
 
 
 def step_figures(load: Callable[[int], ReliabilityRecord | None], steps: list[int], step: int,
-                 instances: set[str | None] | None = None) -> StepFlips:
+                 instances: set[str | None] | None = None, pooled: PooledFlips | None = None) -> StepFlips:
     """The flip rates of the rubric version(s) the step's own re-judgements judged (the versions that scored it;
     of the given instances, or of all), pooled over the records of the steps up to it that judged them: what the
     updater of the step is given, and what `inspect --step` and the report's step page show. `load` reads a
     step's current record (a reader passes its cached one). Version v scores no step before v, so only steps
-    from the oldest version on are read."""
+    from the oldest version on are read. `pooled`: the pools of an earlier call, which a later step of the same
+    versions goes on from (a reader that asks for every step in order)."""
     own = load(step)
-    versions = {(j.rubric_version, j.instance_id) for j in (own.judgements if own else [])
-                if instances is None or j.instance_id in instances}
+    versions = frozenset((j.rubric_version, j.instance_id) for j in (own.judgements if own else [])
+                         if instances is None or j.instance_id in instances)
     if not versions:
         return StepFlips([], [])
-    oldest = min(v for v, _ in versions)
-    found = (load(s) for s in steps if oldest <= s <= step)
-    records = [r for r in found if r is not None
-               and any((j.rubric_version, j.instance_id) in versions for j in r.judgements)]
-    return StepFlips([f for f in flip_figures(records) if (f.rubric_version, f.instance_id) in versions], records)
+    records, pools = (pooled or PooledFlips()).upto(load, steps, step, versions)
+    return StepFlips([f for f in pools.figures() if (f.rubric_version, f.instance_id) in versions], records)
+
+
+class PooledFlips:
+    """step_figures' records and pools, kept for the next step of the same versions: the report shows every step's
+    flip rates, and pooled the records from the oldest version on again at each, a cost that grew with the square of
+    the steps a version scored (a rubric kept for many steps: `--update-every`, a frozen rubric)."""
+
+    def __init__(self) -> None:
+        self._versions: frozenset[tuple[int, str | None]] = frozenset()
+        self._last = -1  # the last step pooled
+        self._records: list[ReliabilityRecord] = []
+        self._pools = FlipPools()
+
+    def upto(self, load: Callable[[int], ReliabilityRecord | None], steps: list[int], step: int,
+             versions: frozenset[tuple[int, str | None]]) -> tuple[list[ReliabilityRecord], FlipPools]:
+        """The records of `steps` (ascending) from the oldest of `versions` to `step` that judged any of them, and
+        their pools."""
+        if versions != self._versions or step < self._last:
+            self._versions, self._records, self._pools = versions, [], FlipPools()
+            self._last = min(v for v, _ in versions) - 1
+        for s in steps[bisect_right(steps, self._last):bisect_right(steps, step)]:
+            record = load(s)
+            if record is not None and any((j.rubric_version, j.instance_id) in versions for j in record.judgements):
+                self._records.append(record)
+                self._pools.add(record)
+        self._last = max(self._last, step)
+        return list(self._records), self._pools
+
 
 
 def judged_rubric(run: RunDir, figure: VersionFlips) -> RubricSet:

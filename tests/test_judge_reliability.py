@@ -401,3 +401,29 @@ def test_a_group_is_re_judged_as_scoring_judged_it_when_one_instance_id_covers_t
     assert record.scorer_calls == len(own) == 2, record
     assert sorted(j.rollout_id for j in record.judgements) == ["a", "b", "c"], record
     assert all(c["flips"] == 0 for c in RunReader(RunDir(run)).flip_rates()[0].model_dump()["criteria"]), record
+
+
+def test_the_flip_rates_of_every_step_pool_each_record_once(tmp_path: Path, sim, monkeypatch) -> None:
+    """A step's flip rates pool the records from the oldest version that scored it, and the report asks for every
+    step's: under a rubric kept for many steps (`--update-every`, a frozen rubric) it pooled steps 0..t again at every
+    t, 0.16 s at 100 steps and 0.68 s at 200, growing with the square of the steps. The figures are the same as each
+    step's pooled alone, and each record is pooled once."""
+    from amaris_cli import figures
+    from amaris_cli.reliability import step_figures
+
+    run = new_run(tmp_path, "run", RELIABLE_ON)
+    result = invoke("loop", EXAMPLES / "math", "--run", run, "--update-every", "100", env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    reader = RunReader(RunDir(run))
+    alone = [step_figures(reader.reliability, reader.steps, s).figures for s in reader.steps]
+    assert all(f and f[0].rubric_version == 0 for f in alone) and alone[-1][0].steps == reader.steps
+    pooled: list[int] = []
+    add = figures.FlipPools.add
+
+    def counted(self: figures.FlipPools, record: ReliabilityRecord) -> None:
+        pooled.append(record.step)
+        add(self, record)
+
+    monkeypatch.setattr(figures.FlipPools, "add", counted)
+    assert [reader.step_flip_rates(s).figures for s in reader.steps] == alone
+    assert pooled == reader.steps, pooled  # was 21 for these 6 steps: 1 + 2 + ... + 6
