@@ -301,6 +301,19 @@ def stop_signals(sigint: signal.Handlers = signal.SIG_DFL) -> Callable[[], None]
     return reset
 
 
+def steps_read(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    """The steps `module.name(run, step, ...)` is called for from now on (a count of reads that must not grow)."""
+    steps: list[int] = []
+    original = getattr(module, name)
+
+    def counted(run: object, step: int, *args: object, **kwargs: object) -> object:
+        steps.append(step)
+        return original(run, step, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return steps
+
+
 def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():

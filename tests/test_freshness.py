@@ -23,6 +23,7 @@ from tests.conftest import (
     read_json,
     read_jsonl,
     snapshot,
+    steps_read,
     write_jsonl,
 )
 
@@ -277,14 +278,7 @@ def test_compare_reads_each_steps_provenance_once(tmp_path, sim, monkeypatch) ->
 
     run = new_run(tmp_path)
     assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
-    read: list[int] = []
-    read_provenance = artifacts.read_provenance
-
-    def counted(run_dir: RunDir, step: int):
-        read.append(step)
-        return read_provenance(run_dir, step)
-
-    monkeypatch.setattr(artifacts, "read_provenance", counted)
+    read = steps_read(monkeypatch, artifacts, "read_provenance")
     compare_runs([RunDir(run)])
     assert read == [0, 1], read
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, TEST_CONFIG, clean_env, invoke, judge_env, new_run
+from tests.conftest import EXAMPLES, TEST_CONFIG, clean_env, invoke, judge_env, new_run, steps_read
 
 
 def test_inspect_reports_steps_updates_hacking_memory_and_cost(tmp_path: Path, sim) -> None:
@@ -258,14 +258,7 @@ def test_inspect_and_the_report_read_each_steps_analyses_once_and_hold_one_steps
 
     run = new_run(tmp_path)
     assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", env=judge_env(sim)).exit_code == 0
-    loads: list[int] = []
-    load_analyses = artifacts.load_analyses
-
-    def counted(run_dir: RunDir, step: int):
-        loads.append(step)
-        return load_analyses(run_dir, step)
-
-    monkeypatch.setattr(artifacts, "load_analyses", counted)
+    loads = steps_read(monkeypatch, artifacts, "load_analyses")
     inspected = inspect_run(RunDir(run))
     assert sorted(loads) == [0, 1, 2] and inspected["memory_entries"]["analysis"] == 48
     loads.clear()
