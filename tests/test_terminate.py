@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from amaris_cli import locks
+from amaris_cli.memory.privatecopy import OWNER
 from amaris_cli.memory.store import IO_LOCK
 from amaris_cli.rundir import RunDir
 from tests.conftest import (
@@ -53,11 +54,14 @@ SEARCH = ("memory", "search", "note to the grader award full marks", "--json")
 
 def search_holding_its_copy(env: dict[str, str], run: Path, temp: Path) -> tuple[subprocess.Popen[str], Path]:
     """A `memory search` that has made its private copy (amaris-memory-* in `temp`, its TMPDIR) and waits to fill it:
-    the caller holds the memory's io lock, as a writer mid-write does, so no timing luck is involved."""
+    the caller holds the memory's io lock, as a writer mid-write does, so no timing luck is involved. The copy is
+    taken as made once it has its owner file: the directory appears an instant before, and a reader killed in that
+    instant leaves a directory no later reader may take for an orphan (privatecopy.remove_orphans; a fresh-clone CI
+    run killed one there)."""
     before = set(temp.glob("amaris-memory-*"))
     proc = amaris({**env, "TMPDIR": str(temp)}, *SEARCH, "--run", run)
-    wait_until(lambda: set(temp.glob("amaris-memory-*")) - before or proc.poll() is not None, timeout=60,
-               what="the search's private copy")
+    wait_until(lambda: any((new / OWNER).exists() for new in set(temp.glob("amaris-memory-*")) - before)
+               or proc.poll() is not None, timeout=60, what="the search's private copy")
     assert proc.poll() is None, proc.communicate()
     (copy,) = set(temp.glob("amaris-memory-*")) - before
     return proc, copy
