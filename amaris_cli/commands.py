@@ -275,8 +275,13 @@ def run_evolve(options: EvolveOptions, json_out: bool, quiet: bool) -> None:
     err.print(f"done in {result.wall_s:.1f}s")
 
 
+def _modified_unchanged(r: Any) -> tuple[int, int]:
+    """A loop step's modified criteria and the edits that changed nothing (none without an update)."""
+    return (r.update.modified, r.update.unchanged) if r.update is not None else (0, 0)
+
+
 def _step_line(r: Any) -> str:
-    modified, unchanged = (r.update.modified, r.update.unchanged) if r.update is not None else (0, 0)
+    modified, unchanged = _modified_unchanged(r)
     return (f"step {r.step}: rubric v{r.rubric_version}, {r.rollouts} rollouts, mean reward {fmt(r.mean_reward)}, "
             f"{r.failed} failed, update {r.strategy or '-'} (+{r.added}/-{r.removed}/~{modified}"
             + (f", {unchanged} changed nothing" if unchanged else "") + f", {r.rejected} rejected"
@@ -293,8 +298,8 @@ def _loop_output(result: Any, run_path: Path, json_out: bool, quiet: bool, repla
                    "usage": usage_json(result.usage), "steps": [
                        {"step": r.step, "rubric_version": r.rubric_version, "rollouts": r.rollouts,
                         "mean_reward": r.mean_reward, "failed": r.failed, "strategy": r.strategy, "added": r.added,
-                        "removed": r.removed, "modified": r.update.modified if r.update is not None else 0,
-                        "unchanged": r.update.unchanged if r.update is not None else 0, "rejected": r.rejected, "rescore_mean_reward": r.rescore_mean,
+                        "removed": r.removed, **dict(zip(("modified", "unchanged"), _modified_unchanged(r), strict=True)),
+                        "rejected": r.rejected, "rescore_mean_reward": r.rescore_mean,
                         "tokens": r.tokens, "wall_s": r.wall_s} for r in result.reports]})
         return
     if quiet:

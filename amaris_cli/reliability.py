@@ -91,7 +91,6 @@ class PooledFlips:
         return list(self._records), self._pools
 
 
-
 def judged_rubric(run: RunDir, figure: VersionFlips) -> RubricSet:
     """The rubric whose criteria a figure's re-judgements judged (an instance's own version, else the run's)."""
     instance = figure.instance_id if figure.instance_id is not None and \

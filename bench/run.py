@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import functools
 import json
 import os
 import random
@@ -68,6 +69,15 @@ def versions() -> list[tuple[str, dict[str, str]]]:
     return found
 
 
+@functools.cache
+def _defaults_of(tree: str) -> dict[str, Any]:
+    """The default settings of the amaris tree at `tree`, as its run.json would hold them (asked once a bench run)."""
+    return json.loads(subprocess.run(
+        [sys.executable, "-c", "import json; from amaris_cli.config import Settings; "
+         "print(json.dumps(Settings().model_dump(mode='json')))"],
+        env={**os.environ, "PYTHONPATH": tree}, cwd="/", capture_output=True, text=True, check=True).stdout)  # not this tree
+
+
 def for_version(run: Path, extra: dict[str, str]) -> Path:
     """`run`, made by this tree, as the version `extra` names would read it: a baseline refuses the config keys of
     run.json it does not know (a key this tree added since), so they are left out, and they must hold their
@@ -76,10 +86,7 @@ def for_version(run: Path, extra: dict[str, str]) -> Path:
         return run
     from amaris_cli.config import Settings
 
-    known = json.loads(subprocess.run(
-        [sys.executable, "-c", "import json; from amaris_cli.config import Settings; "
-         "print(json.dumps(Settings().model_dump(mode='json')))"],
-        env={**os.environ, **extra}, cwd="/", capture_output=True, text=True, check=True).stdout)  # not this tree
+    known = _defaults_of(extra["PYTHONPATH"])
 
     def pruned(ours: dict[str, Any], theirs: dict[str, Any], defaults: dict[str, Any], where: str) -> dict[str, Any]:
         kept = {}
