@@ -12,6 +12,7 @@ comes with chromadb's `uvicorn[standard]`; amaris declares it for the platforms 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import os
 import threading
@@ -53,22 +54,34 @@ def run(main: Coroutine[Any, Any, T]) -> T:
             wrapped.close()  # never started where the runner refused (a running loop): no second "never awaited"
 
 
-async def blocking(wait: Callable[[threading.Event], T]) -> T:
+async def blocking(wait: Callable[[threading.Event], T], finish: bool = False) -> T:
     """A blocking wait (for another process's evolution, polling the disk) run in a thread, so that the event
     loop goes on: Ctrl-C cancels the command's task at once. Run in the loop itself, the wait held Ctrl-C until
     it ended (`--wait`, an hour by default), and `amaris serve`'s stop killed its evolution after a grace.
     `wait` gets an event that is set when the task is cancelled, and must end soon after; code it calls finds the
-    event with `stopping()`."""
+    event with `stopping()`. `finish`: cancelled, the task ends only once the thread has (work on a resource the
+    task's caller closes next, such as the memory store, must not go on under it)."""
     stop = threading.Event()
 
     def waiting() -> T:
         _STOP.set(stop)  # in the thread's copy of the context
         return wait(stop)
 
+    # asyncio.to_thread's future, not a task: a KeyboardInterrupt the work raises at a stop (memory/embeddings.py)
+    # comes out of a task's step into the event loop itself, past the wait for it below
+    thread = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, waiting)
     try:
-        return await asyncio.to_thread(waiting)
+        return await asyncio.shield(thread)
     except asyncio.CancelledError:
         stop.set()
+        if not finish:
+            thread.cancel()  # its outcome dropped (the thread ends on its own)
+            raise
+        while not thread.done():
+            with contextlib.suppress(BaseException):  # a second cancellation too: the thread is waited for
+                await asyncio.shield(thread)
+        if not thread.cancelled():
+            thread.exception()  # taken, not logged: the cancellation is what the caller gets
         raise
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,108 @@ def test_the_suites_commands_keep_the_loop_asked_for(monkeypatch: pytest.MonkeyP
                "print(eventloop.run(main()))")
     done = subprocess.run([sys.executable, "-c", program], env=clean_env(), capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith("asyncio"), (done.stdout, done.stderr)
+
+
+def test_a_cancelled_blocking_wait_with_finish_ends_only_once_its_thread_has() -> None:
+    """Memory work (eventloop.blocking with `finish`) is cancelled at Ctrl-C, and the memory store is closed next:
+    the task must not end while its thread still writes the store. Without `finish` it ends at once, as a wait for
+    another process's evolution should."""
+    import threading
+    import time
+
+    ended: dict[bool, float] = {}
+
+    def work(stop: threading.Event, finish: bool) -> None:
+        stop.wait(5)
+        time.sleep(0.3)  # the batch in progress when the stop came
+        ended[finish] = time.monotonic()
+
+    async def cancelled(finish: bool) -> float:
+        task = asyncio.create_task(eventloop.blocking(lambda stop: work(stop, finish), finish=finish))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic()
+
+    returned = eventloop.run(cancelled(True))
+    assert True in ended and returned >= ended[True], "the task ended before its thread"
+    returned = eventloop.run(cancelled(False))
+    time.sleep(0.5)
+    assert returned < ended[False], "without finish, the task waited for its thread"
+
+
+def test_memory_work_runs_off_the_event_loops_thread(tmp_path: Path, sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedding texts and the index's reads and writes (a step's indexing, an update's dynamic retrieval, the sync
+    before it) ran on the event loop's thread in `evolve`, `summarize` and `update`: a big step's embedding held
+    Ctrl-C to its end, and a wait for an embeddings endpoint that is down held every other instance's judge answers
+    unread. A per-instance `loop` of two steps: every query and write of the memory happens in a worker thread."""
+    from amaris_cli.memory.store import MemoryStore
+    from tests.conftest import TEST_CONFIG, invoke, judge_env, write_jsonl
+    from tests.test_per_instance import population
+
+    seen: list[tuple[str, bool]] = []
+    for name in ("query", "add", "set_mark"):
+        def wrapper(self: MemoryStore, *args: object, _name: str = name, _original=getattr(MemoryStore, name),
+                    **kwargs: object) -> object:
+            seen.append((_name, asyncio._get_running_loop() is not None))  # a loop runs in this thread
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(MemoryStore, name, wrapper)
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    source = write_jsonl(tmp_path / "all.jsonl", population(0) + population(1))
+    result = invoke("loop", source, "--run", run, env=judge_env(sim))
+    assert result.exit_code == 0, result.stderr
+    assert {name for name, _ in seen} == {"query", "add", "set_mark"}, seen  # step 1's updates searched step 0
+    assert not [name for name, on_loop in seen if on_loop], seen
+
+
+def test_a_cancelled_indexing_stops_at_its_next_batch_and_ends_before_the_store_closes(tmp_path: Path) -> None:
+    """Ctrl-C while a big step is embedded (256 entries a batch; 10,000 rollouts took minutes): the indexing stops
+    at its next batch, and its task ends once the thread has, so the store is closed (its lock released, the index
+    scrubbed) with no thread writing it. On the loop's thread the embedding held Ctrl-C to its end."""
+    import threading
+    import time
+
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.memory.digests import MemoryEntry
+    from amaris_cli.memory.service import in_thread
+    from amaris_cli.memory.store import MemoryStore
+    from amaris_cli.rundir import RunDir
+    from tests.conftest import new_run
+
+    started = threading.Event()
+    batches: list[float] = []
+
+    class SlowEmbedder:
+        """Each batch takes 0.3 s, as the local model's does for 256 texts on a loaded machine."""
+
+        name = "slow-test-embedder"
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            started.set()
+            time.sleep(0.3)
+            batches.append(time.monotonic())
+            return [[1.0, float(len(t)), 0.5] for t in texts]
+
+    entries = [MemoryEntry(id=f"analysis:{i:05d}", type="analysis", step=0, instance_id=None, text=f"entry {i}")
+               for i in range(256 * 4)]
+    with MemoryStore(RunDir(new_run(tmp_path)), MemorySettings(), embedder=SlowEmbedder()) as store:
+
+        async def cancelled_while_indexing() -> float:
+            task = asyncio.create_task(in_thread(store, lambda: store.add(entries)))
+            while not started.is_set():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return time.monotonic()
+
+        returned = eventloop.run(cancelled_while_indexing())
+        time.sleep(0.7)  # a batch still going would end by now
+        assert len(batches) == 1, f"{len(batches)} of 4 batches embedded after the cancellation"
+        assert returned >= batches[0], "the task ended while its thread still wrote the store"
+        assert store.counts()["analysis"] == 256

@@ -1024,7 +1024,8 @@ def test_a_judge_that_never_answered_is_not_asked_by_every_request_in_turn_witho
 
 class EmbeddingsServer:
     """An OpenAI-compatible /v1/embeddings on 127.0.0.1 (the sim-judge's hashed vectors) that answers 503 with a
-    1 ms `retry-after-ms` (so the SDK's own retries are spent at once) while `down`, as a provider's blip does."""
+    1 ms `retry-after-ms` (so the SDK's own retries are spent at once) while `down`, as a provider's blip does, and
+    to the texts that hold `down_for` (an update's entry, say) whenever they come."""
 
     def __init__(self) -> None:
         import http.server
@@ -1033,17 +1034,18 @@ class EmbeddingsServer:
 
         outer = self
         self.down = False
+        self.down_for: str | None = None
         self.refused = self.answered = 0
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the standard library's name
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                if outer.down:
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                if outer.down or (outer.down_for is not None and any(outer.down_for in t for t in texts)):
                     outer.refused += 1
                     payload, status = {"error": {"message": "upstream unavailable", "type": "server_error"}}, 503
                 else:
                     outer.answered += 1
-                    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     payload, status = {"object": "list", "model": body["model"], "data": [
                         {"object": "embedding", "index": i, "embedding": hashed_embedding(t)}
                         for i, t in enumerate(texts)]}, 200
@@ -1099,13 +1101,14 @@ def test_an_embeddings_endpoint_down_for_a_moment_during_an_update_is_waited_out
         embeddings.stop()
 
 
-@pytest.mark.parametrize("command", ["evolve", "loop"])
+@pytest.mark.parametrize("command", ["evolve", "loop", "loop-scoring"])
 def test_sigterm_while_the_embeddings_endpoint_is_waited_for_ends_the_command_at_once(tmp_path: Path, sim,
-                                                                                       command: str) -> None:
-    """The embedder waits out an endpoint that is down without the event loop (on its thread: `evolve`'s update
-    embeds its queries there) or in a worker thread (`loop` indexes a step in the background), where the
-    cancellation of SIGTERM never reached it: the command went on waiting for up to the outage budget (here 120 s)
-    and a scheduler's SIGKILL would cut its cleanup. It ends as SIGTERM ends a command anywhere else."""
+                                                                                       sim_factory, command: str) -> None:
+    """The embedder waits out an endpoint that is down in a worker thread (`evolve`'s update embeds its queries
+    there; `loop` indexes a step in the background), where the cancellation of SIGTERM never reached it: the command
+    went on waiting for up to the outage budget (here 120 s) and a scheduler's SIGKILL would cut its cleanup. It ends
+    as SIGTERM ends a command anywhere else. `loop-scoring`: the signal comes while the loop scores the next step
+    (a judge answering in 1 s), not while it waits for the indexing: the loop then waited for the indexing to end."""
     import signal
     import sys
 
@@ -1124,7 +1127,10 @@ def test_sigterm_while_the_embeddings_endpoint_is_waited_for_ends_the_command_at
             args: list[object] = ["evolve", "--run", run, "--step", 1]
         else:  # the loop indexes step 0 in a worker thread while it goes on
             args = ["loop", EXAMPLES / "math", "--run", run, "--steps", "0:2"]
-        embeddings.down = True
+        if command == "loop-scoring":  # step 0's update, indexed in the background while step 1 is scored
+            env, embeddings.down_for = process_env(sim_factory(latency=1.0)), "rubric update ("
+        else:
+            embeddings.down = True
         proc = subprocess.Popen([sys.executable, "-m", "amaris_cli", *map(str, args)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=stop_signals())
@@ -1133,6 +1139,8 @@ def test_sigterm_while_the_embeddings_endpoint_is_waited_for_ends_the_command_at
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGTERM)
         stopped = time.monotonic()
+        if command == "loop-scoring":  # step 1 not yet analyzed: the loop was not waiting for the memory
+            assert not (run / "steps/000001/analyses.jsonl").exists()
         _, err = proc.communicate(timeout=60)
         assert time.monotonic() - stopped < 15 and proc.returncode == 143, (proc.returncode, err)
         assert "terminated: re-run the same command" in " ".join(err.split()), err

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from amaris_cli import artifacts
 from amaris_cli.memory.digests import (
@@ -18,6 +19,7 @@ from amaris_cli.memory.store import MemoryStore, to_hit
 from amaris_cli.models import MemoryHit, StaticEntry, SummaryRecord
 from amaris_cli.rundir import RunDir
 
+T = TypeVar("T")
 TYPES: tuple[EntryType, ...] = ("analysis", "summary", "update")
 FILES: dict[EntryType, str] = {"analysis": artifacts.ANALYSES, "summary": artifacts.SUMMARY, "update": artifacts.UPDATE}
 
@@ -50,6 +52,18 @@ class RunCatalog:
         if entry_id not in self._texts:
             self.step_entries(step)
         return self._texts.get(entry_id, "(entry no longer in the run's files)")
+
+
+async def in_thread(store: MemoryStore, work: Callable[[], T]) -> T:
+    """Memory work (embedding texts, the index's reads and writes, the step files they read) in a thread, one at a
+    time per store. On the event loop's thread it held every other task of the process: the local model embedding
+    a big step (minutes at 10,000 rollouts) kept Ctrl-C waiting to its end, and a wait for an embeddings endpoint
+    that is down (up to llm.outage_budget) left the other instances' judge answers unread until their timeouts
+    fired. Cancelled, the task ends once the work has (it stops at its next batch): the store is closed next."""
+    from amaris_cli.eventloop import blocking
+
+    async with store.turn:
+        return await blocking(lambda _stop: work(), finish=True)
 
 
 def files_shas(run: RunDir, step: int) -> dict[EntryType, str | None]:

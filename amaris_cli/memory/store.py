@@ -21,6 +21,7 @@ Dynamic retrieval filters on `step < t`, so entries of the current or later step
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -35,6 +36,7 @@ from urllib.parse import urlparse
 from amaris_cli import locks
 from amaris_cli.config import MemorySettings
 from amaris_cli.errors import AmarisError
+from amaris_cli.eventloop import stopping
 from amaris_cli.jsonio import read_json, write_json_atomic
 from amaris_cli.llm.endpoint import public_url, redact, url_secrets
 from amaris_cli.memory.digests import EntryType, MemoryEntry
@@ -111,6 +113,7 @@ class MemoryStore:
         self._run_keys = run_keys(run, keep=self.writer) if self.shared else ()
         self.run_key = self._run_keys[0] if self.shared else ""
         self._lock: Any = None
+        self.turn = asyncio.Lock()  # memory work runs in a thread, one at a time (service.in_thread)
         self._copy: PrivateDirectory | None = None
         self._client: Any = None
         self._collections: dict[EntryType, Any] = {}
@@ -326,6 +329,8 @@ class MemoryStore:
             present = self.existing([e.id for e in group], entry_type)
             todo = [e for e in group if e.id not in present]
             for start in range(0, len(todo), 256):
+                if stopping():  # Ctrl-C, SIGTERM: a big step's embedding ends at a batch, its marks unset
+                    raise KeyboardInterrupt
                 batch = todo[start : start + 256]
                 vectors = self.embedder.embed([e.embedded for e in batch])  # outside the io lock: the slow part
                 collection = self._store()[entry_type]

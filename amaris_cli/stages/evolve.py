@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from amaris_cli import artifacts
 from amaris_cli.errors import AmarisError, InputError, StageFailed
 from amaris_cli.eventloop import blocking
-from amaris_cli.memory.service import RunCatalog, index_step
+from amaris_cli.memory.service import RunCatalog, in_thread, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import SummaryRecord
 from amaris_cli.policy import NotEvaluated
@@ -172,7 +172,7 @@ async def evolve_step(
     if index_now and store is not None:
         # After the mark: a `score --lag` waiting for this step goes on while the step is embedded. Should this
         # fail, the memory is only behind the files, and the next update's sync indexes the step.
-        index_step(store, RunCatalog(run), step)
+        await in_thread(store, lambda: index_step(store, RunCatalog(run), step))
     return outcome
 
 

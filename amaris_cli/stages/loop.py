@@ -22,8 +22,7 @@ from typing import Any
 
 from amaris_cli import artifacts
 from amaris_cli.artifacts import How
-from amaris_cli.eventloop import blocking
-from amaris_cli.memory.service import RunCatalog, index_step
+from amaris_cli.memory.service import RunCatalog, in_thread, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import Rollout
 from amaris_cli.schedule import update_decided
@@ -89,13 +88,23 @@ class Indexer:
     def start(self, session: Session, step: int) -> None:
         if self.store is not None:
             store, catalog = self.store, RunCatalog(session.run)
-            self._pending = asyncio.create_task(blocking(lambda _stop: index_step(store, catalog, step)))
+            self._pending = asyncio.create_task(in_thread(store, lambda: index_step(store, catalog, step)))
 
     async def settle(self) -> MemoryStore | None:
         if self._pending is not None:
             task, self._pending = self._pending, None
             await task
         return self.store
+
+    async def stop(self) -> None:
+        """Stops an indexing in progress, once its thread has ended (the memory is closed next). The memory is then
+        behind the run's files: the next update's sync indexes the rest. Awaited as `settle`, it went on to its end
+        (minutes, for a big step or an embeddings endpoint that is down) before the command could stop."""
+        if self._pending is not None:
+            task, self._pending = self._pending, None
+            task.cancel()
+            with contextlib.suppress(BaseException):  # the command's own error is the one to report
+                await task
 
     async def memory(self) -> MemoryStore | None:
         """The memory for the next evolution, once the last indexing is done (opened on first use)."""
@@ -172,10 +181,7 @@ async def run_loop(session: Session, steps: dict[int, StepPlan], store: Memory, 
             reports.append(report)
             hooks.on_step(report)
     except BaseException:
-        # The step's own error is the one to report: an indexing that failed behind it (the same full disk,
-        # say) must not replace it, as an exception raised in `finally` would.
-        with contextlib.suppress(Exception):
-            await indexer.settle()
+        await indexer.stop()  # Ctrl-C, SIGTERM or the step's failure: the command ends now
         raise
     await indexer.settle()
     return reports

@@ -12,7 +12,7 @@ from amaris_cli import artifacts
 from amaris_cli.agents.summarizer import merge_chunks, summarize_chunk
 from amaris_cli.errors import AgentFailed, AmarisError
 from amaris_cli.jsonio import write_json_atomic
-from amaris_cli.memory.service import RunCatalog, index_step
+from amaris_cli.memory.service import RunCatalog, in_thread, index_step
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import (
     AnalysisRecord,
@@ -217,7 +217,7 @@ async def summarize_step(session: Session, step: int, memory: MemoryStore | None
     outcome.done = sum(computed)
     outcome.reused = len(groups) - outcome.done
     if memory is not None:
-        index_step(memory, RunCatalog(run), step, ("analysis", "summary"))
+        await in_thread(memory, lambda: index_step(memory, RunCatalog(run), step, ("analysis", "summary")))
     summary = artifacts.load_summary(run, step) if None in groups else None
     outcome.mean_reward = summary.stats.mean_reward if summary else None
     return outcome.stop()

@@ -18,7 +18,14 @@ from amaris_cli.agents.updater import propose_update
 from amaris_cli.errors import AgentFailed, AmarisError, InputError
 from amaris_cli.gate import StepProbes, budgets, check, same_criteria, step_probes
 from amaris_cli.llm.endpoint import strip_userinfo
-from amaris_cli.memory.service import RunCatalog, dynamic_retrieval, index_step, static_retrieval, sync_before
+from amaris_cli.memory.service import (
+    RunCatalog,
+    dynamic_retrieval,
+    in_thread,
+    index_step,
+    static_retrieval,
+    sync_before,
+)
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
 from amaris_cli.reliability import updater_reliability
@@ -175,7 +182,8 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
             if answer.value is None:
                 raise AgentFailed(f"step {step}: the query generator failed: {answer.error}; re-run to retry")
             queries = answer.value.queries
-            dynamic = dynamic_retrieval(memory, catalog, queries, mem.results_per_query, step, static, iid)
+            dynamic = await in_thread(memory, lambda: dynamic_retrieval(memory, catalog, queries, mem.results_per_query,
+                                                                        step, static, iid))
         retrieval = RetrievalRecord(step=step, instance_id=iid, static_enabled=mem.static,
                                     static_steps=mem.static_steps, dynamic_enabled=mem.dynamic,
                                     results_per_query=mem.results_per_query, max_queries=mem.max_queries,
@@ -254,7 +262,7 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
     outcome = UpdateOutcome(step=step)
     catalog = RunCatalog(run)
     if memory is not None:
-        sync_before(memory, catalog, step)
+        await in_thread(memory, lambda: sync_before(memory, catalog, step))
 
     own_calls, allowances = budgets(session, step, len(summaries)) if session.settings.gate.enabled else (0, [])
 
@@ -280,5 +288,5 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         outcome.unchanged += edits.count(False)
         outcome.rejected += len(record.rejected)
     if memory is not None and index:
-        index_step(memory, catalog, step)  # the whole step, now that its update no longer searches it
+        await in_thread(memory, lambda: index_step(memory, catalog, step))  # the whole step: its update no longer searches it
     return outcome
