@@ -159,7 +159,10 @@ _MODAL = (r"(?:must|should|shall|has\s+to|have\s+to|needs?\s+to|is\s+to|are\s+to
           r"|disregards?)")
 # The response as the object of a verb ("entitles it to", "qualifying the response for")
 _THE_RESPONSE = r"(?:it|them|the\s+response|this\s+response|such\s+\w+|a\s+response)"
-_VALUE_NUM = (r"(?:\d+(?:\.\d+)?(?:\s*/\s*\d+|\s*%|\s*(?:points?|pts|stars?|marks?)\b|\s+out\s+of\s+\d+)"
+# A number as a writer spells it in a mark: "10/10", "100%" or "100 percent", "10 out of 10" or "ten out of ten".
+_NUMBER = r"(?:\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|(?:a\s+|one\s+)?hundred)"
+_VALUE_NUM = (rf"(?:\d+(?:\.\d+)?(?:\s*/\s*\d+|\s*(?:%|percent\b|per\s*cent\b)|\s*(?:points?|pts|stars?|marks?)\b)"
+              rf"|\b{_NUMBER}\s+out\s+of\s+{_NUMBER}\b"
               r"|(?:1|0|1\.0|0\.0|one|zero)(?=\s*(?:$|[.,;!?)]|on\b|for\b|in\b|across\b|to\b|as\b|and\b)))")
 _VALUE_TOP = (r"(?:(?:full|perfect|maximum|maximal|max|top|highest|best|complete|total)\s+(?:marks?|credit|points?|scores?"
               r"|grades?|ratings?|rewards?|verdicts?)|(?:a|the)\s+(?:perfect|top|full|maximum|highest)\s+\w+"
@@ -360,7 +363,9 @@ _CHECK_PATTERNS: list[tuple[str, str, bool]] = [
      PRESCRIBES, True),
     (r"\b(?:receives?|received|receiving|gets?|got|getting|earns?|earned|earning|deserves?|deserved|deserving|merits?"
      r"|merited|(?:is|are)\s+worth)\s+(?:(?:an?|the|its|this|every|all|each)\s+)?"
-     rf"(?:{_VALUE_TOP}|{_VALUE_NUM})", PRESCRIBES, True),
+     # (a mark as a noun, "earns a 10.", only where it ends the clause: "receives a 10 in the next round" is a game's)
+     rf"(?:{_VALUE_TOP}|{_VALUE_NUM}|(?:(?<=\ba\s)|(?<=\ban\s))\d+(?:\.\d+)?(?=\s*(?:$|[.;!?)]|on\s+(?:this|every|all|each|any)\b)))",
+     PRESCRIBES, True),
     (r"\b(?:obtains?|achieves?|wins?|scores?|scoring)\s+(?:(?:an?|the|its|this|every|all|each)\s+)?"
      rf"{_VALUE_TOP}", PRESCRIBES, True),
     # the top verdict as what the response's content is worth, under another verb: "which warrants full credit",
