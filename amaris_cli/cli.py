@@ -466,6 +466,15 @@ def main() -> None:
         app()
     except BrokenPipeError:
         sys.exit(1)
+    except Exception:  # noqa: BLE001 - an unexpected error (a bug): its traceback, as Python would print it
+        import traceback
+
+        from amaris_cli.terminal import terminal_safe
+
+        # its message may carry a rollout's or an agent's text: nothing raw for the terminal (typer's printer
+        # wrote an OSC 52 clipboard write or a screen clear in it as it was)
+        sys.stderr.write(terminal_safe(traceback.format_exc()))
+        sys.exit(1)
     finally:
         if ours:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
