@@ -58,8 +58,8 @@ async def in_thread(store: MemoryStore, work: Callable[[], T]) -> T:
     """Memory work (embedding texts, the index's reads and writes, the step files they read) in a thread, one at a
     time per store. On the event loop's thread it held every other task of the process: the local model embedding
     a big step (minutes at 10,000 rollouts) kept Ctrl-C waiting to its end, and a wait for an embeddings endpoint
-    that is down (up to llm.outage_budget) left the other instances' judge answers unread until their timeouts
-    fired. Cancelled, the task ends once the work has (it stops at its next batch): the store is closed next."""
+    that is down (up to llm.outage_budget) left the other instances' judge answers unread until it ended.
+    Cancelled, the task ends once the work has (it stops at its next batch): the store is closed next."""
     from amaris_cli.eventloop import blocking
 
     async with store.turn:
