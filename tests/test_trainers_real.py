@@ -413,6 +413,24 @@ def test_verl_batch_manager_completes_a_step_an_earlier_run_left_open_rather_tha
     assert len(rollouts(run, 1)) == len(ROWS) and all(r["output"] != "left over" for r in rollouts(run, 1))
 
 
+def reward_loop_training(trainers: Any, tok: Any) -> Any:
+    """One run of verl's reward loop workers (the custom function loaded anew): `score(step, rows, split)` scores
+    a batch as verl's naive reward loop manager does, stamped with `global_steps` step."""
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
+
+    compute_score = custom_reward("compute_score")
+
+    async def score(step: int, rows: list[dict[str, Any]], split: str = "train") -> list[float]:
+        manager = NaiveRewardManager(config=OmegaConf.create({}), tokenizer=tok, compute_score=compute_score)
+        fields = [{"global_steps": step, "min_global_steps": step, "max_global_steps": step} for _ in rows]
+        data = trainers.verl_batch(tok, rows, tool_extra_fields=fields, split=split)
+        results = await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
+        return [r["reward_score"] for r in results]
+
+    return score
+
+
 @OTHERS
 def test_verl_reward_loop_resumed_after_its_crashed_run_completed_later_steps_numbers_them_after(
         trainers, tmp_path, sim, monkeypatch, caplog) -> None:
@@ -421,32 +439,17 @@ def test_verl_reward_loop_resumed_after_its_crashed_run_completed_later_steps_nu
     next batch `global_steps` 1 again), the first response named step 1, which is complete: a 409 from every
     response, which verl's reward loop raises, and the resumed training died. The resumed batches are numbered
     after the crashed run's last complete step, as TRLReward does (the crashed run's half step 2 is discarded)."""
-    from omegaconf import OmegaConf
-    from verl.experimental.reward_loop.reward_manager import NaiveRewardManager
-
     run = new_scenario_run(tmp_path, "verl-resumed")
     with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
         monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
         tok = trainers.tokenizer()
 
-        def training() -> Any:  # one run of verl's reward loop workers: the custom function loaded anew
-            compute_score = custom_reward("compute_score")
-
-            async def score(step: int, rows: list[dict[str, Any]]) -> list[float]:
-                manager = NaiveRewardManager(config=OmegaConf.create({}), tokenizer=tok, compute_score=compute_score)
-                fields = [{"global_steps": step, "min_global_steps": step, "max_global_steps": step} for _ in rows]
-                data = trainers.verl_batch(tok, rows, tool_extra_fields=fields)
-                results = await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
-                return [r["reward_score"] for r in results]
-
-            return score
-
-        crashed = training()
+        crashed = reward_loop_training(trainers, tok)
         got = {step: asyncio.run(crashed(step, ROWS)) for step in (0, 1)}
         asyncio.run(crashed(2, ROWS[:3]))  # the crash
         wait_evolved(server.url, 1)
         time.sleep(0.05)  # the resumed training starts after the crashed run's last request
-        resumed = training()
+        resumed = reward_loop_training(trainers, tok)
         got |= {step + 1: asyncio.run(resumed(step, ROWS)) for step in (1, 2)}
         wait_evolved(server.url, 3)
     assert_steps_hold(run, got)  # steps 0 and 1 the crashed run's, 2 and 3 the resumed batches (verl's 1 and 2)
@@ -454,3 +457,32 @@ def test_verl_reward_loop_resumed_after_its_crashed_run_completed_later_steps_nu
         "amaris: the run's steps up to 1 are complete (or being completed), so verl's steps from 1 on are numbered "
         "from step 2: a training resumed after its crashed run went on, or a new training in a run that holds "
         "another's steps"]
+
+
+@OTHERS
+def test_verl_validation_before_a_resumed_training_is_judged_with_the_step_its_training_is_numbered(
+        trainers, tmp_path, sim, monkeypatch) -> None:
+    """verl validates before training (val_before_train, its default) also when resumed: stamped with the
+    checkpoint's global_steps, as the first training batch is (ray_trainer.fit: update_weights(global_steps), then
+    _validate). The crashed run completed steps 0 and 1; the resumed training's batches from global_steps 1 on are
+    steps 2, 3, ... But the validation came first, before anything had decided that, and was judged as step 1:
+    with the rubric version of two steps back, kept beside the crashed run's step 1. It is judged as step 2 now,
+    with the rubric version the resumed training's first batch gets."""
+    run = new_scenario_run(tmp_path, "verl-resumed-validation")
+    with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = trainers.tokenizer()
+        crashed = reward_loop_training(trainers, tok)
+        for step in (0, 1):
+            asyncio.run(crashed(step, ROWS))
+        wait_evolved(server.url, 1)
+        time.sleep(0.05)  # the resumed training starts after the crashed run's last request
+        resumed = reward_loop_training(trainers, tok)
+        validated = asyncio.run(resumed(1, VALIDATION, "test"))  # val_before_train, in the same workers
+        asyncio.run(resumed(1, ROWS))
+        wait_evolved(server.url, 2)
+    assert step_dirs(run) == [0, 1, 2]
+    assert sorted(p.name for p in (run / "validation").iterdir()) == ["step-000002.jsonl"]
+    kept = [json.loads(line) for line in (run / "validation" / "step-000002.jsonl").read_text().splitlines()]
+    assert sorted(validated) == pytest.approx(sorted(e["record"]["reward"] for e in kept))
+    assert {e["record"]["rubric_version"] for e in kept} == {s["rubric_version"] for s in scores(run, 2)} == {1}

@@ -419,9 +419,12 @@ class VerlReward(_ServedReward):
         """verl's step as this training's amaris step. verl resumed from a checkpoint stamps its batches with the
         checkpoint's steps again, often after the server completed the steps its crashed run went on to (verl
         saves every `save_freq` steps): those keep the crashed run's rollouts, and the resumed batches follow the
-        last of them, as TRLReward's generations do (each response was a 409, which verl raises). Decided at this
-        process's first training response, from the steps no longer taking rollouts then: verl's reward workers
-        each decide it during the first batch, whose step none of them completes before the batch is in."""
+        last of them, as TRLReward's generations do (each response was a 409, which verl raises). Validation is
+        numbered so too: verl validates before training (val_before_train) with the first training batch's
+        global_steps, and a validation renumbered later was judged with the rubric of the crashed run's step.
+        Decided at this process's first response, from the steps no longer taking rollouts then: verl's reward
+        workers each decide it during the validation before training or the first batch, whose step none of them
+        completes before the batch is in."""
         with self._offset_lock:
             if self._offset is None:
                 latest = _last_taken(self.client)
@@ -492,7 +495,7 @@ class VerlReward(_ServedReward):
         if "instance_id" in body:  # verl numbers each split's rows from 0: test row 5 is not training prompt 5
             body["instance_id"] = f"{info['split']}-{body['instance_id']}"
         step = _verl_step(info)
-        return self.client.validate(step=None if step is None else step + (self._offset or 0), **body)
+        return self.client.validate(step=None if step is None else self._renumbered(step), **body)
 
     def _reward(self, answer: ScoreResponse) -> float:
         if answer.score is not None and math.isfinite(answer.score):
