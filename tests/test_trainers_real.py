@@ -216,6 +216,42 @@ def test_verl_legacy_managers_without_a_step_fill_the_servers_steps(trainers, tm
 
 
 @OTHERS
+def test_verl_prime_managers_pool_asks_the_server_how_it_runs_once_per_process(trainers, tmp_path, sim,
+                                                                              monkeypatch) -> None:
+    """verl's prime manager scores in a process pool, sending compute_score pickled with each task: each task's
+    copy of VerlReward was new, and asked GET /health twice (the server's mode, a crashed run's leftovers) for every
+    response, with a connection of its own. A process's copies are one now: two GETs per process. (verl's own
+    pool, at 2 processes for 6 responses; each request is recorded as it is sent, in whichever process.)"""
+    import os
+
+    import httpx
+    from verl.workers.reward_manager.prime import run_reward_scoring
+
+    sent = tmp_path / "sent.log"
+    send = httpx.Client.send
+
+    def recorded(self: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        with sent.open("a") as f:
+            f.write(f"{os.getpid()} {request.method} {request.url.path}\n")
+        return send(self, request, **kwargs)
+
+    monkeypatch.setattr(httpx.Client, "send", recorded)  # before verl's pool forks its processes
+    run = new_scenario_run(tmp_path, "prime-pool")
+    with served(run, sim, "--rollouts-per-step", len(ROWS)) as server:
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        got = run_reward_scoring(custom_reward("compute_score"), completions=[r["response"] for r in ROWS],
+                                 references=[r["answer"] for r in ROWS], tasks=["openai/gsm8k"] * len(ROWS),
+                                 extra_info=[{"index": r["index"], "question": r["question"]} for r in ROWS],
+                                 num_processes=2)
+        wait_evolved(server.url, 0)
+    assert sorted(got) == pytest.approx(sorted(s["reward"] for s in scores(run, 0)))
+    calls = [line.split(" ", 1) for line in sent.read_text().splitlines()]
+    scorers = {pid for pid, call in calls if call == "POST /score"}
+    assert len(scorers) <= 2 and sum(call == "POST /score" for _, call in calls) == len(ROWS)
+    assert sum(call == "GET /health" for pid, call in calls if pid in scorers) <= 2 * len(scorers)
+
+
+@OTHERS
 def test_verl_legacy_naive_without_a_step_or_rollouts_per_step_is_refused(trainers, tmp_path, sim,
                                                                           monkeypatch) -> None:
     from verl.workers.reward_manager import NaiveRewardManager

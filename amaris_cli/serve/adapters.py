@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -393,9 +394,9 @@ class VerlReward(_ServedReward):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """verl's prime manager sends compute_score to a process pool, pickled, task by task: the copy there is
-        built anew from the settings, with its own connections and nothing pending, but with the moment its
-        training began (a copy made after a sibling opened the step took that step for a crashed run's leftover
-        and completed it)."""
+        built from the settings, once per process (_verl_reward), with its own connections, but with the moment
+        its training began (a copy made after a sibling opened the step took that step for a crashed run's
+        leftover and completed it)."""
         return (_verl_reward, (*self._settings, (self.stepper.started, self.batch_stepper.started)))
 
     def __call__(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
@@ -506,14 +507,25 @@ class VerlReward(_ServedReward):
                            "start the server with --on-error neutral, or give VerlReward(failed_as=...)")
 
 
+# A process's copy of each VerlReward (verl's prime manager unpickles one per task), keyed by the process too: a
+# forked child's copies are its own.
+_COPIES: dict[tuple[Any, ...], VerlReward] = {}
+
+
 def _verl_reward(url: str, complete: Complete, step: StepSource, failed_as: float | None,
                  max_workers: int, validation_splits: tuple[str, ...] = VERL_VALIDATION_SPLITS,
                  started: tuple[float, float] | None = None) -> VerlReward:
+    """A VerlReward unpickled: one per process and original, so that a copy asks the server how it runs, handles
+    the leftovers and decides the step offset once per process, not once per response (and keeps its connection).
+    A `step=` callable is unpickled anew each time, a copy of its own then."""
+    key = (os.getpid(), url, complete, step, failed_as, max_workers, tuple(validation_splits), started)
+    if not callable(step) and (held := _COPIES.get(key)) is not None:
+        return held
     reward = VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers,
                         validation_splits=validation_splits)
     if started is not None:  # the original's: its training began then, whenever this copy was made
         reward.stepper.started, reward.batch_stepper.started = started
-    return reward
+    return reward if callable(step) else _COPIES.setdefault(key, reward)
 
 
 def _last_taken(client: AmarisClient) -> int:
