@@ -522,3 +522,47 @@ def test_verl_validation_before_a_resumed_training_is_judged_with_the_step_its_t
     kept = [json.loads(line) for line in (run / "validation" / "step-000002.jsonl").read_text().splitlines()]
     assert sorted(validated) == pytest.approx(sorted(e["record"]["reward"] for e in kept))
     assert {e["record"]["rubric_version"] for e in kept} == {s["rubric_version"] for s in scores(run, 2)} == {1}
+
+
+@OTHERS
+def test_verl_rate_limited_manager_that_gave_up_on_the_first_batch_leaves_no_step_open(trainers, tmp_path,
+                                                                                       sim_factory, monkeypatch) -> None:
+    """verl's rate-limited reward loop manager gives a response `reward.timeout` seconds, then trains 0.0 while
+    the call goes on in its thread. A worker's first batch all timed out (a slow judge), and its calls returned
+    after the next batch had begun: the adapter, completing a step at the next step's first response, had nothing
+    of step 0 to complete then, and step 1's answers took its place: step 0 stayed open, and every response from
+    step 2 on was a 409 (step 2 is scored with the version step 0's evolution writes), which the manager trains as
+    0.0, for the rest of the training. A step's answer that comes after a later step began completes it."""
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager import RateLimitedRewardManager
+
+    run = new_scenario_run(tmp_path, "verl-gave-up")
+    with served(run, sim_factory(latency=1.0)) as server:  # no --rollouts-per-step: the adapter completes steps
+        monkeypatch.setenv("AMARIS_SERVE_URL", server.url)
+        tok = trainers.tokenizer()
+        compute_score = custom_reward("compute_score")
+        rows = ROWS[:2]
+
+        def manager(timeout: float) -> Any:
+            config = OmegaConf.create({"reward": {"timeout": timeout, "max_concurrent": 8}})
+            RateLimitedRewardManager.init_class(config, tok)
+            return RateLimitedRewardManager(config=config, tokenizer=tok, compute_score=compute_score)
+
+        async def score(scorer: Any, step: int) -> list[dict[str, Any]]:
+            fields = [{"global_steps": step} for _ in rows]
+            data = trainers.verl_batch(tok, rows, tool_extra_fields=fields)
+            return await asyncio.gather(*(scorer.run_single(data[i:i + 1]) for i in range(len(data))))
+
+        async def worker() -> dict[int, list[dict[str, Any]]]:  # one reward loop worker: one event loop throughout
+            gave_up = await score(manager(0.2), 0)
+            assert all(r["reward_extra_info"].get("timeout") for r in gave_up)  # the calls go on in verl's threads
+            patient = manager(120)
+            return {step: await score(patient, step) for step in (1, 2)}
+
+        got = asyncio.run(worker())
+        compute_score.args[0].finish()  # the VerlReward in verl's wrapper: the last step is complete
+        wait_evolved(server.url, 2)
+    for step, results in got.items():
+        assert not any("error" in r["reward_extra_info"] for r in results), results
+        assert sorted(r["reward_score"] for r in results) == pytest.approx(sorted(s["reward"] for s in scores(run, step)))
+    assert step_dirs(run) == [0, 1, 2]

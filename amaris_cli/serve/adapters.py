@@ -124,6 +124,8 @@ class _Stepper:
         self.one_at_a_time = one_at_a_time  # verl: one response per call
         self.calls = 0
         self.pending: int | None = None  # the step scored last and not yet completed
+        self.begun = -1  # on_next_step: the latest step whose rollouts began to come (an earlier step's are in)
+        self.completed: set[int] = set()  # on_next_step: the steps completed
         self.sync = False
         self.rollouts_per_step: int | None = None
         self.resolved = False
@@ -167,9 +169,11 @@ class _Stepper:
         if self.resolve_mode() != "on_next_step":
             return
         with self.lock:
+            self.begun = max(self.begun, step)
             done = self.pending if self.pending is not None and step > self.pending else None
             if done is not None:
                 self.pending = None
+                self.completed.add(done)
         if done is not None:
             self.client.rollouts_complete(done)
 
@@ -186,11 +190,25 @@ class _Stepper:
                 raise
         elif self.mode == "on_next_step":
             with self.lock:
-                self.pending = step if self.pending is None else max(self.pending, step)
+                # An answer that comes after a later step's first rollout (verl's rate-limited manager gave up on
+                # the call and went on): that rollout found nothing of this step to complete, so it is done now.
+                # Left pending, a later step's answer took its place, and the step stayed open for good.
+                late = step < self.begun and step not in self.completed
+                if late:
+                    self.completed.add(step)
+                elif step >= self.begun:
+                    self.pending = step if self.pending is None else max(self.pending, step)
+            if late:
+                try:
+                    self.client.rollouts_complete(step)
+                except ServeError as exc:
+                    if exc.status not in (404, 409):  # completed meanwhile
+                        raise
 
     def finish(self) -> None:
         if self.pending is not None:
             self.client.rollouts_complete(self.pending)
+            self.completed.add(self.pending)
             self.pending = None
 
     def restart(self, *, since: float) -> None:
