@@ -9,7 +9,7 @@ In training, point verl at this file and set the server's URL in the reward work
 verl scores validation with this same function: a response whose extra_info["split"] is "test" (what verl's
 preprocessing scripts write for the test set; also "val", "validation", ...) is judged by POST /validate, in no
 training step (RUN/validation/). A validation set without such a split would join the next training step: add
-it, or run with trainer.val_before_train=False.
+it, or run with trainer.val_before_train=False (and trainer.test_freq=-1, verl's default).
 
 `compute_score(data_source, solution_str, ground_truth, extra_info)` scores one response: verl's reward
 loop (naive, dapo, the rate-limited one) and the legacy NaiveRewardManager, DAPORewardManager and
