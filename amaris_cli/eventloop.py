@@ -76,11 +76,10 @@ async def blocking(wait: Callable[[threading.Event], T], finish: bool = False) -
         stop.set()
         if not finish:
             thread.cancel()  # its outcome dropped (the thread ends on its own)
-            raise
-        while not thread.done():
+        while finish and not thread.done():
             with contextlib.suppress(BaseException):  # a second cancellation too: the thread is waited for
                 await asyncio.shield(thread)
-        if not thread.cancelled():
+        if thread.done() and not thread.cancelled():
             thread.exception()  # taken, not logged: the cancellation is what the caller gets
         raise
 
