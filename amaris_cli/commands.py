@@ -490,7 +490,7 @@ def run_inspect(run_path: Path, step: int | None, json_out: bool) -> None:
     from amaris_cli.inspection import inspect_run
     from amaris_cli.rundir import RunDir
 
-    data = inspect_run(RunDir(run_path), step)
+    data = inspect_run(RunDir(run_path), step, whole=json_out)
     if json_out:
         emit_json(data)
         return

@@ -150,11 +150,10 @@ def overview(data: dict[str, Any]) -> list[RenderableType]:
 
 
 def step_overview(data: dict[str, Any], step: int) -> list[RenderableType]:
-    one = {**data, "steps": [s for s in data["steps"] if s["step"] == step],
-           "validation": [v for v in data.get("validation") or [] if v["step"] == step]}
-    return [Text(f"run {data['run']}: step {step} of {count(len(data['steps']), 'step')} (`amaris inspect` without "
-                 "--step shows them all)", style="bold"), rewards_table(one),
-            *([validation_table(one)] if one["validation"] else []), updates_table(one)]
+    """The step's rows of the overview: `data` holds only them (inspect_run, whole=False)."""
+    return [Text(f"run {data['run']}: step {step} of {count(data['step_count'], 'step')} (`amaris inspect` without "
+                 "--step shows them all)", style="bold"), rewards_table(data),
+            *([validation_table(data)] if data["validation"] else []), updates_table(data)]
 
 
 def alarms_part(data: dict[str, Any]) -> list[RenderableType]:
@@ -317,8 +316,9 @@ def detail_view(detail: dict[str, Any], priced: bool) -> list[RenderableType]:
 
 
 def inspect_view(data: dict[str, Any]) -> Group:
-    """Everything `inspect` prints, as one renderable: the run's overview, or (`--step N`) the step's rows of it
-    and then the step's detail, without the other steps and the run's totals (found by a new-user walkthrough)."""
+    """Everything `inspect` prints, as one renderable: the run's overview, or (`--step N`, from inspect_run's
+    `whole=False`) the step's rows of it and then the step's detail, without the other steps and the run's totals
+    (found by a new-user walkthrough)."""
     detail = data.get("detail")
     parts = overview(data) if not detail else [
         *step_overview(data, detail["step"]), *detail_view(detail, bool(data["totals"]["priced_models"]))]

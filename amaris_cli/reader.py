@@ -270,7 +270,12 @@ class RunReader:
         return {"model_calls": sum(r["model_calls"] for r in rows), "recorded_calls": sum(r["replayed"] for r in rows),
                 "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                 "completion_tokens": sum(r["completion_tokens"] for r in rows),
-                "cost": round(sum(r["cost"] for r in rows), 6), "priced_models": sorted(self.settings.prices)}
+                "cost": round(sum(r["cost"] for r in rows), 6), "priced_models": self.priced_models}
+
+    @property
+    def priced_models(self) -> list[str]:
+        """The models the run's settings price (none: costs are not shown)."""
+        return sorted(self.settings.prices)
 
     # --- rewards for the trainer -------------------------------------------------------------------
     def rewards_rows(self, step: int, rescored: bool = False, failed_as: float | None = None) -> list[dict[str, Any]]:

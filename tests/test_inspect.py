@@ -267,3 +267,19 @@ def test_inspect_and_the_report_read_each_steps_analyses_once_and_hold_one_steps
     reader = RunReader(RunDir(run))
     assert [reader.overview(s).analyzed for s in reader.steps] == [16, 16, 16]
     assert reader.memory_entries()["analysis"] == 48 and reader.analyses.cache_info().currsize == 1
+
+
+def test_inspect_of_one_step_reads_that_step_alone(tmp_path: Path, sim, monkeypatch) -> None:
+    """`inspect --step N` built every step's overview, the alarms and the run's flip rates, and printed one step's
+    rows: 6 s of 9 at 300 steps of 32 rollouts. It reads the steps it prints; `--json` keeps the whole run."""
+    from amaris_cli import artifacts
+
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:2", env=judge_env(sim)).exit_code == 0
+    scores, analyses = steps_read(monkeypatch, artifacts, "load_scores"), steps_read(monkeypatch, artifacts, "load_analyses")
+    shown = invoke("inspect", run, "--step", "1")
+    assert shown.exit_code == 0 and "step 1 of 3 steps" in " ".join(shown.stderr.split()), shown.stderr
+    assert set(scores) == {1} and set(analyses) == {1}
+    scores.clear()
+    assert [s["step"] for s in json.loads(invoke("inspect", run, "--step", "1", "--json").stdout)["steps"]] == [0, 1, 2]
+    assert set(scores) == {0, 1, 2}
