@@ -30,6 +30,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from amaris_cli.errors import AmarisError, InputError
+from amaris_cli.filehashes import file_sha256, run_hashes
 from amaris_cli.jsonio import dumps_line, load_per_rollout, read_model, write_json_atomic, write_jsonl_atomic
 from amaris_cli.models import (
     AnalysisRecord,
@@ -225,14 +226,6 @@ def digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def file_sha256(path: Path) -> str | None:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return hashlib.sha256(data).hexdigest()
-
-
 def read_provenance(run: RunDir, step: int) -> StepProvenance:
     path = provenance_path(run, step)
     if not path.exists():
@@ -383,23 +376,26 @@ class Freshness:
 def freshness(run: RunDir, step: int, name: str, provenance: StepProvenance | None = None,
               shas: dict[str, str | None] | None = None) -> Freshness:
     """The one freshness rule of a step file (`name` relative to the step directory). `provenance` and
-    `shas` (the current SHA-256 of the files looked at) are caches for a caller that asks about many files."""
+    `shas` (the current SHA-256 of the files looked at) are caches for a caller that asks about many files; a file
+    not changed since an earlier command hashed it is not read again (filehashes.py)."""
     provenance = provenance if provenance is not None else read_provenance(run, step)
     shas = {} if shas is None else shas
+    hashes = run_hashes(run.path)
 
     def current(key: str, path: Path) -> str | None:
         if key not in shas:
-            shas[key] = file_sha256(path)
+            shas[key] = hashes.sha256(path)
         return shas[key]
 
     made = provenance.files.get(name)
     if made is None:
         return Freshness(name, None, False, ())
-    whole = current(name, run.step_dir(step) / name) == made.sha256
+    base = run.step_dir(step)
+    whole = current(name, base / name) == made.sha256
 
     def recorded_whole(file: str) -> str | None:
         entry = provenance.files.get(file)
-        return entry.sha256 if entry is not None and current(file, run.step_dir(step) / file) == entry.sha256 else None
+        return entry.sha256 if entry is not None and current(file, base / file) == entry.sha256 else None
 
     def rubric_sha(key: str) -> str | None:
         instance, _, version = key.rpartition("@")

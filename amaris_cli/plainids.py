@@ -12,7 +12,7 @@ ids that passed are written, one per line beside its own digest: a line cut shor
 process (a prefix of an id is another id, which may not pass) is not read. The directory is
 $AMARIS_CACHE_DIR (empty: no memo), else $XDG_CACHE_HOME/amaris or ~/.cache/amaris. The memo only saves time:
 a directory that cannot be made or written leaves every check to run. A memo is read and written only as a file of
-this user's that no one else may write, never through a symlink (`_open`): in a shared directory another user's
+this user's that no one else may write, never through a symlink (`open_own`): in a shared directory another user's
 file, or a link to one of this user's files, would have let any id pass or had ids appended to that file.
 """
 
@@ -59,7 +59,7 @@ class PlainIds:
         if self._known is None:
             self._known = set()
             try:
-                if (path := self._path()) is not None and (fd := _open(path, os.O_RDONLY)) is not None:
+                if (path := self._path()) is not None and (fd := open_own(path, os.O_RDONLY)) is not None:
                     with os.fdopen(fd, "rb") as file:
                         data = file.read(MAX_BYTES)
                     lines = data.decode("ascii", "replace").splitlines(keepends=True)
@@ -77,7 +77,7 @@ class PlainIds:
             if (path := self._path()) is None:
                 return
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if (fd := _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)) is None:
+            if (fd := open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)) is None:
                 return
             try:
                 if (size := os.fstat(fd).st_size) < MAX_BYTES:
@@ -99,13 +99,13 @@ def _prune(new: Path) -> None:
             stat = path.lstat()
         except OSError:
             continue
-        if path != new and S_ISREG(stat.st_mode) and _mine(stat):
+        if path != new and S_ISREG(stat.st_mode) and mine(stat):
             others.append((stat.st_mtime, path))
     for _, path in sorted(others, reverse=True)[KEPT_VERSIONS:]:
         path.unlink(missing_ok=True)
 
 
-def _open(path: Path, flags: int) -> int | None:
+def open_own(path: Path, flags: int) -> int | None:
     """`path` opened, or None unless it is a regular file of this user's that no one else may write. No symlink is
     followed, nor a FIFO waited on (O_NONBLOCK)."""
     fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o600)
@@ -114,11 +114,11 @@ def _open(path: Path, flags: int) -> int | None:
     except OSError:
         os.close(fd)
         raise
-    if S_ISREG(stat.st_mode) and not stat.st_mode & 0o022 and _mine(stat):
+    if S_ISREG(stat.st_mode) and not stat.st_mode & 0o022 and mine(stat):
         return fd
     os.close(fd)
     return None
 
 
-def _mine(stat: os.stat_result) -> bool:
+def mine(stat: os.stat_result) -> bool:
     return stat.st_uid == getattr(os, "geteuid", lambda: 0)()  # (no owners where there is no geteuid)
