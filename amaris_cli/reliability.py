@@ -33,10 +33,44 @@ REASON_CHARS = 200
 def load_reliability(run: RunDir, step: int) -> ReliabilityRecord | None:
     """The step's reliability.json when it is current (whole, and made from the scores the step holds now):
     a stale one describes other verdicts and is not shown."""
+    found = current_reliability(run, step)
+    return found[0] if found is not None else None
+
+
+def current_reliability(run: RunDir, step: int) -> tuple[ReliabilityRecord, str] | None:
+    """load_reliability's record and the SHA-256 of its file (what an update that used it records)."""
     path = artifacts.step_file(run, step, RELIABILITY)
-    if not path.exists() or not artifacts.freshness(run, step, RELIABILITY).current:
+    if not path.exists():
         return None
-    return ReliabilityRecord.model_validate(read_json(path))
+    fresh = artifacts.freshness(run, step, RELIABILITY)
+    if not fresh.current or fresh.sha is None:
+        return None
+    return ReliabilityRecord.model_validate(read_json(path)), fresh.sha
+
+
+class StepRecords:
+    """The run's current reliability records as one update stage reads them: each step's once, however many of its
+    instances' updaters ask (each of 240 instances' read every record from the oldest version on, and the provenance
+    of each for its digest)."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.steps = artifacts.step_numbers(run)
+        self._read: dict[int, tuple[ReliabilityRecord, str] | None] = {}
+
+    def found(self, step: int) -> tuple[ReliabilityRecord, str] | None:
+        if step not in self._read:
+            self._read[step] = current_reliability(self.run, step)
+        return self._read[step]
+
+    def record(self, step: int) -> ReliabilityRecord | None:
+        found = self.found(step)
+        return found[0] if found is not None else None
+
+    def sha(self, step: int) -> str:
+        found = self.found(step)
+        assert found is not None, f"step {step}: no current reliability record"
+        return found[1]
 
 
 @dataclass(frozen=True)
@@ -110,13 +144,15 @@ class UpdaterReliability:
 NOT_MEASURED = "(not measured: no re-judgement of the criteria of this rubric version)"
 
 
-def updater_reliability(run: RunDir, step: int, base: RubricSet) -> UpdaterReliability:
+def updater_reliability(run: RunDir, step: int, base: RubricSet, read: StepRecords | None = None) -> UpdaterReliability:
     """The flip rates the updater of `step` is given: those of the rubric version(s) the step's own
     re-judgements judged (the versions that scored the step; an instance's own, per instance), pooled over
     the steps up to it, for the criteria of `base` (the rubric it edits) whose text and kind are the ones that
     were judged. One JSON line per criterion, with up to EXAMPLES_PER_CRITERION flipped verdicts and the
-    judge's two reasons (untrusted text: the prompt puts the whole in a block)."""
-    flips = step_figures(lambda s: load_reliability(run, s), artifacts.step_numbers(run), step, {base.instance_id})
+    judge's two reasons (untrusted text: the prompt puts the whole in a block). `read`: the records an update stage
+    shares among its instances' updaters."""
+    read = read if read is not None else StepRecords(run)
+    flips = step_figures(read.record, read.steps, step, {base.instance_id})
     records = flips.records
     lines = []
     for figure in flips.figures:
@@ -131,8 +167,7 @@ def updater_reliability(run: RunDir, step: int, base: RubricSet) -> UpdaterRelia
                 "permuted": f"{c.permuted.flips} of {c.permuted.n} flipped",
                 "tolerance": figure.tolerance[-1] if len(figure.tolerance) == 1 else figure.tolerance,
                 "examples": _examples(records, figure, c.criterion_id)})
-    digests = {str(r.step): artifacts.derivation(run, r.step, RELIABILITY).sha256  # type: ignore[union-attr]
-               for r in records}
+    digests = {str(r.step): read.sha(r.step) for r in records}
     block = "\n".join(orjson.dumps(line).decode() for line in lines) if lines else NOT_MEASURED
     return UpdaterReliability(block=block, inputs={"reliability": digests} if digests else {})
 

@@ -427,3 +427,30 @@ def test_the_flip_rates_of_every_step_pool_each_record_once(tmp_path: Path, sim,
     monkeypatch.setattr(figures.FlipPools, "add", counted)
     assert [reader.step_flip_rates(s).figures for s in reader.steps] == alone
     assert pooled == reader.steps, pooled  # was 21 for these 6 steps: 1 + 2 + ... + 6
+
+
+def test_an_update_stage_reads_each_reliability_record_once_for_all_its_instances(tmp_path: Path, sim_factory,
+                                                                                   monkeypatch) -> None:
+    """Each instance's updater read every reliability record from the oldest version on, and the step's provenance
+    again for each record's digest: at 240 instances, 240 times each. One update stage reads each record once."""
+    from amaris_cli import artifacts
+
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n") + RELIABLE_ON)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config).exit_code == 0
+    env = judge_env(sim_factory(inconsistent={"shows-reasoning": 0.5}))
+    assert invoke("score", group_rollouts(tmp_path), "--run", run, "--step", "0", env=env).exit_code == 0
+    assert invoke("evolve", "--run", run, "--step", "0", "--no-update", env=env).exit_code == 0
+    asked: list[str] = []
+    freshness, read_provenance = artifacts.freshness, artifacts.read_provenance
+    monkeypatch.setattr(artifacts, "freshness", lambda run, step, name, *a, **k: asked.append(name) or freshness(
+        run, step, name, *a, **k))
+    monkeypatch.setattr(artifacts, "read_provenance", lambda run, step: asked.append("provenance") or read_provenance(
+        run, step))
+    result = invoke("update", "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 0, result.stderr
+    updaters = [c for c in calls(run) if c["agent"] == "updater" and c["source"] == "model"]
+    measured = [c for c in updaters if "(not measured" not in parse_blocks(c["messages"][1]["content"])["RELIABILITY"]]
+    assert len({c["messages"][1]["content"] for c in updaters}) == 24 and len(measured) > 1  # one updater an instance
+    assert asked.count("reliability.json") == 1, asked.count("reliability.json")

@@ -28,7 +28,7 @@ from amaris_cli.memory.service import (
 )
 from amaris_cli.memory.store import MemoryStore
 from amaris_cli.models import CarriedForward, RetrievalRecord, RubricSet, SummaryRecord, UpdateRecord
-from amaris_cli.reliability import updater_reliability
+from amaris_cli.reliability import StepRecords, updater_reliability
 from amaris_cli.rollouts import group_by_instance
 from amaris_cli.rubrics import apply_modifications, cap_active
 from amaris_cli.rundir import RunDir
@@ -141,12 +141,12 @@ def _measured(run: RunDir, step: int, instance_id: str | None) -> RubricSet | No
 
 async def _update_one(session: Session, step: int, summary: SummaryRecord, memory: MemoryStore | None,
                       catalog: RunCatalog, force: bool, gate_budget: tuple[int, int] = (0, 0),
-                      ) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
+                      flips: StepRecords | None = None) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
     """(record, retrieval, recomputed)"""
     run, kit, mem = session.run, session.kit, session.settings.memory
     iid = summary.instance_id
     base = rubric_for(run, step, iid)
-    reliability = updater_reliability(run, step, base)  # the flip rates of its criteria, when measured
+    reliability = updater_reliability(run, step, base, flips)  # the flip rates of its criteria, when measured
     probes = step_probes(session, step) if session.settings.gate.enabled else None  # read once: hashed = judged
     inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base, probes,
                                       summary.skipped is not None), **reliability.inputs}
@@ -265,10 +265,11 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         await in_thread(memory, lambda: sync_before(memory, catalog, step))
 
     own_calls, allowances = budgets(session, step, len(summaries)) if session.settings.gate.enabled else (0, [])
+    flips = StepRecords(run)  # read once for every instance's updater: no update writes them
 
     async def one(index: int) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
         budget = (own_calls, allowances[index]) if allowances else (0, 0)
-        return await _update_one(session, step, summaries[index], memory, catalog, force, budget)
+        return await _update_one(session, step, summaries[index], memory, catalog, force, budget, flips)
 
     for record, retrieval, recomputed in await bounded_map(list(range(len(summaries))), one,
                                                            session.settings.agent("updater").concurrency):
