@@ -480,3 +480,19 @@ def test_a_file_an_earlier_command_hashed_is_not_read_again_until_it_changes(tmp
     edited = json.loads(invoke("inspect", run, "--step", "1", "--json").stdout)  # the same process: its memo
     assert "steps/000001/scores.jsonl" in hashed and "scores.jsonl" in edited["detail"]["stale"]
     assert [s["state"] for s in edited["steps"]] == [json.loads(first)["steps"][0]["state"], "stale"]
+
+
+def test_the_stale_check_finds_each_rubric_file_once_a_step(tmp_path, sim, monkeypatch) -> None:
+    """Every file of a step names the rubrics it was made with (in a per-instance run every instance's files name its
+    own), and the stale check found the rubric's file again for each: 78,000 paths for 8 steps of 240 instances."""
+    from amaris_cli import artifacts
+    from amaris_cli.rundir import RunDir
+
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=judge_env(sim)).exit_code == 0
+    provenance = artifacts.read_provenance(RunDir(run), 0)
+    named = [key for made in provenance.files.values() for inputs in artifacts.RUBRIC_INPUTS
+             if isinstance(made.inputs.get(inputs), dict) for key in made.inputs[inputs]]
+    found = steps_read(monkeypatch, artifacts, "rubric_file")  # (run, version, instance): the versions looked for
+    assert artifacts.stale_files(RunDir(run), 0) == []
+    assert len(named) > len(set(named)) and len(found) == len(set(named)), (named, found)
