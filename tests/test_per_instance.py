@@ -249,3 +249,31 @@ def test_inspect_shows_every_rubric_version_that_scored_a_step_as_the_report_doe
     steps = json.loads(invoke("inspect", run, "--json").stdout)["steps"]
     assert [s["rubric_versions"] for s in steps] == [[0], [1], [1, 2]]
     assert steps[2]["rubric_version"] == 1  # the first, as before
+
+
+def test_an_update_stage_reads_the_earlier_steps_once_for_all_its_instances(tmp_path: Path, sim, monkeypatch) -> None:
+    """Each instance's update digested the memory files of every earlier step (their provenance): at 240 instances
+    every earlier step's provenance.json, of about 2.5 MB, was parsed 240 times at every update. Once a stage now."""
+    from amaris_cli import artifacts
+    from tests.conftest import steps_read
+
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    rows = [{"id": f"{step}-{i}-{k}", "instance_id": f"q{i}", "input": f"What is {i}+{i}?", "step": step,
+             "output": f"Adding them step by step gives {2 * i}.\nFinal answer: {2 * i}", "answer": str(2 * i)}
+            for step in (0, 1) for i in range(6) for k in range(2)]
+    source = write_jsonl(tmp_path / "all.jsonl", rows)
+    env = judge_env(sim)
+    assert invoke("loop", source, "--run", run, "--steps", "0:0", env=env).exit_code == 0
+    one = write_jsonl(tmp_path / "one.jsonl", [r for r in rows if r["step"] == 1])
+    assert invoke("score", one, "--run", run, "--step", "1", env=env).exit_code == 0
+    assert invoke("evolve", "--run", run, "--step", "1", "--no-update", env=env).exit_code == 0
+    read = steps_read(monkeypatch, artifacts, "read_provenance")
+    result = invoke("update", "--run", run, "--step", "1", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert len(list((run / "steps/000001/instances").glob("*/update.json"))) == 6
+    # once for the history of the 6 instances' updates (it was 6), once for the wait on earlier evolutions, once for
+    # the memory's sync
+    assert read.count(0) == 3, read

@@ -95,8 +95,9 @@ def gate_inputs(session: Session, step: int, probes: StepProbes | None, skipped:
 
 
 def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet, probes: StepProbes | None,
-                  skipped: bool = False) -> dict[str, Any]:
-    """`probes`: the gate's probes file as read once for the update (step_probes), which its gate judges."""
+                  skipped: bool = False, history: str | None = None) -> dict[str, Any]:
+    """`probes`: the gate's probes file as read once for the update (step_probes), which its gate judges; `history`:
+    history_digest as the update stage read it once for all its instances."""
     run, settings = session.run, session.settings
     summary_sha = require_sha(run, step, summary_name, "run `amaris summarize` first")
     memory = settings.memory.model_dump(include={"static", "static_steps", "dynamic", "results_per_query",
@@ -105,7 +106,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
     return {
         "summary": summary_sha,
         "base_rubric": rubric_inputs(run, [base]),
-        "history": history_digest(run, step),
+        "history": history if history is not None else history_digest(run, step),
         "memory": memory,
         "rubric_rules": settings.rubric.model_dump(include={"max_adaptive", "max_active_adaptive", "min_weight",
                                                             "max_weight"})
@@ -141,7 +142,8 @@ def _measured(run: RunDir, step: int, instance_id: str | None) -> RubricSet | No
 
 async def _update_one(session: Session, step: int, summary: SummaryRecord, memory: MemoryStore | None,
                       catalog: RunCatalog, force: bool, gate_budget: tuple[int, int] = (0, 0),
-                      flips: StepRecords | None = None) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
+                      flips: StepRecords | None = None, history: str | None = None,
+                      ) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
     """(record, retrieval, recomputed)"""
     run, kit, mem = session.run, session.kit, session.settings.memory
     iid = summary.instance_id
@@ -149,7 +151,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     reliability = updater_reliability(run, step, base, flips)  # the flip rates of its criteria, when measured
     probes = step_probes(session, step) if session.settings.gate.enabled else None  # read once: hashed = judged
     inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base, probes,
-                                      summary.skipped is not None), **reliability.inputs}
+                              summary.skipped is not None, history), **reliability.inputs}
     name = artifacts.rel(run, artifacts.UPDATE, iid)
     # The update is reused with its retrieval: one edited or lost since (a carried-forward update has none) makes
     # the update run again, its requests answered from calls.jsonl.
@@ -265,11 +267,12 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         await in_thread(memory, lambda: sync_before(memory, catalog, step))
 
     own_calls, allowances = budgets(session, step, len(summaries)) if session.settings.gate.enabled else (0, [])
-    flips = StepRecords(run)  # read once for every instance's updater: no update writes them
+    # Read once for every instance's updater: an update writes neither the reliability records nor an earlier step.
+    flips, history = StepRecords(run), history_digest(run, step)
 
     async def one(index: int) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
         budget = (own_calls, allowances[index]) if allowances else (0, 0)
-        return await _update_one(session, step, summaries[index], memory, catalog, force, budget, flips)
+        return await _update_one(session, step, summaries[index], memory, catalog, force, budget, flips, history)
 
     for record, retrieval, recomputed in await bounded_map(list(range(len(summaries))), one,
                                                            session.settings.agent("updater").concurrency):
