@@ -82,6 +82,9 @@ def test_trl_grpo_trainer_scores_each_generation_as_one_amaris_step(trainers, tm
     for k, (_, got, _) in enumerate(seen):
         assert len(got) == batch and all(isinstance(x, float) for x in got)
         assert sorted(got) == sorted(s["reward"] for s in scores(run, k)), f"step {k}"
+        # Lag 1: generation k is scored with the version generation k-2's evolution wrote, so its call never waits
+        # for the evolution of generation k-1, which runs beside the training in between.
+        assert {s["rubric_version"] for s in scores(run, k)} == {max(0, k - 1)}, f"step {k}"
         assert all(r["supplemental_context"] == str(2 * int(r["instance_id"][1:])) for r in rollouts(run, k))
     if schedule == "two generations per step":
         assert [g for g, _, _ in seen] == [0, 0, 1, 1]  # TRL's global_step alone cannot tell them apart
