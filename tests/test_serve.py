@@ -409,7 +409,7 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
         ("POST", "/score", {**ok, "metadata": "step 0"}, 422, "metadata"),
         ("GET", "/score", None, 405, "takes POST"),
         ("GET", "/nowhere", None, 404, "no route GET /nowhere"),
-        ("POST", "/complete", {}, 422, "step"),
+        ("POST", "/complete", {}, 409, "no step is open"),  # the reference's /complete, as a client may send it
         ("POST", "/complete", {"step": 5}, 409, "step 5 has no rollouts"),
         ("POST", "/complete", {"step": 0, "extra": 1}, 422, "extra"),
         ("POST", "/complete", {"step": 0, "shard": 2, "shards": 2}, 422, "shard 2 of 2"),

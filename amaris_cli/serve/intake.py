@@ -141,10 +141,12 @@ def _has_id(line: dict[str, Any]) -> bool:
 
 
 def read_complete_request(body: bytes) -> CompleteRequest | None:
-    """The step (and shard) a /complete names; None for the reference's /complete, which has no body."""
+    """The step (and shard) a /complete names; None for the reference's /complete, which has no body: nor has an
+    empty object (`json={}`, as a client of the reference may send, whose server reads no body), a 422 here."""
     if not body.strip():
         return None
-    return _validated(CompleteRequest, _json_object(body, "POST /complete"), "POST /complete")
+    named = _json_object(body, "POST /complete")
+    return _validated(CompleteRequest, named, "POST /complete") if named else None
 
 
 def read_discard_request(body: bytes) -> DiscardRequest:
