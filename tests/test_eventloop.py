@@ -209,3 +209,45 @@ def test_a_cancelled_indexing_stops_at_its_next_batch_and_ends_before_the_store_
         assert len(batches) == 1, f"{len(batches)} of 4 batches embedded after the cancellation"
         assert returned >= batches[0], "the task ended while its thread still wrote the store"
         assert store.counts()["analysis"] == 256
+
+
+def test_ctrl_c_while_a_failed_loop_stops_its_indexing_stops_the_command() -> None:
+    """A step of `loop` failed while the step before it was indexed in the background: the loop stops that indexing
+    (waiting for its thread's batch) and reports the step's error. A Ctrl-C or SIGTERM in that wait was swallowed
+    with the indexing's own end, and the command exited with the step's error, not as stopped (130 or 143)."""
+    import threading
+    import time
+
+    from amaris_cli.eventloop import stopping
+    from amaris_cli.memory.service import in_thread
+    from amaris_cli.stages.loop import Indexer
+
+    ended = threading.Event()
+
+    class Store:
+        def __init__(self) -> None:
+            self.turn = asyncio.Lock()
+
+    def indexing() -> None:
+        while not stopping():
+            time.sleep(0.01)
+        time.sleep(0.3)  # the batch in progress
+        ended.set()
+
+    async def failed_step_then_ctrl_c() -> None:
+        store = Store()
+        indexer = Indexer(store)  # type: ignore[arg-type]
+        indexer._pending = asyncio.create_task(in_thread(store, indexing))  # type: ignore[arg-type]
+        await asyncio.sleep(0.1)
+        command = asyncio.current_task()
+        assert command is not None
+        asyncio.get_running_loop().call_later(0.1, command.cancel)  # Ctrl-C while the indexing stops
+        try:
+            raise RuntimeError("step 3 failed")
+        except BaseException:
+            await indexer.stop()
+            raise
+
+    with pytest.raises(asyncio.CancelledError):
+        eventloop.run(failed_step_then_ctrl_c())
+    assert ended.is_set(), "the command ended before the indexing's thread"

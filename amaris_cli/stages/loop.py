@@ -14,7 +14,6 @@ Timing modes:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -103,8 +102,13 @@ class Indexer:
         if self._pending is not None:
             task, self._pending = self._pending, None
             task.cancel()
-            with contextlib.suppress(BaseException):  # the command's own error is the one to report
+            try:
                 await task
+            except asyncio.CancelledError:
+                if (me := asyncio.current_task()) is not None and me.cancelling():
+                    raise  # Ctrl-C or SIGTERM, also one that came while a failed step stopped it: the command stops
+            except Exception:  # noqa: BLE001 - the command's own error is the one to report
+                pass
 
     async def memory(self) -> MemoryStore | None:
         """The memory for the next evolution, once the last indexing is done (opened on first use)."""
