@@ -162,15 +162,15 @@ _THE_RESPONSE = r"(?:it|them|the\s+response|this\s+response|such\s+\w+|a\s+respo
 # A number as a writer spells it in a mark: "10/10", "100%" or "100 percent", "10 out of 10" or "ten out of ten".
 _NUMBER = r"(?:\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|(?:a\s+|one\s+)?hundred)"
 _WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|(?:a\s+|one\s+)?hundred)"
-# Where a mark in words stands as a mark: it ends the clause, names a grader's unit, or covers the rubric. "earns 2
-# percent interest", "gets 25 percent of the profits", "gets two out of three doses" are a task's facts (as prose writes
-# them: a finance or medicine rubric written by hand was refused at `init`).
+# Where a percentage or an "N out of M" stands as a mark: it ends the clause, names a grader's unit, covers the rubric
+# or comes with a condition. "earns 2 percent interest", "gets 25% of the profits", "gets 3 out of 10 hits" are a
+# task's facts (as prose writes them: a finance or medicine rubric written by hand was refused at `init`).
 _AS_MARK = (r"(?=\s*(?:$|[.;:!?()]|(?:of\s+(?:the\s+|its\s+|their\s+)?)?(?:credit|marks?|points?|scores?|rewards?"
             r"|verdicts?|grades?)\b|for\s+it\b|(?:on|for)\s+(?:this|that|it)\s*(?:[.;:!?()]|$)"
             r"|(?:on|for|across|in)\s+(?:this|every|all|each|any|the)\s+(?:\w+\s+)?(?:criteri\w*|rubrics?|checks?|items?"
             r"|counts?|responses?|answers?)\b|(?:when|whenever|if|once|because|since|unless|provided)\b))")
-_VALUE_NUM = (rf"(?:\d+(?:\.\d+)?(?:\s*/\s*\d+|\s*%|\s*(?:percent|per\s*cent)\b{_AS_MARK}|\s*(?:points?|pts|stars?|marks?)\b)"
-              rf"|\b\d+(?:\.\d+)?\s+out\s+of\s+\d+\b"
+_VALUE_NUM = (rf"(?:\d+(?:\.\d+)?(?:\s*/\s*\d+|\s*(?:%|(?:percent|per\s*cent)\b){_AS_MARK}|\s*(?:points?|pts|stars?|marks?)\b)"
+              rf"|\b\d+(?:\.\d+)?\s+out\s+of\s+\d+\b{_AS_MARK}"
               rf"|\b(?:{_WORDS}\s+out\s+of\s+{_NUMBER}|{_NUMBER}\s+out\s+of\s+{_WORDS}|{_WORDS}\s+(?:percent|per\s*cent))\b{_AS_MARK}"
               r"|(?:1|0|1\.0|0\.0|one|zero)(?=\s*(?:$|[.,;!?)]|on\b|for\b|in\b|across\b|to\b|as\b|and\b)))")
 _VALUE_TOP = (r"(?:(?:full|perfect|maximum|maximal|max|top|highest|best|complete|total)\s+(?:marks?|credit|points?|scores?"
