@@ -26,11 +26,10 @@ import os
 import threading
 import time
 from pathlib import Path
-from stat import S_ISREG
 
 import orjson
 
-from amaris_cli.plainids import memo_directory, mine, open_own
+from amaris_cli.plainids import memo_directory, open_own, prune_memos
 
 RACY_NS = 2_000_000_000  # well above any file system's timestamp tick (ext4: a jiffy; FAT: 2 s)
 KEPT_RUNS = 64  # memos of other runs kept beside one being written, the newest first
@@ -118,16 +117,7 @@ class RunHashes:
 
 def _prune(new: Path) -> None:
     """At a run's first memo, the memos of other runs (this user's own) but the newest KEPT_RUNS are removed."""
-    others = []
-    for path in new.parent.glob("file-hashes-*.json"):
-        try:
-            stat = path.lstat()
-        except OSError:
-            continue
-        if path != new and S_ISREG(stat.st_mode) and mine(stat):
-            others.append((stat.st_mtime, path))
-    for _, path in sorted(others, reverse=True)[KEPT_RUNS:]:
-        path.unlink(missing_ok=True)
+    prune_memos(new, "file-hashes-*.json", KEPT_RUNS)
 
 
 _runs: dict[Path, RunHashes] = {}

@@ -93,15 +93,21 @@ class PlainIds:
 def _prune(new: Path) -> None:
     """At a new version's first id, the memos of older versions but the newest few (this user's own) are removed:
     every upgrade, and every edit of the rules in a checkout, made another file, and none was ever removed."""
+    prune_memos(new, "plain-ids-*.txt", KEPT_VERSIONS)
+
+
+def prune_memos(new: Path, pattern: str, keep: int) -> None:
+    """The memos `pattern` names beside `new` (regular files of this user's), but `new` and the newest `keep`,
+    removed."""
     others = []
-    for path in new.parent.glob("plain-ids-*.txt"):
+    for path in new.parent.glob(pattern):
         try:
             stat = path.lstat()
         except OSError:
             continue
         if path != new and S_ISREG(stat.st_mode) and mine(stat):
             others.append((stat.st_mtime, path))
-    for _, path in sorted(others, reverse=True)[KEPT_VERSIONS:]:
+    for _, path in sorted(others, reverse=True)[keep:]:
         path.unlink(missing_ok=True)
 
 
