@@ -181,13 +181,19 @@ def test_a_cancelled_indexing_stops_at_its_next_batch_and_ends_before_the_store_
     batches: list[float] = []
 
     class SlowEmbedder:
-        """Each batch takes 0.3 s, as the local model's does for 256 texts on a loaded machine."""
+        """A batch in progress when the stop comes (the local model takes seconds for 256 texts): the first one
+        ends 0.2 s after the stop, whenever that comes; a batch after it would take as long."""
 
         name = "slow-test-embedder"
 
         def embed(self, texts: list[str]) -> list[list[float]]:
+            from amaris_cli.eventloop import stopping
+
             started.set()
-            time.sleep(0.3)
+            deadline = time.monotonic() + 5
+            while not batches and not stopping() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)
             batches.append(time.monotonic())
             return [[1.0, float(len(t)), 0.5] for t in texts]
 
@@ -205,7 +211,7 @@ def test_a_cancelled_indexing_stops_at_its_next_batch_and_ends_before_the_store_
             return time.monotonic()
 
         returned = eventloop.run(cancelled_while_indexing())
-        time.sleep(0.7)  # a batch still going would end by now
+        time.sleep(0.5)  # a batch still going would end by now
         assert len(batches) == 1, f"{len(batches)} of 4 batches embedded after the cancellation"
         assert returned >= batches[0], "the task ended while its thread still wrote the store"
         assert store.counts()["analysis"] == 256
