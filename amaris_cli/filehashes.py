@@ -8,7 +8,11 @@ unchanged content, with two provisos kept here:
 
 - a file written again within the same tick of the file system's clock as the status hashed would keep it: a hash
   is remembered only when the file's ctime was older than RACY_NS when the hashing began (git's "racy" entries);
-- a file written while it is read: a hash is remembered only when its status before and after the read agree.
+- a file written while it is read: a hash is remembered only when its status before and after the read agree;
+- a file system whose ctime is not the kernel's time of the last change: sshfs and other FUSE mounts report the
+  mtime as the ctime (utime sets both back: `touch -d` or `cp -p` after an edit of the same size left an edited
+  scores file shown current), and an NFS client answers a stat from attributes it cached up to a minute ago. On
+  Linux the memo is used only on a run whose mount (/proc/self/mountinfo) is of a LOCAL_FILE_SYSTEMS type.
 
 A clock stepped back by more than RACY_NS between two writes of a file is the case this cannot tell.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -34,6 +39,30 @@ from amaris_cli.plainids import memo_directory, open_own, prune_memos
 RACY_NS = 2_000_000_000  # well above any file system's timestamp tick (ext4: a jiffy; FAT: 2 s)
 KEPT_RUNS = 64  # memos of other runs kept beside one being written, the newest first
 Status = tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
+MOUNTINFO = "/proc/self/mountinfo"
+# File systems that set a file's ctime to the time of every change, utime's included, and answer a stat from the file.
+LOCAL_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "zfs", "f2fs", "bcachefs",
+                                "overlay", "jfs", "nilfs2", "reiserfs"})
+
+
+def _local(path: Path) -> bool:
+    """Whether `path` is on a LOCAL_FILE_SYSTEMS mount: the mount point that is its longest prefix, the last of those
+    mounted there. True where there is no MOUNTINFO (not Linux)."""
+    try:
+        with open(MOUNTINFO, "rb") as fh:
+            lines = fh.read().decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return True
+    parts = path.parts
+    best, kind = -1, None
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        if len(fields := fields.split()) < 5 or not rest:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])).parts
+        if len(point) >= best and parts[:len(point)] == point:
+            best, kind = len(point), rest.split()[0]
+    return kind in LOCAL_FILE_SYSTEMS
 
 
 def _status_of(path: Path) -> Status | None:
@@ -59,8 +88,9 @@ class RunHashes:
         self.root = root
         self.prefix = os.path.join(root, "")  # the run's files are named below it: their memo keys leave it out
         self.file: Path | None = None
+        self.local = _local(root.resolve())  # elsewhere a status may stay the same over an edit: nothing is remembered
         directory = memo_directory()
-        if directory is not None:
+        if directory is not None and self.local:
             name = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:24]
             self.file = directory / f"file-hashes-{name}.json"
         self.known: dict[str, tuple[Status, str]] = self._read()
@@ -90,7 +120,7 @@ class RunHashes:
             return known[1]
         sha = file_sha256(path)
         # Remembered only when not changed while read, and too old to be changed again within its ctime's tick.
-        if sha is not None and _status_of(path) == before and max(before[3], before[4]) <= started - RACY_NS:
+        if sha is not None and self.local and _status_of(path) == before and max(before[3], before[4]) <= started - RACY_NS:
             self.known[key] = (before, sha)
             self.learned = True
         return sha

@@ -496,3 +496,48 @@ def test_the_stale_check_finds_each_rubric_file_once_a_step(tmp_path, sim, monke
     found = steps_read(monkeypatch, artifacts, "rubric_file")  # (run, version, instance): the versions looked for
     assert artifacts.stale_files(RunDir(run), 0) == []
     assert len(named) > len(set(named)) and len(found) == len(set(named)), (named, found)
+
+
+def test_a_run_on_sshfs_is_hashed_at_every_command_as_its_status_can_stay_the_same_over_an_edit(
+        tmp_path, sim, monkeypatch) -> None:
+    """sshfs reports a file's mtime as its ctime, so `touch -d` after an edit of the same size puts its whole status
+    back: the memo served the hash of the old bytes and an edited scores file was shown current."""
+    import os
+    import time
+
+    from amaris_cli import filehashes
+
+    run = new_run(tmp_path)
+    assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:1", env=judge_env(sim)).exit_code == 0
+    monkeypatch.setenv("AMARIS_CACHE_DIR", str(tmp_path / "memo"))
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(f"22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+                         f"90 22 0:77 / {str(run).replace(' ', chr(92) + '040')} rw - fuse.sshfs host:/runs/run rw\n")
+    monkeypatch.setattr(filehashes, "MOUNTINFO", str(mountinfo), raising=False)
+    status_of = filehashes._status_of
+
+    def as_sshfs(path: Path) -> filehashes.Status | None:
+        status = status_of(path)
+        return None if status is None else (*status[:4], status[3])  # its ctime is its mtime
+
+    monkeypatch.setattr(filehashes, "_status_of", as_sshfs)
+    monkeypatch.setattr(filehashes, "RACY_NS", 50_000_000)
+    time.sleep(0.1)
+
+    def inspect() -> dict:
+        filehashes.save_all()  # as at the end of a process: the next command is another one
+        monkeypatch.setattr(filehashes, "_runs", {})
+        result = invoke("inspect", run, "--step", "1", "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    first = inspect()
+    assert inspect() == first and first["detail"]["stale"] == []
+    scores = step(run, 1) / "scores.jsonl"
+    stat, data = scores.stat(), scores.read_bytes()
+    edit = data.replace(b'"reason":"f', b'"reason":"F', 1)
+    assert edit != data
+    scores.write_bytes(edit)  # in place, as an editor or `cp -p` writes it
+    os.utime(scores, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # touch -d
+    assert as_sshfs(scores) == (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_mtime_ns)
+    assert "scores.jsonl" in inspect()["detail"]["stale"]
