@@ -177,6 +177,29 @@ def test_a_pickled_copy_of_the_verl_reward_does_not_complete_the_step_its_traini
     assert not (run / "steps" / "000001").exists()
 
 
+def _copies_are_one(data: bytes) -> bool:
+    import pickle
+
+    return pickle.loads(data) is pickle.loads(data)
+
+
+def test_a_verl_rewards_copies_are_one_per_other_process_and_a_deepcopy_is_its_own() -> None:
+    """verl's prime manager unpickles compute_score for each task in its pool's processes: there a process's copies
+    are one (one GET /health per process, not two per response). In the original's own process a copy
+    (`copy.deepcopy`, a pickle read back) is an object of its own, as its caller expects: it was the process's one
+    copy, sharing its stepper with every other such copy."""
+    import copy
+    import multiprocessing
+    import pickle
+
+    reward = VerlReward("http://127.0.0.1:9")  # no request is made by making or copying it
+    assert copy.deepcopy(reward) is not copy.deepcopy(reward)
+    data = pickle.dumps(reward)
+    assert pickle.loads(data) is not pickle.loads(data)
+    with multiprocessing.get_context("fork").Pool(1) as pool:  # as verl's ProcessPoolExecutor makes its processes
+        assert pool.apply(_copies_are_one, (data,))
+
+
 def verl_step_call(reward: VerlReward, i: int) -> float:
     """VERL_ROWS[i] through `reward` as verl's reward loop calls it at step 1 (global_steps)."""
     row = VERL_ROWS[i]

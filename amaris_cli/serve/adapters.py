@@ -415,7 +415,7 @@ class VerlReward(_ServedReward):
         built from the settings, once per process (_verl_reward), with its own connections, but with the moment
         its training began (a copy made after a sibling opened the step took that step for a crashed run's
         leftover and completed it)."""
-        return (_verl_reward, (*self._settings, (self.stepper.started, self.batch_stepper.started)))
+        return (_verl_reward, (*self._settings, (self.stepper.started, self.batch_stepper.started), os.getpid()))
 
     def __call__(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
                  **kwargs: Any) -> float:
@@ -532,18 +532,20 @@ _COPIES: dict[tuple[Any, ...], VerlReward] = {}
 
 def _verl_reward(url: str, complete: Complete, step: StepSource, failed_as: float | None,
                  max_workers: int, validation_splits: tuple[str, ...] = VERL_VALIDATION_SPLITS,
-                 started: tuple[float, float] | None = None) -> VerlReward:
+                 started: tuple[float, float] | None = None, made_in: int | None = None) -> VerlReward:
     """A VerlReward unpickled: one per process and original, so that a copy asks the server how it runs, handles
     the leftovers and decides the step offset once per process, not once per response (and keeps its connection).
-    A `step=` callable is unpickled anew each time, a copy of its own then."""
+    A `step=` callable is unpickled anew each time, a copy of its own then, and so is a copy made in the original's
+    own process (`made_in`: `copy.deepcopy`, a pickle read back), which its caller takes for an object of its own."""
+    shared = not callable(step) and made_in is not None and made_in != os.getpid()
     key = (os.getpid(), url, complete, step, failed_as, max_workers, tuple(validation_splits), started)
-    if not callable(step) and (held := _COPIES.get(key)) is not None:
+    if shared and (held := _COPIES.get(key)) is not None:
         return held
     reward = VerlReward(url, complete=complete, step=step, failed_as=failed_as, max_workers=max_workers,
                         validation_splits=validation_splits)
     if started is not None:  # the original's: its training began then, whenever this copy was made
         reward.stepper.started, reward.batch_stepper.started = started
-    return reward if callable(step) else _COPIES.setdefault(key, reward)
+    return _COPIES.setdefault(key, reward) if shared else reward
 
 
 def _last_taken(client: AmarisClient) -> int:
