@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:  # the records below are imported by serve's API (the trainer side): it stays light
+    from amaris_cli.filehashes import Status
     from amaris_cli.reader import RunReader
     from amaris_cli.rundir import RunDir
 
@@ -202,7 +203,7 @@ class SignalsMemo:
     sum of them with its square)."""
 
     def __init__(self) -> None:
-        self._kept: dict[int, tuple[tuple[tuple[str, int, int, int] | None, ...], StepSignals]] = {}
+        self._kept: dict[int, tuple[tuple[Status | None, ...], StepSignals]] = {}
 
     def __call__(self, reader: RunReader, step: int) -> StepSignals:
         stamp = _stamps(reader.run, step)
@@ -212,21 +213,13 @@ class SignalsMemo:
         return kept[1]
 
 
-def _stamps(run: RunDir, step: int) -> tuple[tuple[str, int, int, int] | None, ...]:
-    """The files step_signals reads, as (name, inode, modification time, size): amaris replaces a file by renaming
-    a new one over it, which gets another inode, within the clock's tick too. None for one that does not exist."""
+def _stamps(run: RunDir, step: int) -> tuple[Status | None, ...]:
+    """The status of each file step_signals reads (filehashes.file_status: one that changed has another)."""
     from amaris_cli import artifacts
+    from amaris_cli.filehashes import file_status
 
-    stamps: list[tuple[str, int, int, int] | None] = []
-    for path in (artifacts.scores_path(run, step), artifacts.rollouts_path(run, step),
-                 *artifacts.summary_paths(run, step)):
-        try:
-            info = path.stat()
-        except FileNotFoundError:
-            stamps.append(None)
-            continue
-        stamps.append((str(path), info.st_ino, info.st_mtime_ns, info.st_size))
-    return tuple(stamps)
+    return tuple(map(file_status, (artifacts.scores_path(run, step), artifacts.rollouts_path(run, step),
+                                   *artifacts.summary_paths(run, step))))
 
 
 def alarms_at(reader: RunReader, step: int) -> list[Alarm]:

@@ -65,7 +65,8 @@ def _local(path: Path) -> bool:
     return kind in LOCAL_FILE_SYSTEMS
 
 
-def _status_of(path: Path) -> Status | None:
+def file_status(path: Path) -> Status | None:
+    """What tells a file's content changed without reading it (the rule above); None: no such file."""
     try:
         stat = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -113,14 +114,14 @@ class RunHashes:
         started = time.time_ns()
         name = os.fspath(path)
         key = name[len(self.prefix):] if name.startswith(self.prefix) else name
-        if (before := _status_of(path)) is None:
+        if (before := file_status(path)) is None:
             return None
         known = self.known.get(key)
         if known is not None and known[0] == before:
             return known[1]
         sha = file_sha256(path)
         # Remembered only when not changed while read, and too old to be changed again within its ctime's tick.
-        if sha is not None and self.local and _status_of(path) == before and max(before[3], before[4]) <= started - RACY_NS:
+        if sha is not None and self.local and file_status(path) == before and max(before[3], before[4]) <= started - RACY_NS:
             self.known[key] = (before, sha)
             self.learned = True
         return sha

@@ -514,13 +514,13 @@ def test_a_run_on_sshfs_is_hashed_at_every_command_as_its_status_can_stay_the_sa
     mountinfo.write_text(f"22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
                          f"90 22 0:77 / {str(run).replace(' ', chr(92) + '040')} rw - fuse.sshfs host:/runs/run rw\n")
     monkeypatch.setattr(filehashes, "MOUNTINFO", str(mountinfo), raising=False)
-    status_of = filehashes._status_of
+    status_of = filehashes.file_status
 
     def as_sshfs(path: Path) -> filehashes.Status | None:
         status = status_of(path)
         return None if status is None else (*status[:4], status[3])  # its ctime is its mtime
 
-    monkeypatch.setattr(filehashes, "_status_of", as_sshfs)
+    monkeypatch.setattr(filehashes, "file_status", as_sshfs)
     monkeypatch.setattr(filehashes, "RACY_NS", 50_000_000)
     time.sleep(0.1)
 
