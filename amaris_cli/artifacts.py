@@ -15,13 +15,18 @@ otherwise it recomputes it (requests that did not change are answered from calls
 changed costs a model call). `freshness` is that rule, the only one: every stage and reader asks it. The same file marks a step's evolution as complete, which is what
 `evolve` of a later step and `score --lag` wait for.
 
-Writers of a step hold its step lock (locks.py), so the read-modify-write of provenance.json is safe.
+Writers of a step hold its step lock (locks.py), so the read-modify-write of provenance.json is safe; while held,
+the writer keeps it in memory and writes it in batches (`held`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable
+import os
+import threading
+import time
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +35,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from amaris_cli.errors import AmarisError, InputError
-from amaris_cli.filehashes import file_sha256, run_hashes
+from amaris_cli.filehashes import RunHashes, file_sha256, run_hashes
 from amaris_cli.jsonio import dumps_line, load_per_rollout, read_model, write_json_atomic, write_jsonl_atomic
 from amaris_cli.models import (
     AnalysisRecord,
@@ -227,14 +232,107 @@ def digest(value: Any) -> str:
 
 
 def read_provenance(run: RunDir, step: int) -> StepProvenance:
+    """The step's provenance: the writer's own while it holds the step (`held`), else the file's. Treat it as
+    read-only: writers below replace it whole, so a reader (a memory thread) never sees one half-changed."""
     path = provenance_path(run, step)
-    if not path.exists():
-        return StepProvenance()
-    return read_model(path, StepProvenance)
+    mine = _held_for(path)
+    if mine is not None and mine.provenance is not None:
+        return mine.provenance
+    provenance = read_model(path, StepProvenance) if path.exists() else StepProvenance()
+    if mine is not None:
+        with _HELD_LOCK:
+            if mine.provenance is None:
+                mine.provenance = provenance
+            return mine.provenance
+    return provenance
 
 
-def _save(run: RunDir, step: int, provenance: StepProvenance) -> None:
-    write_json_atomic(provenance_path(run, step), provenance.model_dump(mode="json"))
+# How long a record may wait in the writer's memory before provenance.json is rewritten: the file holds every
+# file of the step, 2.5 MB at 240 instances, and was rewritten (and read back) once per instance file, most of
+# a per-instance step's time. A writer killed in between loses the records of at most this long: a stage run
+# again finds those files unrecorded and makes them again (unchanged requests are answered from calls.jsonl).
+PROVENANCE_FLUSH_SECONDS = 2.0
+
+
+@dataclass
+class _Held:
+    path: Path
+    provenance: StepProvenance | None = None  # None: not read yet
+    dirty: bool = False
+    saved_at: float = 0.0
+    depth: int = 1
+
+    def flush(self) -> None:
+        if self.dirty and self.provenance is not None:
+            write_json_atomic(self.path, self.provenance.model_dump(mode="json"))
+            self.dirty = False
+        self.saved_at = time.monotonic()
+
+
+_HELD: dict[str, _Held] = {}  # by provenance.json's real path
+_HELD_LOCK = threading.Lock()  # memory threads read provenance too (memory/service.py)
+
+
+def _held_for(path: Path) -> _Held | None:
+    """This process's hold of the provenance at `path` (by its real path: one run may be named two ways)."""
+    if not _HELD:  # a reader holds nothing: no path to resolve
+        return None
+    with _HELD_LOCK:
+        return _HELD.get(os.path.realpath(path))
+
+
+@contextmanager
+def held(run: RunDir, step: int) -> Iterator[None]:
+    """While the step's lock is held (its only writer is this process): its provenance is kept in memory and
+    written at most every PROVENANCE_FLUSH_SECONDS, at once for an evolution mark (which other processes wait
+    for), and when the hold ends (before the lock is released, so the next holder reads every record)."""
+    path = provenance_path(run, step)
+    key = os.path.realpath(path)
+    with _HELD_LOCK:
+        mine = _HELD.get(key)
+        if mine is None:
+            mine = _HELD[key] = _Held(path, saved_at=time.monotonic())
+        else:
+            mine.depth += 1
+    failed = False
+    try:
+        yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        with _HELD_LOCK:
+            mine.depth -= 1
+            last = mine.depth == 0
+        if last:
+            try:
+                mine.flush()
+            except OSError:
+                if not failed:  # else the error the command stops with is the one to report
+                    raise
+            finally:
+                with _HELD_LOCK:
+                    del _HELD[key]
+
+
+def _save(run: RunDir, step: int, provenance: StepProvenance, *, now: bool = False) -> None:
+    """Replace the step's provenance (`now`: on disk at once, also while held)."""
+    path = provenance_path(run, step)
+    mine = _held_for(path)
+    if mine is not None:
+        with _HELD_LOCK:
+            mine.provenance, mine.dirty = provenance, True
+    if mine is None:
+        write_json_atomic(path, provenance.model_dump(mode="json"))
+    elif now or time.monotonic() - mine.saved_at >= PROVENANCE_FLUSH_SECONDS:
+        mine.flush()
+
+
+def _with(provenance: StepProvenance, files: dict[str, Derivation] | None = None,
+          evolution: Evolution | None | Literal["same"] = "same") -> StepProvenance:
+    """A new provenance with `files` and/or `evolution` in place (the one read is left as it was)."""
+    return StepProvenance.model_construct(files=provenance.files if files is None else files,
+                                          evolution=provenance.evolution if evolution == "same" else evolution)
 
 
 def derivation(run: RunDir, step: int, name: str) -> Derivation | None:
@@ -274,9 +372,10 @@ def record_many(run: RunDir, step: int, names: list[str], inputs: dict[str, Any]
         return shas
     provenance = read_provenance(run, step)
     derived = Derivation(inputs=inputs, digest=digest(inputs), sha256="", **(how.recorded() if how else {}))
+    files = dict(provenance.files)
     for name, sha in zip(names, shas, strict=True):
-        provenance.files[name] = derived.model_copy(update={"sha256": sha})
-    _save(run, step, provenance)
+        files[name] = derived.model_copy(update={"sha256": sha})
+    _save(run, step, _with(provenance, files))
     return shas
 
 
@@ -296,8 +395,8 @@ def remove(run: RunDir, step: int, name: str) -> None:
     """Delete a step file and what provenance records of it (an output the stage no longer makes)."""
     (run.step_dir(step) / name).unlink(missing_ok=True)
     provenance = read_provenance(run, step)
-    if provenance.files.pop(name, None) is not None:
-        _save(run, step, provenance)
+    if name in provenance.files:
+        _save(run, step, _with(provenance, {k: v for k, v in provenance.files.items() if k != name}))
 
 
 def evolution(run: RunDir, step: int) -> Evolution | None:
@@ -305,17 +404,14 @@ def evolution(run: RunDir, step: int) -> Evolution | None:
 
 
 def mark_evolved(run: RunDir, step: int, mark: Evolution) -> None:
-    provenance = read_provenance(run, step)
-    provenance.evolution = mark
-    _save(run, step, provenance)
+    _save(run, step, _with(read_provenance(run, step), evolution=mark), now=True)
 
 
 def clear_evolved(run: RunDir, step: int) -> None:
     """The step's inputs changed (it is being scored again): its evolution is no longer complete."""
     provenance = read_provenance(run, step)
     if provenance.evolution is not None:
-        provenance.evolution = None
-        _save(run, step, provenance)
+        _save(run, step, _with(provenance, evolution=None), now=True)
 
 
 UPSTREAM = {"rollouts": ROLLOUTS, "scores": SCORES, "analyses": ANALYSES}
@@ -331,6 +427,15 @@ def rubric_file(run: RunDir, version: int, instance_id: str | None) -> Path:
     """The file that holds a rubric: the instance's own version when it has one, else the run's."""
     path = run.rubric_path(version, instance_id)
     return path if instance_id is None or path.exists() else run.rubric_path(version)
+
+
+def rubric_sha256(run: RunDir, version: int, instance_id: str | None, hashes: RunHashes) -> str | None:
+    """The SHA-256 of `rubric_file` (None: neither file exists), one stat when the memo knows it: every instance's
+    files name every instance's rubric through scores.jsonl, so a step's stale check looks rubrics up a number of
+    times quadratic in its instances (72,000 at 120 instances: 7 s of a step in path building and stats)."""
+    if instance_id is not None and (own := hashes.sha256(run.rubric_path(version, instance_id))) is not None:
+        return own
+    return hashes.sha256(run.rubric_path(version))
 
 
 @dataclass(frozen=True)
@@ -402,7 +507,7 @@ def freshness(run: RunDir, step: int, name: str, provenance: StepProvenance | No
         # of 240 instances, most of the stale check once the hashes were remembered).
         if (cached := f"rubric {key}") not in shas:
             instance, _, version = key.rpartition("@")
-            shas[cached] = hashes.sha256(rubric_file(run, int(version), None if instance == "-" else instance)) \
+            shas[cached] = rubric_sha256(run, int(version), None if instance == "-" else instance, hashes) \
                 if version.isdigit() else None
         return shas[cached]
 

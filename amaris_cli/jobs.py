@@ -121,9 +121,13 @@ def _stage_settings(run: RunDir, options: StageOptions) -> Settings:
     return run_settings(run, deep_merge(recorded_layer(run, options.step), options.config_layer()))
 
 
-def _stage_lock(run: RunDir, step: int, role: str, wait: float, say: Say) -> Any:
-    """The step's lock for a stage after scoring: waits while a `score` of the step holds it."""
-    return locks.step(run.path, step, role, wait=wait, on_wait=say, wait_for=("score",) if wait > 0 else None)
+@contextmanager
+def _stage_lock(run: RunDir, step: int, role: str, wait: float, say: Say) -> Iterator[None]:
+    """The step's lock for a stage after scoring: waits while a `score` of the step holds it. Its holder keeps the
+    step's provenance in memory (artifacts.held)."""
+    with locks.step(run.path, step, role, wait=wait, on_wait=say, wait_for=("score",) if wait > 0 else None), \
+            artifacts.held(run, step):
+        yield
 
 
 @contextmanager

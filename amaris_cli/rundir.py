@@ -113,6 +113,7 @@ class RunDir:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._instance_names: dict[str, str] = {}  # a run keeps an instance under one name: looked up once
+        self._rubric_paths: dict[tuple[int, str | None], Path] = {}
 
     # --- paths --------------------------------------------------------------------------
     @property
@@ -176,7 +177,11 @@ class RunDir:
         return instance_id if summary is not None and _owner(summary, SummaryRecord) == instance_id else None
 
     def rubric_path(self, version: int, instance_id: str | None = None) -> Path:
-        return self.rubric_dir(instance_id) / f"step-{version:06d}.json"
+        # Remembered: a stale check asks for each instance's rubric once per file of every instance (artifacts).
+        key = (version, instance_id)
+        if (path := self._rubric_paths.get(key)) is None:
+            path = self._rubric_paths[key] = self.rubric_dir(instance_id) / f"step-{version:06d}.json"
+        return path
 
     def lock_path(self, name: str) -> Path:
         from amaris_cli.locks import lock_path

@@ -120,7 +120,7 @@ def test_a_summary_in_many_chunks_rewrites_provenance_once_for_them_all(tmp_path
     assert invoke("loop", EXAMPLES / "math", "--run", run, "--steps", "0:0", env=env).exit_code == 0
     saves: list[int] = []
     save = artifacts._save
-    monkeypatch.setattr(artifacts, "_save", lambda run_, step_, provenance: (saves.append(step_), save(run_, step_, provenance)))
+    monkeypatch.setattr(artifacts, "_save", lambda run_, step_, provenance, **kw: (saves.append(step_), save(run_, step_, provenance, **kw)))
     result = invoke("summarize", "--run", run, "--step", "0", "--chunk-size", "2", env=env)
     assert result.exit_code == 0, result.stderr
     assert read_json(step(run, 0) / "summary.json")["chunks"] == 8
@@ -493,7 +493,7 @@ def test_the_stale_check_finds_each_rubric_file_once_a_step(tmp_path, sim, monke
     provenance = artifacts.read_provenance(RunDir(run), 0)
     named = [key for made in provenance.files.values() for inputs in artifacts.RUBRIC_INPUTS
              if isinstance(made.inputs.get(inputs), dict) for key in made.inputs[inputs]]
-    found = steps_read(monkeypatch, artifacts, "rubric_file")  # (run, version, instance): the versions looked for
+    found = steps_read(monkeypatch, artifacts, "rubric_sha256")  # (run, version, ...): the versions looked for
     assert artifacts.stale_files(RunDir(run), 0) == []
     assert len(named) > len(set(named)) and len(found) == len(set(named)), (named, found)
 
@@ -541,3 +541,33 @@ def test_a_run_on_sshfs_is_hashed_at_every_command_as_its_status_can_stay_the_sa
     os.utime(scores, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # touch -d
     assert as_sshfs(scores) == (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_mtime_ns)
     assert "scores.jsonl" in inspect()["detail"]["stale"]
+
+
+def test_a_held_steps_records_reach_the_file_with_its_evolution_mark_and_when_the_hold_ends(
+        tmp_path, monkeypatch) -> None:
+    """While a writer holds a step its provenance waits in memory; what other processes wait for (the evolution's
+    mark) is written at once with every record before it, and the rest when the hold ends, also by an exception."""
+    from amaris_cli import artifacts
+    from amaris_cli.rundir import RunDir
+
+    monkeypatch.setattr(artifacts, "PROVENANCE_FLUSH_SECONDS", 3600.0)
+    run = RunDir(tmp_path / "run")
+    run.step_dir(0).mkdir(parents=True)
+    on_disk = lambda: read_json(artifacts.provenance_path(run, 0)) if artifacts.provenance_path(run, 0).exists() else {}  # noqa: E731
+    with artifacts.held(run, 0):
+        artifacts.write_json_recorded(run, 0, "stats.json", {"a": 1}, {"x": 1})
+        with artifacts.held(run, 0):  # a second hold of the same step (nested) ends with the first
+            artifacts.write_json_recorded(run, 0, "summary.json", {"b": 2}, {"x": 2})
+        assert on_disk() == {}
+        assert set(artifacts.read_provenance(run, 0).files) == {"stats.json", "summary.json"}  # this process sees them
+        artifacts.mark_evolved(run, 0, artifacts.Evolution(status="done"))
+        assert set(on_disk()["files"]) == {"stats.json", "summary.json"} and on_disk()["evolution"]["status"] == "done"
+        artifacts.write_json_recorded(run, 0, "update.json", {"c": 3}, {"x": 3})
+        assert "update.json" not in on_disk()["files"]
+    assert "update.json" in on_disk()["files"]
+    with pytest.raises(KeyboardInterrupt), artifacts.held(run, 0):
+        artifacts.remove(run, 0, "stats.json")
+        raise KeyboardInterrupt
+    assert set(on_disk()["files"]) == {"summary.json", "update.json"}
+    assert artifacts.stale_files(run, 0) == []
+    assert artifacts._HELD == {}

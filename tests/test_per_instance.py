@@ -277,3 +277,71 @@ def test_an_update_stage_reads_the_earlier_steps_once_for_all_its_instances(tmp_
     # once for the history of the 6 instances' updates (it was 6), once for the wait on earlier evolutions, once for
     # the memory's sync
     assert read.count(0) == 3, read
+
+
+def _instances_run(tmp_path: Path, sim, count: int) -> tuple[Path, dict[str, str]]:
+    """A per-instance run whose step 0 has `count` instances of 2 rollouts each."""
+    config = tmp_path / "c.toml"
+    config.write_text(TEST_CONFIG + FAST_MEMORY)
+    run = tmp_path / "run"
+    assert invoke("init", run, "--config", config, "--per-instance").exit_code == 0
+    rows = [{"id": f"q{i}-{k}", "instance_id": f"q{i}", "input": f"What is {i}+{i}?", "answer": str(2 * i),
+             "output": f"We add them step by step.\nFinal answer: {2 * i}", "step": 0}
+            for i in range(count) for k in range(2)]
+    write_jsonl(tmp_path / "rollouts.jsonl", rows)
+    return run, judge_env(sim)
+
+
+def test_a_per_instance_step_writes_provenance_json_a_few_times_not_once_per_instance_file(
+        tmp_path: Path, sim, monkeypatch) -> None:
+    """provenance.json holds every file of the step (2.5 MB at 240 instances) and was rewritten, and read back, for
+    each instance's stats, summary, retrieval and update: 121 s of a 246 s step. The step's writer keeps it in
+    memory while it holds the step and writes it in batches; every file is recorded with its bytes all the same."""
+    import hashlib
+
+    from amaris_cli import artifacts
+    from amaris_cli.rundir import RunDir
+
+    run, env = _instances_run(tmp_path, sim, 12)
+    monkeypatch.setattr(artifacts, "PROVENANCE_FLUSH_SECONDS", 3600.0)  # only what must be written now is
+    written: list[str] = []
+    original = artifacts.write_json_atomic
+
+    def counted(path: Path, value: object) -> None:
+        if path.name == artifacts.PROVENANCE:
+            written.append(path.parent.name)
+        original(path, value)
+
+    monkeypatch.setattr(artifacts, "write_json_atomic", counted)
+    result = invoke("loop", tmp_path / "rollouts.jsonl", "--run", run, env=env)
+    assert result.exit_code == 0, result.stderr
+    step0 = run / "steps" / "000000"
+    recorded = json.loads((step0 / "provenance.json").read_text())
+    files = {str(p.relative_to(step0)) for p in step0.rglob("*") if p.is_file() and p.name != "provenance.json"
+             and p.name != "training.json"}
+    assert len([f for f in files if f.startswith("instances/")]) >= 12 * 4
+    assert set(recorded["files"]) >= files - {f for f in files if f.endswith(".jsonl") and "journal" in f}
+    for name, made in recorded["files"].items():
+        assert made["sha256"] == hashlib.sha256((step0 / name).read_bytes()).hexdigest(), name
+    assert recorded["evolution"]["status"] == "done"
+    assert artifacts.stale_files(RunDir(run), 0) == []
+    # scoring's hold, the evolution's mark (written at once, with the records before it), and the hold's end
+    assert len(written) <= 4, f"{len(written)} rewrites of provenance.json for {len(files)} files"
+
+
+def test_records_a_killed_writer_had_not_written_yet_are_made_again_without_a_model_call(tmp_path: Path, sim) -> None:
+    """A writer killed between two writes of provenance.json loses the records of its last moments: those files are
+    then unrecorded, and the stage run again makes them again from calls.jsonl, with no model call."""
+    run, env = _instances_run(tmp_path, sim, 4)
+    assert invoke("loop", tmp_path / "rollouts.jsonl", "--run", run, env=env).exit_code == 0
+    path = run / "steps" / "000000" / "provenance.json"
+    recorded = json.loads(path.read_text())
+    lost = sorted(name for name in recorded["files"] if name.endswith("/summary.json"))[:2]
+    for name in lost:
+        del recorded["files"][name]
+    path.write_text(json.dumps(recorded))
+    before = sim.stats["agent:summarizer"]
+    result = invoke("summarize", "--run", run, "--step", "0", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert sim.stats["agent:summarizer"] == before
+    assert set(lost) <= set(json.loads(path.read_text())["files"])

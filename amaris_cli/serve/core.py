@@ -287,8 +287,10 @@ class ServeCore:
                 writer = self._writer(step, header.lag)
                 try:
                     await self._write_step(writer, state, header.training)
-                finally:
-                    writer.release()
+                except BaseException as exc:  # the error to report is this one, not a failed write on the way out
+                    writer.release(type(exc), exc, exc.__traceback__)
+                    raise
+                writer.release()
             self._evolve(step)
             self.say(f"step {step}: complete; its evolution resumes")
             return

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from amaris_cli import locks
+from amaris_cli import artifacts, locks
 from amaris_cli.artifacts import How
 from amaris_cli.eventloop import blocking
 from amaris_cli.models import Rollout, ScoreRecord
@@ -57,11 +57,15 @@ class StepWriter:
         return self.rule.limit(self.step)
 
     def lock(self) -> None:
-        """Take the step's lock, or raise RunLockedError naming the process that holds it."""
+        """Take the step's lock, or raise RunLockedError naming the process that holds it; while it is held, the
+        step's provenance is kept in memory (artifacts.held: written before the lock is released)."""
         self._lock.enter_context(locks.step(self.run.path, self.step, self.role))
+        self._lock.enter_context(artifacts.held(self.run, self.step))
 
-    def release(self) -> None:
-        self._lock.close()
+    def release(self, *exc: Any) -> None:
+        """Let the step go (`exc`: the exception it is let go for, if any: then a failed last write of its
+        provenance does not hide it)."""
+        self._lock.__exit__(*(exc or (None, None, None)))
 
     def wait_for_version(self, wait: float | None = None, stop: threading.Event | None = None) -> int:
         """The rubric version that scores the step, once every evolution that may write it is done (waiting
@@ -81,8 +85,8 @@ class StepWriter:
             raise
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
+    async def __aexit__(self, *exc: Any) -> None:
+        self.release(*exc)
 
     def __enter__(self) -> StepWriter:
         self.lock()
@@ -93,8 +97,8 @@ class StepWriter:
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, *exc: Any) -> None:
+        self.release(*exc)
 
     async def write(self, session: Session, rollouts: list[Rollout], source: dict[str, Any], *, force: bool = False,
                     known: Mapping[str, ScoreRecord] | None = None,
