@@ -15,12 +15,13 @@ gives the agents what the requests gave.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 if TYPE_CHECKING:  # the model alone is imported by serve's API models, which trainers load
     from amaris_cli.artifacts import How
@@ -45,6 +46,19 @@ class TrainingMetadata(BaseModel):
     model_size: str | None = None
     total_steps: int | None = Field(default=None, ge=1, le=10**9)
     other_context: str | None = None
+
+    @field_validator("total_steps", mode="before")
+    @classmethod
+    def _unknown_total(cls, value: Any) -> Any:
+        # The reference's `total_steps: int` takes any integer, and a trainer that does not know its length says so
+        # with one below 1 (Hugging Face's TrainingArguments.max_steps is -1 unless set): a 422 on every call
+        # before. Such a number is not a length to show the agents: the field is taken as not given (the run's
+        # setting stands).
+        number = value
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = int(value.strip())
+        return None if isinstance(number, int) and not isinstance(number, bool) and number < 1 else value
 
     @property
     def empty(self) -> bool:

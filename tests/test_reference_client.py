@@ -293,3 +293,27 @@ def read_score_request_error(body: dict) -> str:
         read_score_request(json.dumps(body).encode(), None)
     assert refused.value.status == 422
     return str(refused.value)
+
+
+def test_a_trainer_that_does_not_know_its_length_sends_total_steps_minus_one_and_is_scored(tmp_path, sim) -> None:
+    """The reference's `total_steps: int` takes any integer; Hugging Face's TrainingArguments.max_steps is -1 unless
+    set, so a TRL trainer that sends it got a 422 on every call. A total below 1 is taken as not given: the step's
+    training.json keeps what the requests said that is a length of training, and the run's setting stands."""
+    run = new_run(tmp_path, "unknown-length")
+    metadata = {**reference_metadata(0), "total_steps": -1}
+
+    async def train(url: str) -> list[float]:
+        async with RewardClient(url, timeout=600) as client:
+            scores = await asyncio.gather(*(client.score_async(rollout=reference_rollout(r), metadata=metadata)
+                                            for r in MATH[0][:2]))
+            await client.rollouts_complete_async()
+            return scores
+
+    with served(run, sim) as server:
+        scores = asyncio.run(train(server.url))
+    assert all(isinstance(s, float) for s in scores)
+    training = json.loads((run / "steps" / "000000" / "training.json").read_text())
+    assert "total_steps" not in json.dumps(training) and metadata["high_level_goal"] in json.dumps(training)
+    refused = read_score_request_error({"rollout": reference_rollout(MATH[0][0]),
+                                        "metadata": {**metadata, "total_steps": 10**10}})
+    assert "metadata.total_steps" in refused, refused

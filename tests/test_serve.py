@@ -392,7 +392,7 @@ def test_bad_requests_get_a_4xx_with_a_json_reason(tmp_path, sim) -> None:
          "nests deeper than 64 levels"),
         ("POST", "/score", [1, 2], 422, "must be a JSON object"),
         ("POST", "/score", {"rollout": {"input": "q"}, "metadata": {"current_step": 0}}, 422, "missing output"),
-        ("POST", "/score", {"rollout": {"input": "q", "output": "a"}, "metadata": {"total_steps": 0}}, 422,
+        ("POST", "/score", {"rollout": {"input": "q", "output": "a"}, "metadata": {"total_steps": 1.5}}, 422,
          "metadata.total_steps"),
         ("POST", "/score", {"rollout": {"input": "q", "output": "a"}, "extra": 1}, 422, "extra"),
         ("POST", "/score", {**ok, "metadata": {"current_step": 0, "high_level_goal": 7}}, 422,
