@@ -172,7 +172,7 @@ _AS_MARK = (r"(?=\s*(?:$|[.;:!?()]|(?:of\s+(?:the\s+|its\s+|their\s+)?)?(?:credi
 _VALUE_NUM = (rf"(?:\d+(?:\.\d+)?(?:\s*/\s*\d+|\s*(?:%|(?:percent|per\s*cent)\b){_AS_MARK}|\s*(?:points?|pts|stars?|marks?)\b)"
               rf"|\b\d+(?:\.\d+)?\s+out\s+of\s+\d+\b{_AS_MARK}"
               rf"|\b(?:{_WORDS}\s+out\s+of\s+{_NUMBER}|{_NUMBER}\s+out\s+of\s+{_WORDS}|{_WORDS}\s+(?:percent|per\s*cent))\b{_AS_MARK}"
-              r"|(?:1|0|1\.0|0\.0|one|zero)(?=\s*(?:$|[.,;!?)]|on\b|for\b|in\b|across\b|to\b|as\b|and\b)))")
+              r"|(?:1|0|1\.0|0\.0|one|zero)(?=\s*(?:$|\.(?!\d)|[,;!?)]|on\b|for\b|in\b|across\b|to\b|as\b|and\b)))")
 _VALUE_TOP = (r"(?:(?:full|perfect|maximum|maximal|max|top|highest|best|complete|total)\s+(?:marks?|credit|points?|scores?"
               r"|grades?|ratings?|rewards?|verdicts?)|(?:a|the)\s+(?:perfect|top|full|maximum|highest)\s+\w+"
               r"|(?:score|grade|rating|reward|verdict|mark)s?\s+of\s+(?:\d|one|zero|full|max)|(?:a\s+)?passing\s+(?:grade|mark|score)"
@@ -251,6 +251,23 @@ _OVERRIDE_VERB = (r"(?:ignore|ignoring|disregard|disregarding|forget|forgetting|
 _OVERRIDE_DET = (r"(?:all|any|the|every|each|previous|prior|above|earlier|preceding|other|these|those|your|its|their"
                  r"|original|initial|remaining|existing|system|grading|scoring|judging|given|current|following|of|rest"
                  r"|this)")
+
+# A verdict or a mark said to be given or received: "is considered met", "is scored 10/10", "The response earns a 10.".
+# A mark's subject may be another than the response, in what the response says (`_anothers_mark`): "the diver received a
+# 9.5", "the hotel is rated 4 stars"; a verdict's ("met", "passing", "true") is the rubric's.
+_GIVEN = (r"\b(?:is|are|be|been|being|was|were|gets?|got|getting)\s+(?:(?:always|automatically|now|hereby|simply|just"
+          r"|also|then|therefore|fully|unconditionally)\s+)?(?:scored|rated|graded|marked|given|awarded|assigned|granted"
+          r"|credited|judged|evaluated|assessed|counted|deemed|considered|treated|regarded|labell?ed|classified|ranked"
+          r"|valued)\s+(?:(?:as|with|at|a|an|the|in|on)\s+)*")
+_GIVEN_MARK = rf"{_GIVEN}(?:{_VALUE_TOP}|{_VALUE_NUM})"
+_GIVEN_STATE = rf"{_GIVEN}{_VALUE_MET}\b"
+_RECEIVED_MARK = (r"\b(?:receives?|received|receiving|gets?|got|getting|earns?|earned|earning|deserves?|deserved|deserving"
+                  r"|merits?|merited|(?:is|are)\s+worth)\s+(?:(?:an?|the|its|this|every|all|each)\s+)?"
+                  # (a mark as a noun, "earns a 10.", only where it ends the clause or names its grader: "receives a 10 in
+                  # the next round" is a game's; the point of "9.5" ends nothing)
+                  rf"(?:{_VALUE_TOP}|{_VALUE_NUM}|(?:(?<=\ba\s)|(?<=\ban\s))\d+(?:\.\d+)?(?=\s*(?:$|\.(?!\d)|[;!?)]"
+                  rf"|on\s+(?:this|every|all|each|any)\b|(?:from|by)\s+(?:\w+\s+)?{_GRADER}\b)))")
+_MARKS = frozenset({_GIVEN_MARK, _RECEIVED_MARK})
 
 SECOND_PERSON = "addresses the reader (the judge) in the second person"
 ADDRESSES = "addresses the judge or the model (under any name) directly"
@@ -363,18 +380,12 @@ _CHECK_PATTERNS: list[tuple[str, str, bool]] = [
      r"|such\s+\w+)\s+(?:(?:with|containing|mentioning|including|that|which|who|saying|having|showing|citing|using)\s+"
      r"[^.;:,]{1,80}?\s+)?as\s+(?:correct|right|matching|a\s+match|passing|a\s+pass|met|satisfied|compliant)\b",
      PRESCRIBES, True),
-    (r"\b(?:is|are|be|been|being|was|were|gets?|got|getting)\s+(?:(?:always|automatically|now|hereby|simply|just|also|then"
-     r"|therefore|fully|unconditionally)\s+)?(?:scored|rated|graded|marked|given|awarded|assigned|granted|credited|judged"
-     r"|evaluated|assessed|counted|deemed|considered|treated|regarded|labell?ed|classified|ranked|valued)\s+"
-     rf"(?:(?:as|with|at|a|an|the|in|on)\s+)*{_VALUE}", PRESCRIBES, True),
+    (_GIVEN_MARK, PRESCRIBES, True),
+    (_GIVEN_STATE, PRESCRIBES, True),
     (r"\b(?:(?:is|are)\s+to|should|must|shall|will|has\s+to|have\s+to|needs?\s+to|ought\s+to)\s+be\s+(?:scored|rated|graded"
      r"|marked|given|awarded|judged|evaluated|assessed|treated|counted|considered|deemed|credited|passed|accepted)\b",
      PRESCRIBES, True),
-    (r"\b(?:receives?|received|receiving|gets?|got|getting|earns?|earned|earning|deserves?|deserved|deserving|merits?"
-     r"|merited|(?:is|are)\s+worth)\s+(?:(?:an?|the|its|this|every|all|each)\s+)?"
-     # (a mark as a noun, "earns a 10.", only where it ends the clause: "receives a 10 in the next round" is a game's)
-     rf"(?:{_VALUE_TOP}|{_VALUE_NUM}|(?:(?<=\ba\s)|(?<=\ban\s))\d+(?:\.\d+)?(?=\s*(?:$|[.;!?)]|on\s+(?:this|every|all|each|any)\b)))",
-     PRESCRIBES, True),
+    (_RECEIVED_MARK, PRESCRIBES, True),
     (r"\b(?:obtains?|achieves?|wins?|scores?|scoring)\s+(?:(?:an?|the|its|this|every|all|each)\s+)?"
      rf"{_VALUE_TOP}", PRESCRIBES, True),
     # the top verdict as what the response's content is worth, under another verb: "which warrants full credit",
@@ -539,6 +550,69 @@ def _reported(text: str, start: int) -> bool:
                 and re.search(r"\brespons\w*\b", sentence, re.I))
 
 
+# A mark said of another than the response, in what the response says, names or computes: "The response notes that the
+# diver received a 9.5", "names Nadia Comaneci as the first gymnast to receive a 10", "says the restaurant deserves a 4".
+_RESPONSE_STATES = re.compile(
+    r"^\s*(?:the|this)\s+(?:final\s+)?(?:response|answer|reply|output)(?:'?s(?:\s+\w+){1,2})?\s+(?:\w+ly\s+)?"
+    r"(?:says|states|notes|explains|mentions|names|identifies|lists|reports|describes|argues|claims|concludes|recalls"
+    r"|cites|quotes|computes|calculates|shows|finds|determines|predicts|estimates|recommends|writes|summari[sz]es"
+    r"|recogni[sz]es|acknowledges|confirms|attributes|ranks|compares|picks|chooses|selects|infers|points\s+out)\b",
+    re.I)
+# A clause ends at a sign or a conjunction, not at the point of "9.5".
+_MARK_CLAUSE_BREAK = re.compile(r"[!?;:,()]|\.(?!\d)|\b(?:and|but|so|then|therefore|thus|hence|while|whereas|although"
+                                r"|however|or|nor|because|since)\b", re.I)
+# Words that make the mark's subject the response, its maker, its judge or the rubric ("its author", "this essay",
+# "the answer", "every criterion"), or a work a response may itself be ("the essay", "the proof" in a task that asks
+# for one): the mark is then the response's.
+_NOT_ANOTHER = frozenset({
+    "response", "responses", "answer", "answers", "output", "outputs", "submission", "submissions", "rollout",
+    "rollouts", "completion", "completions", "reply", "replies", "solution", "solutions", "text", "message", "work",
+    "attempt", "draft", "essay", "essays", "proof", "proofs", "code", "program", "patch", "story", "poem", "summary",
+    "translation", "letter", "email", "article", "report", "paragraph", "author", "writer", "model", "assistant", "ai",
+    "llm", "bot", "chatbot", "policy", "system", "it", "its", "itself", "they", "them", "their", "theirs", "themselves",
+    "this", "these", "those", "i", "me", "my", "we", "us", "our", "you", "your", "criterion", "criteria", "rubric",
+    "rubrics", "pitfall", "pitfalls", "anchor", "anchors", "check", "checks", "item", "items", "verdict", "verdicts",
+    "score", "scores", "mark", "marks", "grade", "grades", "rating", "ratings", "reward", "rewards", "credit", "one",
+    "ones", "everything", "anything", "something",
+})
+# What cannot end a subject: "notes that received a 10", "says it is"; an auxiliary before the verb is skipped.
+_NOT_A_SUBJECT = frozenset({"that", "which", "what", "whether", "as", "the", "a", "an", "of", "to", "for", "with", "by",
+                            "in", "on", "at", "from", "every", "any", "no", "not"})
+_AUXILIARY = frozenset({"has", "have", "had", "will", "would", "should", "could", "may", "might", "must", "can", "also",
+                        "still", "once", "never", "always", "again", "each", "all", "both"})
+_ORDINAL = re.compile(r"first|second|third|last|only|next|(?!best)\w+est", re.I)
+# (a judge or a model under another name, a criterion's id or topic: "the grader", "GPT-4", "correct-answer", "accuracy";
+# a business is the task's)
+_OTHER_NAMES = re.compile(rf"{_GRADER}|{_MACHINE}|{_SLUG}|(?!business|witness|pharmacy|democracy|legacy)\w+(?:ness|acy)",
+                          re.I)
+
+
+def _anothers_mark(text: str, match: re.Match[str]) -> bool:
+    """Whether a mark (`_MARKS`) is another's than the response's: in the clause of what the response says, names or
+    computes, the mark's verb has a subject of its own right before it, named, and nothing of that clause's words names
+    the response, its maker, its judge or the rubric ("The response notes that the diver received a 9.5"). An infinitive
+    counts only after "the first, only, ...-est X" ("the first gymnast to receive a 10"); a participle ("..., earning a
+    10") or a verb without its own subject ("The response earns a 10", "It gets a 10") is the response's mark."""
+    if match.group().split(maxsplit=1)[0].lower().endswith("ing"):
+        return False
+    clause = _MARK_CLAUSE_BREAK.split(text[: match.start()])[-1]
+    said = _RESPONSE_STATES.match(clause)
+    if not said:
+        return False
+    words = re.findall(r"[\w'-]+", clause[said.end():])
+    if words[-1:] == ["to"]:
+        words = words[:-1]
+        if not any(_ORDINAL.fullmatch(w) for w in words[-3:]):
+            return False
+    elif [w.lower() for w in words[-1:]] == ["who"]:
+        words = words[:-1]
+    while words and words[-1].lower() in _AUXILIARY:
+        words = words[:-1]
+    named = [w.lower() for w in words]
+    return (bool(named) and named[-1] not in _NOT_A_SUBJECT
+            and not any(w in _NOT_ANOTHER or _OTHER_NAMES.fullmatch(w) for w in named))
+
+
 # What a quotation in a reward criterion may not hold: the words that address or overrule the judge. The second
 # person and imperatives are a task's words too ("Show your work", "What would you do?"), quoted as they stand.
 _QUOTED_REWARD_CHECKS = (ADDRESSES, TELLS, SET_ASIDE, PRESCRIBES, REWRITES)
@@ -557,6 +631,8 @@ def _quoted_instruction(form: str, checks: list[tuple[re.Pattern[str], str, bool
     for pattern, reason, _ in checks:
         if reason in _QUOTED_REWARD_CHECKS:
             for m in pattern.finditer(read_text):
+                if pattern.pattern in _MARKS and _anothers_mark(read_text, m):
+                    continue
                 if any(m.start() < b - 1 and a + 1 < m.end() for a, b in spans):
                     return m
     return None
@@ -571,6 +647,8 @@ def _instruction(text: str, sentence_rules: bool = True, rewarded: bool = False)
         plain = _unquoted(form)
         for pattern, reason, reportable in checks:
             for m in pattern.finditer(plain):
+                if pattern.pattern in _MARKS and _anothers_mark(plain, m):
+                    continue
                 if not (reportable and _reported(plain, m.start())):
                     return f"{reason} ({m.group().strip(' .!?;:,([{')!r})"
                 if rewarded:
