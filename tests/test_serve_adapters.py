@@ -20,7 +20,7 @@ from amaris_cli.rollouts import content_id
 from amaris_cli.serve import adapters
 from amaris_cli.serve.adapters import TRLReward, VerlReward
 from amaris_cli.serve.api import Health
-from amaris_cli.serve.client import AmarisClient
+from amaris_cli.serve.client import AmarisClient, ServeError
 from tests.conftest import EXAMPLES, chat_text, invoke, new_scenario_run, wait_until
 from tests.served import serve_env, served
 
@@ -310,3 +310,25 @@ def test_the_adapters_refuse_a_sync_server_they_would_wait_on_forever(tmp_path, 
         with pytest.raises(RuntimeError, match="one response at a time"):
             VerlReward(server.url)("src", "a", "1", {"global_steps": 1})
     assert not (run / "steps").exists()
+
+
+def test_a_verl_trainer_that_numbers_its_steps_with_gaps_is_still_refused_not_taken_for_an_outage(tmp_path, sim) -> None:
+    """VerlReward tells the server of a step as an outage (POST /outage) only when it numbered the step and none of
+    its requests was taken. A program that numbers its steps 0, 2, 4 never sent step 1: that is no outage, and
+    step 4 (whose version step 2's evolution writes, which waits for step 1) stays a 409 naming step 1."""
+    run = new_scenario_run(tmp_path, "verl-gaps")
+    with served(run, sim, "--rollouts-per-step", 1) as server:
+        reward = VerlReward(server.url)
+        row = VERL_ROWS[0]
+
+        def call(step: int) -> float:
+            info = {"index": 0, "split": "train", "question": row["input"], "global_steps": step}
+            return reward("openai/gsm8k", row["output"], row["gts"], info)
+
+        call(0)
+        call(2)
+        with pytest.raises(ServeError) as refused:
+            call(4)
+    assert refused.value.status == 409 and "step 1 has no rollouts" in refused.value.error
+    assert sorted(p.name for p in (run / "steps").iterdir()) == ["000000", "000002"]
+

@@ -373,3 +373,33 @@ def test_many_rollouts_without_a_step_at_once_each_find_a_place(tmp_path, sim) -
     assert [a.status_code for a in answers] == [200] * 24, [a.json() for a in answers if a.status_code != 200][:2]
     steps = sorted(a.json()["step"] for a in answers)
     assert steps == sorted(list(range(12)) * 2)
+
+
+def test_an_outage_step_is_written_with_no_rollouts_and_evolves_as_skipped_and_nothing_else_is_one(tmp_path, sim) -> None:
+    """POST /outage: a step the trainer generated none of whose rollouts reached the server (its adapter saw them
+    refused a connection). Written with no rollouts, it evolves as skipped (under on_error = fail too: nothing failed
+    in amaris), so the steps after it are not refused. What is no outage stays refused: a step the server holds
+    rollouts of, and one with a missing step before it (a trainer that numbers its steps 0, 2, 4)."""
+    run = new_run(tmp_path, "outage")
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        assert http.post("/score", json=line(rows(0)[0], current_step=0)).status_code == 200
+        assert http.post("/complete", json={"step": 0}).status_code == 200
+        gap = http.post("/outage", json={"step": 2, "reason": "refused"})
+        assert http.post("/score", json=line(rows(1)[0], current_step=1)).status_code == 200
+        held = http.post("/outage", json={"step": 1})
+        assert http.post("/discard", json={"step": 1}).status_code == 200
+        told = http.post("/outage", json={"step": 1, "reason": "connection refused"})
+        again = http.post("/outage", json={"step": 1})
+        for step in (2, 3):  # step 3 is scored with the version step 1's evolution carries forward
+            assert http.post("/score", json=line(rows(step)[0], current_step=step)).status_code == 200
+            assert http.post("/complete", json={"step": step}).status_code == 200
+        status = AmarisClient(server.url).rubric_updated(3, timeout=120)
+        skipped = AmarisClient(server.url).rubric_status(1)
+    assert gap.status_code == 409 and "step 1 has no rollouts" in gap.json()["error"], gap.json()
+    assert held.status_code == 409 and "holds 1 rollout(s)" in held.json()["error"], held.json()
+    assert told.status_code == 200 and told.json()["rollouts"] == 0 and not told.json()["already_complete"]
+    assert again.status_code == 200 and again.json()["already_complete"]
+    assert status.state == "done" and skipped.state == "done" and skipped.updated, skipped
+    assert skipped.skipped and "none of the step's rollouts reached amaris (connection refused)" in skipped.skipped
+    assert step_rollouts(run, 1) == [] and (run / "steps" / "000001" / "scores.jsonl").read_text() == ""
+    assert json.loads((run / "steps" / "000003" / "scores.jsonl").read_text())["rubric_version"] == 2

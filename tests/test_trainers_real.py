@@ -16,9 +16,9 @@ import pytest
 
 from amaris_cli.serve.adapters import TRLReward
 from amaris_cli.serve.client import AmarisClient
-from tests.conftest import EXAMPLES, chat_text, new_scenario_run
+from tests.conftest import EXAMPLES, chat_text, free_port, new_scenario_run
 from tests.real_trainers import IN_PROCESS_TRL, OTHERS
-from tests.served import served
+from tests.served import serve_env, served, start_server
 
 pytestmark = pytest.mark.usefixtures("trainers")  # tests/real_trainers.py: skips without them
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -569,3 +569,65 @@ def test_verl_rate_limited_manager_that_gave_up_on_the_first_batch_leaves_no_ste
         assert not any("error" in r["reward_extra_info"] for r in results), results
         assert sorted(r["reward_score"] for r in results) == pytest.approx(sorted(s["reward"] for s in scores(run, step)))
     assert step_dirs(run) == [0, 1, 2]
+
+
+@OTHERS
+@pytest.mark.parametrize("completed_by", ["server", "adapter"])
+def test_verl_training_goes_on_after_a_step_none_of_whose_batch_reached_the_server(trainers, tmp_path, sim,
+                                                                                  monkeypatch, completed_by) -> None:
+    """amaris serve restarted while verl's rate-limited reward loop manager scored step 1: every response was refused
+    a connection, which the manager trains as 0.0, and training went on. A run's steps are consecutive, and nobody
+    would ever send step 1: step 3 on (scored with the version step 1's evolution writes) were a 409 on every
+    response, for the rest of the training. Completed by the adapter (no --rollouts-per-step), step 0's /complete,
+    sent at step 1's first response, was lost too: step 0 stayed open, and step 2 on were a 409. The adapter, which
+    numbered step 1 and saw none of it taken, tells the server so (POST /outage): step 1 is written with no
+    rollouts and evolves as skipped (amaris's own summary, the rubric carried forward), and no reward is made up."""
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager import RateLimitedRewardManager
+
+    run = new_scenario_run(tmp_path, "verl-outage")
+    port = free_port()  # the restarted server listens where the first did
+    args = ("--port", port, *(("--rollouts-per-step", len(ROWS)) if completed_by == "server" else ()))
+    monkeypatch.setenv("AMARIS_SERVE_URL", f"http://127.0.0.1:{port}")
+    tok = trainers.tokenizer()
+    compute_score = custom_reward("compute_score")
+    config = OmegaConf.create({"reward": {"timeout": 60, "max_concurrent": 8}})
+
+    async def score(step: int) -> list[dict[str, Any]]:
+        RateLimitedRewardManager.init_class(config, tok)
+        manager = RateLimitedRewardManager(config=config, tokenizer=tok, compute_score=compute_score)
+        data = trainers.verl_batch(tok, ROWS, tool_extra_fields=[{"global_steps": step} for _ in ROWS])
+        return await asyncio.gather(*(manager.run_single(data[i:i + 1]) for i in range(len(data))))
+
+    async def training() -> dict[int, list[dict[str, Any]]]:  # one reward loop worker: one event loop throughout
+        server = start_server(run, serve_env(sim), *args)
+        got = {0: await score(0)}
+        assert server.stop() == 0
+        got[1] = await score(1)  # the server is down
+        server = start_server(run, serve_env(sim), *args)
+        try:
+            for step in (2, 3, 4):
+                got[step] = await score(step)
+            compute_score.args[0].finish()  # the VerlReward in verl's wrapper: the last step is complete
+            wait_evolved(server.url, 4)
+        except BaseException as exc:
+            exc.add_note(f"amaris serve's stderr:\n{server.stderr}")
+            raise
+        finally:
+            assert server.stop() == 0
+        assert "Traceback" not in server.stderr, server.stderr
+        return got
+
+    got = asyncio.run(training())
+    assert all("Connection refused" in r["reward_extra_info"]["error"] for r in got[1])  # verl's 0.0, not amaris's
+    for step in (0, 2, 3, 4):
+        assert not any("error" in r["reward_extra_info"] for r in got[step]), (step, got[step])
+        assert sorted(r["reward_score"] for r in got[step]) == pytest.approx(sorted(s["reward"] for s in scores(run, step)))
+    assert step_dirs(run) == [0, 1, 2, 3, 4] and rollouts(run, 1) == [] and scores(run, 1) == []
+    summary = json.loads((run / "steps" / "000001" / "summary.json").read_text())
+    assert summary["skipped"]["rollouts"] == 0 and "Connection refused" in summary["skipped"]["reason"]
+    update = json.loads((run / "steps" / "000001" / "update.json").read_text())
+    assert update["carried_forward"]["cause"] == "skipped"
+    rubric = json.loads((run / "rubrics" / "step-000002.json").read_text())
+    assert rubric["adaptive"] == json.loads((run / "rubrics" / "step-000001.json").read_text())["adaptive"]
+    assert {s["rubric_version"] for s in scores(run, 3)} == {2}  # the carried version scores the step after it

@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import httpx
 import orjson
 
 from amaris_cli.serve.api import ScoreResponse
@@ -126,6 +127,9 @@ class _Stepper:
         self.pending: int | None = None  # the step scored last and not yet completed
         self.begun = -1  # on_next_step: the latest step whose rollouts began to come (an earlier step's are in)
         self.completed: set[int] = set()  # on_next_step: the steps completed
+        self.to_complete: set[int] = set()  # on_next_step: steps whose /complete is due (sent again after an outage)
+        self.unsent: dict[int, str] = {}  # steps called for none of whose requests the server took, and why
+        self.reached: set[int] = set()  # steps a request of which the server answered
         self.sync = False
         self.rollouts_per_step: int | None = None
         self.resolved = False
@@ -166,16 +170,74 @@ class _Stepper:
             return self.calls - 1
 
     def before(self, step: int) -> None:
+        self._report_outages(step)
         if self.resolve_mode() != "on_next_step":
             return
         with self.lock:
             self.begun = max(self.begun, step)
-            done = self.pending if self.pending is not None and step > self.pending else None
-            if done is not None:
+            if self.pending is not None and step > self.pending:
+                self.to_complete.add(self.pending)
+                self.completed.add(self.pending)
                 self.pending = None
-                self.completed.add(done)
-        if done is not None:
-            self.client.rollouts_complete(done)
+        self._complete_due()
+
+    def _complete_due(self) -> None:
+        """Send the /complete of each step due. One the server did not take (it was down or restarting) is sent
+        again at the next call: dropped, the step stayed open, and every step from two later on was a 409."""
+        with self.lock:
+            due = sorted(self.to_complete)
+            self.to_complete.clear()
+        for i, done in enumerate(due):
+            try:
+                self.client.rollouts_complete(done)
+            except Exception as exc:
+                if _not_taken(exc):
+                    with self.lock:
+                        self.to_complete.update(due[i:])
+                raise
+
+    def lost(self, step: int, exc: BaseException) -> None:
+        """A request of `step` failed: one the server did not take (refused, unreachable, stopping) makes the step
+        an outage, unless the server answered another of its requests."""
+        if _not_taken(exc):
+            with self.lock:
+                if step not in self.reached:
+                    self.unsent.setdefault(step, f"its requests failed before amaris serve took them: {exc}"[:500])
+
+    def reached_server(self, step: int) -> None:
+        with self.lock:
+            self.reached.add(step)
+            self.unsent.pop(step, None)
+
+    def _report_outages(self, step: int) -> None:
+        """Before a request of `step`: each earlier step this process numbered and none of whose requests the server
+        took is told to the server as an outage (POST /outage), which writes it with no rollouts and evolves it as
+        skipped. Left missing, the steps after it were refused (409) for the rest of the training, since a run's
+        steps are consecutive. The server refuses a step another process of the trainer reached (it holds its
+        rollouts) or one before which a step is missing; that is said, and the step is not told again."""
+        with self.lock:
+            due = sorted((s, why) for s, why in self.unsent.items() if s < step)
+            for s, _ in due:
+                del self.unsent[s]
+        for i, (lost, why) in enumerate(due):
+            try:
+                self.client.outage(lost, why)
+            except ServeError as exc:
+                if exc.status == 503:
+                    self._unreported(due[i:])
+                    raise
+                _log.warning("amaris: step %d, none of whose requests from this process reached the server, was not "
+                             "written as an outage: %s", lost, exc.error)
+            except httpx.TransportError:
+                self._unreported(due[i:])
+                raise
+            else:
+                _log.warning("amaris: step %d was written with no rollouts (%s); it evolves as skipped, its rubric "
+                             "carried forward", lost, why)
+
+    def _unreported(self, due: list[tuple[int, str]]) -> None:
+        with self.lock:
+            self.unsent.update(due)
 
     def after(self, step: int, *, shard: int = 0, shards: int = 1) -> None:
         if self.mode == "each_call":
@@ -206,10 +268,12 @@ class _Stepper:
                         raise
 
     def finish(self) -> None:
-        if self.pending is not None:
-            self.client.rollouts_complete(self.pending)
-            self.completed.add(self.pending)
-            self.pending = None
+        with self.lock:
+            if self.pending is not None:
+                self.to_complete.add(self.pending)
+                self.completed.add(self.pending)
+                self.pending = None
+        self._complete_due()
 
     def restart(self, *, since: float) -> None:
         """Another training through the same adapter: the steps the server opened before `since` (the end of
@@ -426,11 +490,16 @@ class VerlReward(_ServedReward):
         step = self.stepper.given() if step is None else self._renumbered(step)
         if step is None:
             return self._into_server_step(data_source, solution_str, ground_truth, info)
-        self.stepper.before(step)
-        # A crashed run's partial batches: from this step on discarded (a resumed verl generates them again),
-        # earlier ones completed. Without this, the resumed batch joined its crashed run's half of the step.
-        self.stepper.leftovers(discard_from=step)
-        answer = self.client.score(step=step, **_verl_body(data_source, solution_str, ground_truth, info))
+        try:
+            self.stepper.before(step)
+            # A crashed run's partial batches: from this step on discarded (a resumed verl generates them again),
+            # earlier ones completed. Without this, the resumed batch joined its crashed run's half of the step.
+            self.stepper.leftovers(discard_from=step)
+            answer = self.client.score(step=step, **_verl_body(data_source, solution_str, ground_truth, info))
+        except Exception as exc:
+            self.stepper.lost(step, exc)  # (verl's rate-limited manager trains 0.0 on it and goes on)
+            raise
+        self.stepper.reached_server(step)
         self.stepper.after(step)
         return self._reward(answer)
 
@@ -484,14 +553,20 @@ class VerlReward(_ServedReward):
         step = steps.pop() if steps else None
         if step is None:
             step = self.batch_stepper.given()
-        self.batch_stepper.resolve_mode()
-        # Each batch is a step of its own: a step an earlier run left open is completed first, not joined (or,
-        # from a named step on, discarded: a resumed verl generates it again).
-        self.batch_stepper.leftovers(discard_from=step)
         bodies = [_verl_body(d, s, g, i) for d, s, g, i in zip(data_sources, solution_strs, ground_truths, infos,
                                                                strict=True)]
-        answers = self._each(lambda body: self.client.score(step=step, **body), bodies,
-                             all_at_once=self.batch_stepper.sync)
+        try:
+            if step is not None:
+                self.batch_stepper.before(step)  # an earlier batch none of which reached the server: an outage
+            self.batch_stepper.resolve_mode()
+            # Each batch is a step of its own: a step an earlier run left open is completed first, not joined (or,
+            # from a named step on, discarded: a resumed verl generates it again).
+            self.batch_stepper.leftovers(discard_from=step)
+            answers = self._each(lambda body: self._scored(step, body), bodies, all_at_once=self.batch_stepper.sync)
+        except Exception as exc:
+            if step is not None:
+                self.batch_stepper.lost(step, exc)
+            raise
         steps = sorted({a.step for a in answers})
         if not steps:
             return []
@@ -500,6 +575,12 @@ class VerlReward(_ServedReward):
                                "batch's size, or without it (each batch is then completed after the call)")
         self.batch_stepper.after(steps[0])
         return [self._reward(a) for a in answers]
+
+    def _scored(self, step: int | None, body: dict[str, Any]) -> ScoreResponse:
+        answer = self.client.score(step=step, **body)
+        if step is not None:
+            self.batch_stepper.reached_server(step)
+        return answer
 
     def finish(self) -> None:
         self.stepper.finish()
@@ -559,6 +640,13 @@ def _last_taken(client: AmarisClient) -> int:
             raise
         latest = -1
     return max([latest, *(held.step for held in client.health().open if held.state != "open")])
+
+
+def _not_taken(exc: BaseException) -> bool:
+    """Whether a failed request is one the server did not take: it could not be reached (refused, unresolvable,
+    timed out, dropped) or was stopping. (One that reached a server that died before journaling it is one too: the
+    server, asked about the step, tells from what it holds.)"""
+    return isinstance(exc, httpx.TransportError) or (isinstance(exc, ServeError) and exc.status == 503)
 
 
 def _evaluating(kwargs: dict[str, Any]) -> bool:

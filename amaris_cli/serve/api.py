@@ -8,6 +8,7 @@
                                 (no query: the reference's) -> ReferenceRubricStatus
     GET  /rubric_status         ?step=N -> RubricStatus              the same, without waiting
     POST /discard               DiscardRequest -> DiscardResponse    drop an open step (a crashed trainer's)
+    POST /outage                OutageRequest -> CompleteResponse    a step whose batch never reached the server
     POST /get_reward            OpenRLHF's request -> its answer (openrlhf.py)
     GET  /health                -> Health
 
@@ -230,6 +231,20 @@ class DiscardRequest(BaseModel):
     # Only a step that opened before this time (the server's clock, epoch seconds): a trainer's process that
     # saw a crashed run's step open does not drop the step another process discarded and opened again since.
     opened_before: float | None = Field(default=None, strict=True, allow_inf_nan=False)  # a number, not true or "5"
+
+    @field_validator("step", mode="before")
+    @classmethod
+    def _step(cls, value: Any) -> int | None:
+        return check_step(value)
+
+
+class OutageRequest(BaseModel):
+    """A step the trainer generated none of whose rollouts reached the server (its requests failed before the server
+    took them: it was down or restarting), and why: written with no rollouts, it evolves as skipped."""
+
+    model_config = ConfigDict(extra="forbid")
+    step: int
+    reason: str = Field(default="", max_length=2000)
 
     @field_validator("step", mode="before")
     @classmethod

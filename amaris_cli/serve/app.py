@@ -1,6 +1,6 @@
 """The ASGI application: routes, bodies, JSON answers and status codes. No logic of its own.
 
-A plain ASGI callable served by uvicorn: eight routes with JSON bodies need no framework. Every answer
+A plain ASGI callable served by uvicorn: nine routes with JSON bodies need no framework. Every answer
 is JSON; every error an `ErrorResponse` with a status a client can branch on:
 
     400  the body is not JSON            409  the step or rollout conflicts with the run's state
@@ -38,6 +38,7 @@ from amaris_cli.serve.intake import (
     read_complete_request,
     read_discard_request,
     read_openrlhf_request,
+    read_outage_request,
     read_score_request,
 )
 from amaris_cli.serve.openrlhf import OPENRLHF_PATH
@@ -80,6 +81,7 @@ class ServeApp:
             "/rubric_status/wait": {"GET": self._wait},
             "/rubric_status": {"GET": self._status},
             "/discard": {"POST": self._discard},
+            "/outage": {"POST": self._outage},
             OPENRLHF_PATH: {"POST": self._openrlhf},
             "/health": {"GET": self._health},
         }
@@ -171,6 +173,10 @@ class ServeApp:
     async def _discard(self, scope: Scope, body: bytes) -> BaseModel:
         request = read_discard_request(body)
         return await self.core.discard(request.step, opened_before=request.opened_before)
+
+    async def _outage(self, scope: Scope, body: bytes) -> BaseModel:
+        request = read_outage_request(body)
+        return await self.core.outage(request.step, request.reason)
 
     async def _openrlhf(self, scope: Scope, body: bytes) -> BaseModel:
         assert self.core.session is not None

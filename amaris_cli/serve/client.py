@@ -190,6 +190,12 @@ class AmarisClient:
         body: dict[str, Any] = {"step": step} if opened_before is None else {"step": step, "opened_before": opened_before}
         return _answer(self._client().post("/discard", json=body), DiscardResponse)
 
+    def outage(self, step: int, reason: str = "") -> CompleteResponse:
+        """Step `step`'s batch was generated and none of it reached the server (its requests failed before the server
+        took them): the step is written with no rollouts and evolves as skipped, so later steps go on. A 409 when
+        the server holds rollouts of the step, or a step before it is missing."""
+        return _answer(self._client().post("/outage", json={"step": step, "reason": reason[:2000]}), CompleteResponse)
+
     def health(self) -> Health:
         return _answer(self._client().get("/health"), Health)
 

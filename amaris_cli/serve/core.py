@@ -82,6 +82,7 @@ from amaris_cli.training import SentTraining, TrainingMetadata
 Mode = Literal["async", "sync"]
 T = TypeVar("T")
 SOURCE = {"path": "POST /score"}  # what provenance records as the rollouts' input (score records its file)
+OUTAGE_SOURCE = "POST /outage"  # a step written with no rollouts: none of its batch reached the server
 OTHER_PROCESS_POLL_S = 0.5  # how often a wait looks at the disk for an evolution another process runs
 DISK_CACHE_FILES = 6  # step files kept parsed for answers from disk (sync mode, retries)
 RETRY_GRACE_S = 3.0  # OpenRLHF tries a failed request again a second later (utils/agent.py, 5 tries)
@@ -894,6 +895,43 @@ class ServeCore:
         st.closed.set()
         self.say(f"step {step}: discarded with its {len(st.records)} judged rollout(s)")
         return DiscardResponse(step=step, discarded=len(st.records))
+
+    async def outage(self, step: int, reason: str) -> CompleteResponse:
+        """A step the trainer generated none of whose rollouts reached the server (its requests failed before the
+        server took them: it was down or restarting), as the trainer's adapter says, which numbered the step and
+        saw them fail. Written with no rollouts, the step evolves as skipped (amaris writes its summary and carries
+        the rubric forward), so the steps after it are not refused for a step nobody will send. Nothing is said of
+        a step the server holds rollouts of (another process of the trainer reached it: its /complete completes
+        it), nor of one whose earlier steps are missing: a trainer that numbers its steps 0, 2, 4 stays refused."""
+        held = await self._held(step)
+        if held is not None:
+            raise ApiError(409, f"step {step} holds {len(held.rollouts)} rollout(s): it reached the server, so it is "
+                           "no outage; POST /complete completes it", step=step)
+        async with self._opening.setdefault(step, asyncio.Lock()):
+            if step in self.steps or artifacts.rollouts_path(self.run, step).exists():
+                return self._outage_on_disk(step)
+            self._refuse_unscored(step, evolution=True)  # every step before it is there (or held)
+            await self._await_served(range(0, VersionRule(lag=self.options.lag).limit(step)), step)
+            writer = self._writer(step, self.options.lag)
+            try:
+                await self._wait_for_version(writer)  # as its rollouts would have been: the run's order holds
+                assert self.session is not None
+                await writer.write(self.session, [], {"path": OUTAGE_SOURCE, "reason": reason})
+            finally:
+                writer.release()
+        self.say(f"step {step}: none of its rollouts reached the server ({reason or 'an outage'}); written with none, "
+                 "it evolves as skipped")
+        self._evolve(step)
+        return CompleteResponse(step=step, rollouts=0, scored=0, failed=0, mean_reward=None, rubric_versions=[],
+                                state=self._state(step))
+
+    def _outage_on_disk(self, step: int) -> CompleteResponse:
+        """A repeated outage of a step (another process of the trainer said it first): its answer; a step that
+        holds rollouts is a 409."""
+        if step in self.steps or artifacts.load_rollouts(self.run, step):
+            raise ApiError(409, f"step {step} holds rollouts: it reached the server, so it is no outage", step=step)
+        return CompleteResponse(step=step, rollouts=0, scored=0, failed=0, mean_reward=None, rubric_versions=[],
+                                state=self._state(step), already_complete=True)
 
     def _forget(self, step: int) -> None:
         """This process asks nothing more for the step."""

@@ -25,6 +25,7 @@ from amaris_cli.rollouts import ALIASES, lookup, parse_rollouts
 from amaris_cli.serve.api import (
     CompleteRequest,
     DiscardRequest,
+    OutageRequest,
     ReferenceScoreRequest,
     ScoreRequest,
     check_step,
@@ -151,6 +152,10 @@ def read_complete_request(body: bytes) -> CompleteRequest | None:
 
 def read_discard_request(body: bytes) -> DiscardRequest:
     return _validated(DiscardRequest, _json_object(body, "POST /discard"), "POST /discard")
+
+
+def read_outage_request(body: bytes) -> OutageRequest:
+    return _validated(OutageRequest, _json_object(body, "POST /outage"), "POST /outage")
 
 
 def read_openrlhf_request(body: bytes, instance_field: str | None) -> list[ScoreIntake]:

@@ -69,6 +69,18 @@ def _score_failures(session: Session, step: int, check: Callable[..., str | None
                  + or_else)
 
 
+def no_rollouts(run: RunDir, step: int) -> str | None:
+    """Why a step holds no rollouts (`amaris serve` writes a step none of whose batch reached it so: an outage
+    between the trainer and the server), or None when it holds some. Such a step is not evaluated: under any
+    policy it evolves as skipped, since nothing failed in amaris and there is nothing to learn from."""
+    if artifacts.load_rollouts(run, step):
+        return None
+    made = artifacts.freshness(run, step, artifacts.ROLLOUTS).made
+    source = made.inputs.get("source", {}) if made is not None else {}
+    why = source.get("reason") if isinstance(source, dict) else None
+    return "none of the step's rollouts reached amaris" + (f" ({why})" if isinstance(why, str) and why else "")
+
+
 def _no_scores(run: RunDir, step: int) -> InputError:
     return InputError(artifacts.scores_path(run, step), f"step {step} has no complete scores; run "
                       f"`amaris score ROLLOUTS.jsonl --run {run.path} --step {step}` first")
@@ -115,8 +127,10 @@ async def evolve_step(
     try:
         # Under `carry`, why the step evolves as skipped: failed scores (then it is not analyzed) or analyses; in a
         # per-instance run, why the instances with failed records do (the step is analyzed for the others).
-        not_evaluated = NotEvaluated(step=scores_not_evaluated(session, step))
-        if not_evaluated.step is not None:
+        # A step with no rollouts (an outage between the trainer and `amaris serve`) is not evaluated either.
+        outage = no_rollouts(run, step)
+        not_evaluated = NotEvaluated(step=scores_not_evaluated(session, step) or outage)
+        if not_evaluated.step is not None and outage is None:
             failed = {s.rollout_id for s in artifacts.load_scores(run, step) if s.status == "failed"}
             not_evaluated = _instances_not_evaluated(session, step, "score", failed) or not_evaluated
         analyzed = StageOutcome(stage="analyze", step=step)

@@ -43,7 +43,7 @@ from amaris_cli.vocabulary import count_hacking
 
 
 def _groups(session: Session, rollouts: list[Rollout]) -> dict[str | None, list[Rollout]]:
-    if not session.settings.pipeline.per_instance:
+    if not session.settings.pipeline.per_instance or not rollouts:  # a step with none (an outage): the step's
         return {None: rollouts}
     return dict(group_by_instance(rollouts))
 
@@ -89,6 +89,12 @@ def _write_stats(session: Session, step: int, instance_id: str | None, rubric: R
         artifacts.write_json_recorded(run, step, name, stats.model_dump(mode="json"), inputs, session.how)
 
 
+def _empty_stats(run: RunDir, step: int, instance_id: str | None) -> tuple[RubricSet, StepStats]:
+    """A step with no rollouts (an outage) has no verdicts: its empty statistics are of the rubric it carries."""
+    rubric = rubric_for(run, step, instance_id)
+    return rubric, step_stats(step, rubric, [])
+
+
 async def _summarize_group(session: Session, step: int, instance_id: str | None, rollouts: list[Rollout],
                            scores: dict[str, ScoreRecord], analyses: dict[str, AnalysisRecord],
                            force: bool, not_evaluated: str | None = None) -> bool:
@@ -96,9 +102,10 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
     run = session.run
     ids = [r.id for r in rollouts]
     group_scores = [scores[i] for i in ids if i in scores]
-    if not group_scores:
+    if not group_scores and (rollouts or not_evaluated is None):
         raise AmarisError(f"{artifacts.scores_path(run, step)}: no scores for {instance_id or 'the step'}")
-    rubric, stats = group_stats(run, step, instance_id, rollouts, group_scores)
+    rubric, stats = (group_stats(run, step, instance_id, rollouts, group_scores) if group_scores else
+                     _empty_stats(run, step, instance_id))
     _write_stats(session, step, instance_id, rubric, stats)
     name = artifacts.rel(run, artifacts.SUMMARY, instance_id)
     inputs = summary_inputs(session, step, rubric, not_evaluated)
@@ -190,7 +197,9 @@ def skipped_summary(step: int, instance_id: str | None, n_rollouts: int, stats: 
     scope = f"Step {step}" + (f" (instance {instance_id})" if instance_id is not None else "")
     text = (f"{scope} was not evaluated: {skipped.judged} of {skipped.rollouts} rollouts were judged and {skipped.analyzed} "
             f"analyzed ({reason}). Its rewards are the failure policy's for the rollouts not judged, and the "
-            "rubric was carried forward unchanged.")
+            "rubric was carried forward unchanged." if n_rollouts else
+            f"{scope} was not evaluated: it has no rollouts ({reason}); amaris gave no reward for it, and the rubric "
+            "was carried forward unchanged.")
     answer = SummaryAnswer(executive_summary=text, reward_hacking="not evaluated", rubric_meta_evaluation="not evaluated",
                            performance_advancement="not evaluated", memory_entry=text)
     return SummaryRecord(step=step, instance_id=instance_id, n_rollouts=n_rollouts, n_analyzed=len(analyzed), chunks=0,
