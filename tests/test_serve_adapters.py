@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
+import httpx
 import numpy as np
 import pytest
 
@@ -21,7 +22,7 @@ from amaris_cli.serve import adapters
 from amaris_cli.serve.adapters import TRLReward, VerlReward
 from amaris_cli.serve.api import Health
 from amaris_cli.serve.client import AmarisClient, ServeError
-from tests.conftest import EXAMPLES, chat_text, invoke, new_scenario_run, wait_until
+from tests.conftest import EXAMPLES, chat_text, free_port, invoke, new_scenario_run, wait_until
 from tests.served import serve_env, served
 
 TRL_ROWS = [json.loads(line) for line in (EXAMPLES / "trainers" / "trl_grpo.jsonl").read_text().splitlines()]
@@ -332,3 +333,37 @@ def test_a_verl_trainer_that_numbers_its_steps_with_gaps_is_still_refused_not_ta
     assert refused.value.status == 409 and "step 1 has no rollouts" in refused.value.error
     assert sorted(p.name for p in (run / "steps").iterdir()) == ["000000", "000002"]
 
+
+@pytest.mark.xfail(strict=True, reason="known: a worker whose first batch never reached the server decides its step "
+                   "offset at its second batch, from a state its siblings' steps of this training have changed")
+def test_a_resumed_verl_worker_whose_first_batch_never_reached_the_server_numbers_its_steps_as_its_siblings(
+        tmp_path, sim) -> None:
+    """verl resumed from a checkpoint after its crashed run completed steps 0 and 1: its batches from global_steps 1
+    on are amaris steps 2, 3, ... Worker B's first batch (verl's 1) is step 2, still open (B completes it at its next
+    batch's first response). Worker A's whole first batch was refused a connection, so A decides its offset at its
+    second batch (verl's 2), when step 2 is open and step 1 the last complete: offset 0, and A's verl step 2 joined
+    step 2, B's verl step 1."""
+    run = new_scenario_run(tmp_path, "verl-resumed-late-worker")
+
+    def call(reward: VerlReward, step: int, i: int) -> float:
+        row = VERL_ROWS[i]
+        info = {"index": i, "split": "train", "question": row["input"], "global_steps": step}
+        return reward("openai/gsm8k", row["output"], row["gts"], info)
+
+    with served(run, sim) as server:
+        crashed = VerlReward(server.url)
+        for step in (0, 1, 2):
+            call(crashed, step, 0)  # steps 0 and 1 complete; step 2's rollout the crash left open
+        assert AmarisClient(server.url).rubric_updated(1, timeout=120).state == "done"
+        time.sleep(0.05)  # the resumed training starts after the crashed run's last request
+        worker_a = VerlReward(server.url, client=AmarisClient(f"http://127.0.0.1:{free_port()}"))  # nothing listens
+        worker_b = VerlReward(server.url)
+        call(worker_b, 1, 0)  # verl's step 1: amaris step 2 (the crashed run's half of it discarded)
+        with pytest.raises(httpx.ConnectError):
+            call(worker_a, 1, 1)
+        worker_a.client.base_url, worker_a.client._sync = server.url, None  # the server is reachable again
+        answered = worker_a.client.health()
+        call(worker_a, 2, 1)  # verl's step 2: amaris step 3
+        open_steps = [s.step for s in AmarisClient(server.url).health().open]
+    assert answered.status == "ok"
+    assert open_steps == [2, 3], open_steps
