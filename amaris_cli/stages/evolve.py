@@ -73,7 +73,8 @@ def no_rollouts(run: RunDir, step: int) -> str | None:
     """Why a step holds no rollouts (`amaris serve` writes a step none of whose batch reached it so: an outage
     between the trainer and the server), or None when it holds some. Such a step is not evaluated: under any
     policy it evolves as skipped, since nothing failed in amaris and there is nothing to learn from."""
-    if artifacts.load_rollouts(run, step):
+    path = artifacts.rollouts_path(run, step)
+    if not path.exists() or path.stat().st_size:  # (a step not stored yet is said below; not parsed: 10,000 rollouts)
         return None
     made = artifacts.freshness(run, step, artifacts.ROLLOUTS).made
     source = made.inputs.get("source", {}) if made is not None else {}
