@@ -1216,6 +1216,38 @@ def test_an_embeddings_endpoint_that_never_answers_fails_within_its_timeout(raw)
     assert silent.accepted == 5  # the SDK's tries, each cut at the timeout
 
 
+def test_an_embedder_whose_endpoint_never_answers_stops_within_one_timeout_of_a_cancellation(raw) -> None:
+    """The SDK's own 4 retries ran inside one call, where no stop reaches: against an endpoint that accepts and never
+    answers, a Ctrl-C or SIGTERM of a command indexing a step waited up to 5 x memory.embedding_timeout (150 s by
+    default, past a scheduler's grace before SIGKILL). The embedder tries again itself, and stops between tries."""
+    import asyncio
+
+    from amaris_cli import eventloop
+    from amaris_cli.config import MemorySettings
+    from amaris_cli.memory.embeddings import OpenAIEmbedder
+
+    silent = RawServer("silent")
+    raw.append(silent)
+    embedder = OpenAIEmbedder(MemorySettings(embedding="openai", embedding_base_url=f"http://127.0.0.1:{silent.port}/v1",
+                                             embedding_timeout=2.0), {"OPENAI_API_KEY": PLANTED_KEY}, outage_budget=60)
+
+    async def cancelled_while_waiting() -> float:
+        task = asyncio.create_task(eventloop.blocking(lambda _stop: embedder.embed(["a text"])))
+        for _ in range(200):
+            if silent.accepted >= 1:
+                break
+            await asyncio.sleep(0.05)
+        assert silent.accepted >= 1 and not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic()
+
+    cancelled = eventloop.run(cancelled_while_waiting())  # returns once the worker thread has ended too
+    assert time.monotonic() - cancelled < 4.5, "the embedder went on with its tries after the stop"
+    assert silent.accepted <= 2
+
+
 def test_an_embedder_waiting_on_the_loops_thread_goes_on_when_another_task_is_being_cancelled() -> None:
     """On the event loop's thread the embedder's outage wait ends when the command is stopping, which it told from any
     task's pending cancellation: a `wait_for` that timed out (the judge client's request, its outage pause) or a

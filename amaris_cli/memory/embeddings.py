@@ -101,6 +101,11 @@ def _query_params(query: str) -> dict[str, str]:
     return params
 
 
+# Tries of a request that failed as an endpoint that is down fails, before the outage budget counts: what the SDK's
+# own retries gave (0.5 s, 1 s, 2 s, 4 s apart), also without a budget (`memory rebuild`, `memory search`).
+MIN_TRIES = 5
+
+
 class OpenAIEmbedder:
     def __init__(self, settings: MemorySettings, environ: Any = None, outage_budget: float = 0.0,
                  say: Callable[[str], None] | None = None) -> None:
@@ -118,7 +123,9 @@ class OpenAIEmbedder:
         self._base_url = base_url
         self._secrets = {v for v in (env.get(self._key_env), *url_secrets(base_url)) if v}
         bare_url, query = query_apart(base_url)
-        self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=bare_url, max_retries=4,
+        # No retries in the SDK: `_create` tries again itself, between tries as soon as the command stops (the SDK's
+        # 4 retries held a Ctrl-C or SIGTERM for up to 5 x embedding_timeout against an endpoint that never answers).
+        self._client = OpenAI(api_key=env.get(self._key_env) or "not-set", base_url=bare_url, max_retries=0,
                               timeout=settings.embedding_timeout, default_query=_query_params(query) or None)
         self._timeout = settings.embedding_timeout
         self._outage_budget = outage_budget
@@ -140,23 +147,24 @@ class OpenAIEmbedder:
 
         from amaris_cli.llm.client import OUTAGE_MAX_DELAY_S
 
-        started, delay = time.monotonic(), 0.5
+        started, delay, tries = time.monotonic(), 0.5, 0
         while True:
+            tries += 1
             try:
                 return self._client.embeddings.create(model=self._model, input=batch)
             except openai.APIError as exc:
                 left = self._outage_budget - (time.monotonic() - started)
-                if not _passing(exc) or left <= 0:
-                    raise self._failed(exc) from None
-                if delay == 0.5:
+                if not _passing(exc) or (left <= 0 and tries >= MIN_TRIES):
+                    raise self._failed(exc, tries) from None
+                if tries == 1 and left > 0:  # as the judge's client does: at once, and once
                     self._say(f"waiting for the embeddings endpoint {public_url(self._base_url)}: "
                               f"{one_line(redact(str(exc), self._secrets), 200)}; retrying for up to {left:.0f}s "
                               "more (llm.outage_budget)")
-                if not _pause(min(delay, left)):
+                if not _pause(min(delay, left) if left > 0 else delay):
                     raise KeyboardInterrupt from None  # Ctrl-C or SIGTERM: the command stops as anywhere else
                 delay = min(delay * 2, OUTAGE_MAX_DELAY_S)
 
-    def _failed(self, exc: Exception) -> AmarisError:
+    def _failed(self, exc: Exception, tries: int) -> AmarisError:
         """The endpoint's failure, named as such: the memory store's own message blamed a full disk or a damaged
         index for an endpoint that was down."""
         import openai
@@ -164,7 +172,7 @@ class OpenAIEmbedder:
         if isinstance(exc, openai.APIStatusError):
             said = f"answered HTTP {exc.status_code} ({exc.message})"
         elif isinstance(exc, openai.APITimeoutError):
-            said = f"did not answer within memory.embedding_timeout ({self._timeout:g} s) in 5 tries"
+            said = f"did not answer within memory.embedding_timeout ({self._timeout:g} s) in {tries} tries"
         elif isinstance(exc, openai.APIConnectionError):
             said = f"could not be reached ({exc.__cause__ or exc})"
         else:
