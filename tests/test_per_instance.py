@@ -345,3 +345,24 @@ def test_records_a_killed_writer_had_not_written_yet_are_made_again_without_a_mo
     assert result.exit_code == 0, result.stderr
     assert sim.stats["agent:summarizer"] == before
     assert set(lost) <= set(json.loads(path.read_text())["files"])
+
+
+def test_the_step_files_every_instance_builds_on_are_checked_once_a_stage_not_once_an_instance(
+        tmp_path: Path, sim, monkeypatch) -> None:
+    """scores.jsonl names every instance's rubric, and its stale check looks each one up: checked again for each
+    instance's stats, summary and gate, the lookups grew with the square of the instances (72,000 at 120)."""
+    from amaris_cli import artifacts
+
+    run, env = _instances_run(tmp_path, sim, 10)
+    checked: list[str] = []
+    original = artifacts.freshness
+
+    def counted(run_: object, step: int, name: str, *args: object, **kwargs: object) -> object:
+        checked.append(name)
+        return original(run_, step, name, *args, **kwargs)
+
+    monkeypatch.setattr(artifacts, "freshness", counted)
+    result = invoke("loop", tmp_path / "rollouts.jsonl", "--run", run, env=env)
+    assert result.exit_code == 0, result.stderr
+    assert checked.count(artifacts.SCORES) <= 6, checked.count(artifacts.SCORES)  # a few a stage, not 4 an instance
+    assert sum(name.startswith("instances/") for name in checked) >= 10 * 3  # each instance's own files still are

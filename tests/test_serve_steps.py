@@ -17,7 +17,7 @@ import pytest
 
 from amaris_cli.serve.adapters import TRLReward
 from amaris_cli.serve.client import AmarisClient, ServeError
-from tests.conftest import evolution, invoke, judge_env, new_run, outputs
+from tests.conftest import TEST_CONFIG, evolution, invoke, judge_env, new_run, outputs
 from tests.served import serve_env, served, start_server
 from tests.test_serve import rows
 
@@ -403,3 +403,25 @@ def test_an_outage_step_is_written_with_no_rollouts_and_evolves_as_skipped_and_n
     assert skipped.skipped and "none of the step's rollouts reached amaris (connection refused)" in skipped.skipped
     assert step_rollouts(run, 1) == [] and (run / "steps" / "000001" / "scores.jsonl").read_text() == ""
     assert json.loads((run / "steps" / "000003" / "scores.jsonl").read_text())["rubric_version"] == 2
+
+
+def test_an_outage_step_of_a_per_instance_run_carries_every_instances_rubric_forward(tmp_path, sim) -> None:
+    """An outage step has no instances: in a per-instance run its evolution writes the whole step's summary, and the
+    next steps' instances are scored with the rubric each had before it."""
+    run = new_run(tmp_path, "outage-instances", base=TEST_CONFIG.replace("[pipeline]\n", "[pipeline]\nper_instance = true\n"))
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        for row in rows(0)[:4]:
+            assert http.post("/score", json=line(row, current_step=0)).status_code == 200
+        assert http.post("/complete", json={"step": 0}).status_code == 200
+        assert http.post("/outage", json={"step": 1, "reason": "connection refused"}).status_code == 200
+        for step in (2, 3):
+            for row in rows(step)[:4]:
+                assert http.post("/score", json=line(row, current_step=step)).status_code == 200
+            assert http.post("/complete", json={"step": step}).status_code == 200
+        status = AmarisClient(server.url).rubric_updated(3, timeout=120)
+        skipped = AmarisClient(server.url).rubric_status(1)
+    assert status.state == "done" and skipped.state == "done" and skipped.skipped, skipped
+    step0 = {s["instance_id"]: s["rubric_version"] for s in map(json.loads, (run / "steps/000000/scores.jsonl").read_text().splitlines())}
+    step3 = [json.loads(x) for x in (run / "steps/000003/scores.jsonl").read_text().splitlines()]
+    assert len(step0) > 1 and all(s["status"] == "scored" for s in step3)
+    assert all(s["rubric_version"] == 2 for s in step3), [s["rubric_version"] for s in step3]

@@ -115,25 +115,45 @@ def training_inputs(session: Session, stage: bool = True, step: int | None = Non
     return inputs if sent is None else {**inputs, "training_sent": sent.as_inputs()}
 
 
-def current_sha(run: RunDir, step: int, name: str) -> str | None:
-    """The SHA-256 of an upstream file when whole and up to date, else None (for what may be missing)."""
-    fresh = artifacts.freshness(run, step, name)
+class Upstream:
+    """The step's files a stage builds on (rollouts, scores, analyses) as the stage found them: each checked once,
+    not once per instance. The stage writes none of them, and each check looks up every instance's rubric
+    (scores.jsonl names them all): checked per instance, quadratic in the instances (72,000 lookups at 120)."""
+
+    def __init__(self, run: RunDir, step: int) -> None:
+        self.run, self.step = run, step
+        self._found: dict[str, artifacts.Freshness] = {}
+
+    def freshness(self, name: str) -> artifacts.Freshness:
+        if name not in self._found:
+            self._found[name] = artifacts.freshness(self.run, self.step, name)
+        return self._found[name]
+
+
+def _upstream(run: RunDir, step: int, seen: Upstream | None) -> Upstream:
+    return seen if seen is not None else Upstream(run, step)
+
+
+def current_sha(run: RunDir, step: int, name: str, seen: Upstream | None = None) -> str | None:
+    """The SHA-256 of an upstream file when whole and up to date, else None (for what may be missing); `seen`: the
+    stage's view of its upstream files."""
+    fresh = _upstream(run, step, seen).freshness(name)
     return fresh.sha if fresh.problem(step) is None else None
 
 
-def analyses_sha(run: RunDir, step: int, skipped: bool) -> str | None:
+def analyses_sha(run: RunDir, step: int, skipped: bool, seen: Upstream | None = None) -> str | None:
     """The step's analyses, which a summary and the adoption gate are made from: required, unless the step (or
     the instance) is skipped (policy.py, `carry`: a step with failed scores is not analyzed), which takes those
     it has when whole and current."""
     if skipped:
-        return current_sha(run, step, artifacts.ANALYSES)
-    return require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first")
+        return current_sha(run, step, artifacts.ANALYSES, seen)
+    return require_sha(run, step, artifacts.ANALYSES, "run `amaris analyze` first", seen)
 
 
-def require_sha(run: RunDir, step: int, name: str, hint: str) -> str:
+def require_sha(run: RunDir, step: int, name: str, hint: str, seen: Upstream | None = None) -> str:
     """The SHA-256 of an upstream file that must be whole (written and recorded by its stage) and up to
     date (made from what the step holds now: building on it would describe other data)."""
-    fresh = artifacts.freshness(run, step, name)
+    fresh = _upstream(run, step, seen).freshness(name)
     problem = fresh.problem(step)
     if problem is not None or fresh.sha is None:
         raise InputError(run.step_dir(step) / name, f"{problem}; {hint}")

@@ -31,6 +31,7 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stages.common import (
     StageOutcome,
+    Upstream,
     agent_inputs,
     analyses_sha,
     bounded_map,
@@ -48,12 +49,14 @@ def _groups(session: Session, rollouts: list[Rollout]) -> dict[str | None, list[
     return dict(group_by_instance(rollouts))
 
 
-def summary_inputs(session: Session, step: int, rubric: RubricSet, not_evaluated: str | None = None) -> dict[str, Any]:
+def summary_inputs(session: Session, step: int, rubric: RubricSet, not_evaluated: str | None = None,
+                   seen: Upstream | None = None) -> dict[str, Any]:
+    """`seen`: the stage's view of the step's upstream files (stages/common.py)."""
     run, pipeline = session.run, session.settings.pipeline
     inputs = {
-        "rollouts": require_sha(run, step, artifacts.ROLLOUTS, "run `amaris score` first"),
-        "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
-        "analyses": analyses_sha(run, step, skipped=not_evaluated is not None),
+        "rollouts": require_sha(run, step, artifacts.ROLLOUTS, "run `amaris score` first", seen),
+        "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first", seen),
+        "analyses": analyses_sha(run, step, skipped=not_evaluated is not None, seen=seen),
         "rubrics": rubric_inputs(run, [rubric]),
         "agents": agent_inputs(session, "summarizer", "meta_summarizer"),
         "chunking": {"chunk_size": pipeline.chunk_size, "merge_fan_in": pipeline.merge_fan_in},
@@ -80,11 +83,12 @@ def group_stats(run: RunDir, step: int, instance_id: str | None, rollouts: list[
     return rubric, step_stats(step, rubric, scores, groups)
 
 
-def _write_stats(session: Session, step: int, instance_id: str | None, rubric: RubricSet, stats: StepStats) -> None:
+def _write_stats(session: Session, step: int, instance_id: str | None, rubric: RubricSet, stats: StepStats,
+                 seen: Upstream) -> None:
     run = session.run
     name = artifacts.rel(run, artifacts.STATS, instance_id)
-    inputs = {"rollouts": artifacts.freshness(run, step, artifacts.ROLLOUTS).sha,
-              "scores": artifacts.freshness(run, step, artifacts.SCORES).sha, "rubrics": rubric_inputs(run, [rubric])}
+    inputs = {"rollouts": seen.freshness(artifacts.ROLLOUTS).sha, "scores": seen.freshness(artifacts.SCORES).sha,
+              "rubrics": rubric_inputs(run, [rubric])}
     if not artifacts.freshness(run, step, name).made_from(inputs):
         artifacts.write_json_recorded(run, step, name, stats.model_dump(mode="json"), inputs, session.how)
 
@@ -97,7 +101,7 @@ def _empty_stats(run: RunDir, step: int, instance_id: str | None) -> tuple[Rubri
 
 async def _summarize_group(session: Session, step: int, instance_id: str | None, rollouts: list[Rollout],
                            scores: dict[str, ScoreRecord], analyses: dict[str, AnalysisRecord],
-                           force: bool, not_evaluated: str | None = None) -> bool:
+                           force: bool, not_evaluated: str | None, seen: Upstream) -> bool:
     """Write the group's stats and summary; True when the summary was (re)computed."""
     run = session.run
     ids = [r.id for r in rollouts]
@@ -106,9 +110,9 @@ async def _summarize_group(session: Session, step: int, instance_id: str | None,
         raise AmarisError(f"{artifacts.scores_path(run, step)}: no scores for {instance_id or 'the step'}")
     rubric, stats = (group_stats(run, step, instance_id, rollouts, group_scores) if group_scores else
                      _empty_stats(run, step, instance_id))
-    _write_stats(session, step, instance_id, rubric, stats)
+    _write_stats(session, step, instance_id, rubric, stats, seen)
     name = artifacts.rel(run, artifacts.SUMMARY, instance_id)
-    inputs = summary_inputs(session, step, rubric, not_evaluated)
+    inputs = summary_inputs(session, step, rubric, not_evaluated, seen)
     if not force and artifacts.freshness(run, step, name).made_from(inputs):
         return False
     analyzed = [analyses[i] for i in ids if i in analyses and analyses[i].status == "analyzed"]
@@ -213,14 +217,15 @@ async def summarize_step(session: Session, step: int, memory: MemoryStore | None
     run = session.run
     skip = not_evaluated or NotEvaluated()
     rollouts = artifacts.load_rollouts(run, step)
-    have_analyses = analyses_sha(run, step, skipped=skip.step is not None) is not None
+    seen = Upstream(run, step)  # checked once for every instance
+    have_analyses = analyses_sha(run, step, skipped=skip.step is not None, seen=seen) is not None
     scores = {s.rollout_id: s for s in artifacts.load_scores(run, step)}
     analyses = {a.rollout_id: a for a in artifacts.load_analyses(run, step)} if have_analyses else {}
     groups = _groups(session, rollouts)
     outcome = StageOutcome(stage="summarize", step=step, total=len(groups))
 
     async def one(item: tuple[str | None, list[Rollout]]) -> bool:
-        return await _summarize_group(session, step, item[0], item[1], scores, analyses, force, skip.of(item[0]))
+        return await _summarize_group(session, step, item[0], item[1], scores, analyses, force, skip.of(item[0]), seen)
 
     computed = await bounded_map(list(groups.items()), one, session.settings.agent("summarizer").concurrency)
     outcome.done = sum(computed)

@@ -35,6 +35,7 @@ from amaris_cli.rundir import RunDir
 from amaris_cli.session import Session
 from amaris_cli.stability import update_edits
 from amaris_cli.stages.common import (
+    Upstream,
     agent_inputs,
     analyses_sha,
     bounded_map,
@@ -76,7 +77,8 @@ def history_digest(run: RunDir, step: int) -> str:
     return artifacts.digest(rows)
 
 
-def gate_inputs(session: Session, step: int, probes: StepProbes | None, skipped: bool = False) -> dict[str, Any]:
+def gate_inputs(session: Session, step: int, probes: StepProbes | None, skipped: bool = False,
+                seen: Upstream | None = None) -> dict[str, Any]:
     """What the adoption gate's decision depends on besides the two rubrics: its settings, the probes file,
     the step's rollouts, scores and analyses (the probes' source and the budget), the group scorer. A `skipped`
     step is never gated, and may have no analyses (policy.py, `carry`)."""
@@ -87,17 +89,18 @@ def gate_inputs(session: Session, step: int, probes: StepProbes | None, skipped:
         # (`fill` only when not `prefix`: the inputs of runs made before it existed stay what they were)
         **settings.gate.model_dump(exclude={"probes_file"} | ({"fill"} if settings.gate.fill == "prefix" else set())),
         "probes": None if probes is None else probes.sha256 or artifacts.file_sha256(probes.path) or f"missing: {probes.named}",
-        "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first"),
-        "analyses": analyses_sha(run, step, skipped),
+        "scores": require_sha(run, step, artifacts.SCORES, "run `amaris score` first", seen),
+        "analyses": analyses_sha(run, step, skipped, seen),
         "agents": agent_inputs(session, "group_scorer"),
         "budget": settings.pipeline.model_dump(include={"group_by", "group_size", "merge_fan_in", "per_instance"}),
     }
 
 
 def update_inputs(session: Session, step: int, summary_name: str, base: RubricSet, probes: StepProbes | None,
-                  skipped: bool = False, history: str | None = None) -> dict[str, Any]:
+                  skipped: bool = False, history: str | None = None, seen: Upstream | None = None) -> dict[str, Any]:
     """`probes`: the gate's probes file as read once for the update (step_probes), which its gate judges; `history`:
-    history_digest as the update stage read it once for all its instances."""
+    history_digest as the update stage read it once for all its instances; `seen`: its view of the step's upstream
+    files (stages/common.py)."""
     run, settings = session.run, session.settings
     summary_sha = require_sha(run, step, summary_name, "run `amaris summarize` first")
     memory = settings.memory.model_dump(include={"static", "static_steps", "dynamic", "results_per_query",
@@ -113,7 +116,7 @@ def update_inputs(session: Session, step: int, summary_name: str, base: RubricSe
         # (the floor only when set: the inputs of runs made before it existed stay what they were)
         | ({} if settings.rubric.min_anchor_share is None else {"min_anchor_share": settings.rubric.min_anchor_share}),
         "agents": agent_inputs(session, "query_generator", "updater"),
-        "gate": gate_inputs(session, step, probes, skipped),
+        "gate": gate_inputs(session, step, probes, skipped, seen),
         **training_inputs(session, step=step),
     }
 
@@ -142,7 +145,7 @@ def _measured(run: RunDir, step: int, instance_id: str | None) -> RubricSet | No
 
 async def _update_one(session: Session, step: int, summary: SummaryRecord, memory: MemoryStore | None,
                       catalog: RunCatalog, force: bool, gate_budget: tuple[int, int] = (0, 0),
-                      flips: StepRecords | None = None, history: str | None = None,
+                      flips: StepRecords | None = None, history: str | None = None, seen: Upstream | None = None,
                       ) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
     """(record, retrieval, recomputed)"""
     run, kit, mem = session.run, session.kit, session.settings.memory
@@ -151,7 +154,7 @@ async def _update_one(session: Session, step: int, summary: SummaryRecord, memor
     reliability = updater_reliability(run, step, base, flips)  # the flip rates of its criteria, when measured
     probes = step_probes(session, step) if session.settings.gate.enabled else None  # read once: hashed = judged
     inputs = {**update_inputs(session, step, artifacts.rel(run, artifacts.SUMMARY, iid), base, probes,
-                              summary.skipped is not None, history), **reliability.inputs}
+                              summary.skipped is not None, history, seen), **reliability.inputs}
     name = artifacts.rel(run, artifacts.UPDATE, iid)
     # The update is reused with its retrieval: one edited or lost since (a carried-forward update has none) makes
     # the update run again, its requests answered from calls.jsonl.
@@ -267,12 +270,13 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         await in_thread(memory, lambda: sync_before(memory, catalog, step))
 
     own_calls, allowances = budgets(session, step, len(summaries)) if session.settings.gate.enabled else (0, [])
-    # Read once for every instance's updater: an update writes neither the reliability records nor an earlier step.
-    flips, history = StepRecords(run), history_digest(run, step)
+    # Read once for every instance's updater: an update writes neither the reliability records, nor an earlier step,
+    # nor the step's rollouts, scores and analyses.
+    flips, history, seen = StepRecords(run), history_digest(run, step), Upstream(run, step)
 
     async def one(index: int) -> tuple[UpdateRecord, RetrievalRecord | None, bool]:
         budget = (own_calls, allowances[index]) if allowances else (0, 0)
-        return await _update_one(session, step, summaries[index], memory, catalog, force, budget, flips, history)
+        return await _update_one(session, step, summaries[index], memory, catalog, force, budget, flips, history, seen)
 
     for record, retrieval, recomputed in await bounded_map(list(range(len(summaries))), one,
                                                            session.settings.agent("updater").concurrency):
