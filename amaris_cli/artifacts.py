@@ -315,6 +315,15 @@ def held(run: RunDir, step: int) -> Iterator[None]:
                     del _HELD[key]
 
 
+def flush(run: RunDir, step: int) -> None:
+    """Write the step's held provenance now (nothing when not held): what a writer has finished, other processes
+    may read before the hold ends (`amaris serve` holds a complete step while its early analyses settle, and has
+    answered /complete: `amaris rewards` of the step must find its scores recorded)."""
+    mine = _held_for(provenance_path(run, step))
+    if mine is not None:
+        mine.flush()
+
+
 def _save(run: RunDir, step: int, provenance: StepProvenance, *, now: bool = False) -> None:
     """Replace the step's provenance (`now`: on disk at once, also while held)."""
     path = provenance_path(run, step)

@@ -7,6 +7,8 @@ the update schedule (`update_at`). Every test runs the server as a subprocess ag
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -425,3 +427,21 @@ def test_an_outage_step_of_a_per_instance_run_carries_every_instances_rubric_for
     step3 = [json.loads(x) for x in (run / "steps/000003/scores.jsonl").read_text().splitlines()]
     assert len(step0) > 1 and all(s["status"] == "scored" for s in step3)
     assert all(s["rubric_version"] == 2 for s in step3), [s["rubric_version"] for s in step3]
+
+
+def test_a_completed_steps_scores_are_recorded_on_disk_when_complete_answers(tmp_path, sim_factory) -> None:
+    """The server holds a complete step's lock (and, with it, its provenance in memory: artifacts.held) until the
+    step's early analyses settle, after /complete has answered. The scores' record was written only then: `amaris
+    rewards` of the step, run by the trainer once /complete answered, said the step had no complete scores."""
+    sim = sim_factory(agent_faults={"analyzer": "hang"}, hang_seconds=30)  # the analyses do not settle
+    run = new_run(tmp_path, "recorded")
+    with served(run, sim) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        for row in rows(0)[:3]:
+            assert http.post("/score", json=line(row, current_step=0)).status_code == 200
+        time.sleep(2.2)  # the rollouts' record is then written at once: only the scores' waits
+        assert http.post("/complete", json={"step": 0}).status_code == 200
+        recorded = json.loads((run / "steps" / "000000" / "provenance.json").read_text())["files"]
+        exported = subprocess.run([sys.executable, "-m", "amaris_cli", "rewards", "--run", str(run), "--step", "0"],
+                                  capture_output=True, text=True, env=serve_env(sim))
+    assert "scores.jsonl" in recorded, sorted(recorded)
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 3, exported.stderr

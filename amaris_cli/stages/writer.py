@@ -113,4 +113,7 @@ class StepWriter:
             write_training(self.run, self.step, training, session.how)
         outcome, _ = await score_step(session, self.step, rollouts, limit=self.limit, lag=self.rule.lag,
                                       explicit_version=self.rule.rubric_version, on_done=on_done, known=known)
+        # The step is scored: its records go to disk now, not when the lock is let go (serve answers /complete
+        # before that, a loop evolves the step first): a reader in another process (`rewards`) needs them.
+        artifacts.flush(self.run, self.step)
         return outcome
