@@ -367,3 +367,30 @@ def test_a_resumed_verl_worker_whose_first_batch_never_reached_the_server_number
         open_steps = [s.step for s in AmarisClient(server.url).health().open]
     assert answered.status == "ok"
     assert open_steps == [2, 3], open_steps
+
+
+def test_a_verl_step_whose_answers_all_timed_out_is_completed_not_left_open(tmp_path, sim_factory) -> None:
+    """A slow judge: every request of verl's step 1 timed out in the client (httpx.ReadTimeout) while the server
+    judged it. The adapter took the step for an outage, which the server refused (it holds the step's rollouts), and
+    nothing completed the step: from step 3 on (scored with the version step 1's evolution writes) every request was
+    a 409 saying step 1 is still open, for the rest of the training."""
+    sim = sim_factory(latency=1.0)
+    run = new_scenario_run(tmp_path, "verl-timeouts")
+    with served(run, sim) as server:
+        reward = VerlReward(server.url, client=AmarisClient(server.url))
+
+        def call(step: int) -> float:
+            row = VERL_ROWS[0]
+            info = {"index": 0, "split": "train", "question": row["input"], "global_steps": step}
+            return reward("openai/gsm8k", row["output"], row["gts"], info)
+
+        call(0)
+        reward.client.timeout, reward.client._sync = 0.3, None  # the client gives up before the judge answers
+        with pytest.raises(httpx.ReadTimeout):
+            call(1)
+        reward.client.timeout, reward.client._sync = 120, None
+        rewards = [call(step) for step in (2, 3, 4)]
+        open_steps = [s.step for s in AmarisClient(server.url).health().open]
+    assert all(isinstance(r, float) for r in rewards)
+    assert open_steps == [4], open_steps
+    assert len((run / "steps" / "000001" / "rollouts.jsonl").read_text().splitlines()) == 1

@@ -214,11 +214,15 @@ class _Stepper:
         took is told to the server as an outage (POST /outage), which writes it with no rollouts and evolves it as
         skipped. Left missing, the steps after it were refused (409) for the rest of the training, since a run's
         steps are consecutive. The server refuses a step another process of the trainer reached (it holds its
-        rollouts) or one before which a step is missing; that is said, and the step is not told again."""
+        rollouts) or one before which a step is missing; that is said, and the step is not told again. A step the
+        server refuses as one it holds rollouts of reached it (its answers were lost on the way back: a client that
+        timed out while a slow judge judged them): unless the server completes steps by their count, this process
+        completes it, as it completes a step whose answers came (left open, every step from two later on was a 409)."""
         with self.lock:
             due = sorted((s, why) for s, why in self.unsent.items() if s < step)
             for s, _ in due:
                 del self.unsent[s]
+        reached = []
         for i, (lost, why) in enumerate(due):
             try:
                 self.client.outage(lost, why)
@@ -228,12 +232,35 @@ class _Stepper:
                     raise
                 _log.warning("amaris: step %d, none of whose requests from this process reached the server, was not "
                              "written as an outage: %s", lost, exc.error)
+                if exc.status == 409:
+                    reached.append((lost, why))
             except httpx.TransportError:
                 self._unreported(due[i:])
                 raise
             else:
                 _log.warning("amaris: step %d was written with no rollouts (%s); it evolves as skipped, its rubric "
                              "carried forward", lost, why)
+        if reached and self.resolve_mode() != "never":
+            self._complete_reached(reached)
+
+    def _complete_reached(self, steps: list[tuple[int, str]]) -> None:
+        """Complete the steps the server holds rollouts of that this process got no answer for; one already
+        complete, or with nothing to complete (a 404 or 409), is left as it is. One whose /complete the server did
+        not take is told again before the next request (the server's 409 then brings it here again)."""
+        with self.lock:
+            steps = [(s, why) for s, why in steps if s not in self.completed]
+            self.completed.update(s for s, _ in steps)
+        for i, (done, _) in enumerate(steps):
+            try:
+                self.client.rollouts_complete(done)
+            except Exception as exc:
+                if isinstance(exc, ServeError) and exc.status in (404, 409):
+                    continue
+                if _not_taken(exc):
+                    with self.lock:
+                        self.completed.difference_update(s for s, _ in steps[i:])
+                    self._unreported(steps[i:])
+                raise
 
     def _unreported(self, due: list[tuple[int, str]]) -> None:
         with self.lock:
