@@ -249,8 +249,10 @@ def read_provenance(run: RunDir, step: int) -> StepProvenance:
 
 # How long a record may wait in the writer's memory before provenance.json is rewritten: the file holds every
 # file of the step, 2.5 MB at 240 instances, and was rewritten (and read back) once per instance file, most of
-# a per-instance step's time. A writer killed in between loses the records of at most this long: a stage run
-# again finds those files unrecorded and makes them again (unchanged requests are answered from calls.jsonl).
+# a per-instance step's time. Records are written with the first save this long after the last write, at the end
+# of each stage (`flush`: scoring, analyze, summarize, update), with the evolution's mark, and when the hold ends.
+# A writer killed in between loses the records made since the last write: a stage run again finds those files
+# unrecorded and makes them again (unchanged requests are answered from calls.jsonl).
 PROVENANCE_FLUSH_SECONDS = 2.0
 
 

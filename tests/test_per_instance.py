@@ -325,8 +325,30 @@ def test_a_per_instance_step_writes_provenance_json_a_few_times_not_once_per_ins
         assert made["sha256"] == hashlib.sha256((step0 / name).read_bytes()).hexdigest(), name
     assert recorded["evolution"]["status"] == "done"
     assert artifacts.stale_files(RunDir(run), 0) == []
-    # scoring's hold, the evolution's mark (written at once, with the records before it), and the hold's end
-    assert len(written) <= 4, f"{len(written)} rewrites of provenance.json for {len(files)} files"
+    # the end of scoring, of analyze, summarize and update, the evolution's mark (with the records before it)
+    assert len(written) <= 6, f"{len(written)} rewrites of provenance.json for {len(files)} files"
+
+
+def test_a_stages_records_are_on_disk_when_the_next_stage_begins(tmp_path: Path, sim, monkeypatch) -> None:
+    """A record waits in memory for the next write of provenance.json; after the analyses that could be a whole
+    summarizer's wait, and a writer killed meanwhile made every analysis again. Each stage writes its records as it
+    ends."""
+    from amaris_cli import artifacts
+    from amaris_cli.stages import summarize
+
+    run, env = _instances_run(tmp_path, sim, 3)
+    monkeypatch.setattr(artifacts, "PROVENANCE_FLUSH_SECONDS", 3600.0)
+    on_disk: list[set[str]] = []
+    original = summarize._summarize_group
+
+    async def first_group(*args: object, **kwargs: object) -> bool:
+        on_disk.append(set(json.loads((run / "steps" / "000000" / "provenance.json").read_text())["files"]))
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(summarize, "_summarize_group", first_group)
+    result = invoke("loop", tmp_path / "rollouts.jsonl", "--run", run, env=env)
+    assert result.exit_code == 0, result.stderr
+    assert on_disk and {"rollouts.jsonl", "scores.jsonl", "analyses.jsonl"} <= on_disk[0], on_disk[:1]
 
 
 def test_records_a_killed_writer_had_not_written_yet_are_made_again_without_a_model_call(tmp_path: Path, sim) -> None:

@@ -917,8 +917,10 @@ class ServeCore:
                 await self._wait_for_version(writer)  # as its rollouts would have been: the run's order holds
                 assert self.session is not None
                 await writer.write(self.session, [], {"path": OUTAGE_SOURCE, "reason": reason})
-            finally:
-                writer.release()
+            except BaseException as exc:  # the error to report is this one, not a failed write on the way out
+                writer.release(type(exc), exc, exc.__traceback__)
+                raise
+            writer.release()
         self.say(f"step {step}: none of its rollouts reached the server ({reason or 'an outage'}); written with none, "
                  "it evolves as skipped")
         self._evolve(step)

@@ -78,6 +78,7 @@ async def analyze_step(session: Session, step: int, force: bool = False,
     if todo or not fresh:
         artifacts.write_jsonl_recorded(run, step, artifacts.ANALYSES, (r.model_dump(mode="json") for r in records),
                                        inputs, session.how)
+    artifacts.flush(run, step)  # a stage's records reach the disk as it ends (artifacts.held)
     outcome.done = sum(r.status == "analyzed" for r in records)
     outcome.failed = len(records) - outcome.done
     outcome.errors = [f"{r.rollout_id}: {r.error}" for r in records if r.status == "failed"]

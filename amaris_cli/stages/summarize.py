@@ -228,6 +228,7 @@ async def summarize_step(session: Session, step: int, memory: MemoryStore | None
         return await _summarize_group(session, step, item[0], item[1], scores, analyses, force, skip.of(item[0]), seen)
 
     computed = await bounded_map(list(groups.items()), one, session.settings.agent("summarizer").concurrency)
+    artifacts.flush(run, step)  # a stage's records reach the disk as it ends (artifacts.held)
     outcome.done = sum(computed)
     outcome.reused = len(groups) - outcome.done
     if memory is not None:

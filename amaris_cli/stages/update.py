@@ -295,6 +295,7 @@ async def update_step(session: Session, step: int, memory: MemoryStore | None, f
         outcome.modified += sum(m.op in ("modify", "reweight") and c for m, c in zip(record.applied, edits, strict=True))
         outcome.unchanged += edits.count(False)
         outcome.rejected += len(record.rejected)
+    artifacts.flush(run, step)  # a stage's records reach the disk as it ends (artifacts.held)
     if memory is not None and index:
         await in_thread(memory, lambda: index_step(memory, catalog, step))  # the whole step: its update no longer searches it
     return outcome
