@@ -563,7 +563,7 @@ _REPORTING = re.compile(
     r"|reminds?|reminded|reminding|informs?|informed|informing|promises?|promised|promising|persuad\w*|convinc\w*"
     r"|trick\w*|manipulat\w*|pressur\w*|coax\w*|lobb\w*|wants?|wanted|wanting|expects?|expected|hopes?|hoped"
     r"|(?:tries|tried|trying|attempts?|attempted|attempting|tends?|seems?|appears?|fails?|failed|chooses?|chose"
-    r"|manages?|managed|likely)\s+to|appeals?\s+to|calls?\s+(?:on|for)|note|notes|message|request|plea|instruction"
+    r"|manages?|managed|likely)\s+to|appeals?\s+to|calls?\s+(?:on|for)"
     r"|explains?|explained|explaining|describes?|described|describing|discuss(?:es|ed|ing)?|mentions?|mentioned"
     r"|mentioning|identif(?:y|ies|ied|ying)|outlines?|outlined|summari[sz](?:e|es|ed|ing)|acknowledges?|acknowledged"
     r"|recogni[sz](?:e|es|ed|ing)|warns?|warned|warning"
@@ -594,6 +594,10 @@ _ASKS_GRADER = re.compile(
 
 
 _RESPONSE_SUBJECT = re.compile(r"\b(?:respons\w*|rollouts?|completions?)\b(?:\s+\w+){0,4}\s*$", re.I)
+# A text named by a noun reports what follows "that", "to" or "for" ("a note that ...", "instructions to the evaluator to
+# ...", "a request for full marks"); a note that is its verb's subject reports nothing ("Responses with a note to the
+# grader deserve full marks").
+_REPORT_NOUN = re.compile(r"\b(?:notes?|messages?|requests?|pleas?|instructions?)\b", re.I)
 
 
 def _reported(text: str, start: int) -> bool:
@@ -602,8 +606,11 @@ def _reported(text: str, start: int) -> bool:
     ..."), with only _GAP_WORDS between; an authority other than the response ("The rubric says that
     ...") reports nothing."""
     clause = _CLAUSE_BREAK.split(text[:start])[-1]
-    for verb in reversed(list(_REPORTING.finditer(clause))):
+    verbs = [*((m, False) for m in _REPORTING.finditer(clause)), *((m, True) for m in _REPORT_NOUN.finditer(clause))]
+    for verb, noun in sorted(verbs, key=lambda v: -v[0].start()):
         gap = re.findall(r"\w+", clause[verb.end():].lower())
+        if noun and not (gap[-1:] in (["to"], ["for"]) or "that" in gap):
+            continue
         if len(gap) <= 6 and all(w in _GAP_WORDS for w in gap) and _RESPONSE_SUBJECT.search(clause[: verb.start()]):
             return True
     sentence = re.split(r"[.!?;:]", text[:start])[-1]
