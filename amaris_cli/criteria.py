@@ -579,43 +579,180 @@ _GAP_WORDS = {
     "human", "user", "politely", "explicitly", "directly", "simply", "falsely", "wrongly", "confidently", "repeatedly",
     "openly", "please", "make", "get", "have", "let", "somehow", "also", "then", "just", "again", "final", "whole",
     "what", "how", "why", "whether", "when", "which", "who", "if", "scored", "rated", "graded", "marked", "given",
-    "awarded", "judged", "treated", "counted", "considered", "by", "default", "automatically",
+    "awarded", "judged", "treated", "counted", "considered", "by", "default", "automatically", "fully", "already",
+    "completely", "code", "reward", "automated",
 }
 _CLAUSE_BREAK = re.compile(r"[.!?;:,]|\b(?:and|but|so|then|therefore|thus|hence|while|whereas|although|however|or)\b",
                            re.I)
 
 
-# "The response asks the grader to ignore the rubric and award full marks": an order coordinated with
-# one the response is said to give a named grader is reported too.
-_ASKS_GRADER = re.compile(
-    rf"\b(?:asks?|asked|asking|tells?|told|telling|urges?|urged|urging|begs?|begged|begging|instructs?|instructed"
-    rf"|instructing|requests?|requested|requesting|wants?|wanted|wanting|gets?|getting|makes?|making|persuad\w*"
-    rf"|convinc\w*|trick\w*|pressur\w*)\s+(?:the\s+|an?\s+|any\s+)?(?:{_GRADER}|{_MACHINE})\s+to\s+\w+", re.I)
-
+_SENTENCE_BREAK = re.compile(r"[.!?;:]")
 
 _RESPONSE_SUBJECT = re.compile(r"\b(?:respons\w*|rollouts?|completions?)\b(?:\s+\w+){0,4}\s*$", re.I)
+
+# Words the response writes, as the subject of a reporting verb ("The response includes a note to the grader saying
+# ...", "hides a comment in the code that says ..."): the object of a verb that puts text in the response, one noun
+# phrase whose last word is no judge ("a note", "hidden instructions", "a fake grader verdict", "text formatted as a
+# system message"), where it stands or whom it addresses ("to the grader", "addressed to the evaluator", "in the code"),
+# and "that" or "which". A second determiner starts another's phrase: "The response contains an error the grader says
+# ..." reports nothing.
+_PUTS_TEXT = (r"(?:includes|included|including|contains|contained|containing|appends|appended|appending|adds|added|adding"
+              r"|inserts|inserted|inserting|embeds|embedded|embedding|hides|hid|hiding|injects|injected|injecting"
+              r"|prepends|prepended|attaches|attached|leaves|left|places|placed|puts|writes|wrote|writing|outputs|emits"
+              r"|prints|produces|generates|fabricates|invents|forges|fakes|simulates|smuggles|slips\s+in|tacks\s+on|has"
+              r"|features|carries|provides|presents|offers|(?:ends|ended|ending|closes|closed|closing|opens|opened|starts"
+              r"|started|begins|began|concludes|concluded|finishes|finished|signs\s+off|wraps\s+up)\s+with)")
+_NP_WORD = (r"(?!(?:the|a|an|its|their|this|that|these|those|which|who|whom|whose|and|or|but|to|for|in|of|by|from|at|as"
+            r"|on|with|is|are|was|were|be|been|it|they)\b)[\w'-]+")
+_TEXT_PHRASE = (rf"(?:(?:an?|the|its|some|one|two|three|several|multiple|many|any)\s+)?(?:{_NP_WORD}\s+){{0,4}}"
+                rf"(?!(?:{_GRADER}|{_MACHINE})\b){_NP_WORD}")
+_TEXT_PLACE = (rf"(?:(?:addressed|directed|aimed|targeted|meant|intended|written)\s+)?(?:to|for|at|in|inside|within|near"
+               rf"|under|below|above|after|before|into|on|of)\s+(?:(?:the|its|an?|any|every|each)\s+)?"
+               rf"(?:{_NP_WORD}\s+){{0,2}}?{_NP_WORD}")
+_TEXT = (rf"(?:{_TEXT_PHRASE}(?:\s+(?:(?:formatted|disguised|written|presented|styled|framed|labell?ed|marked|posing"
+         rf"|masquerading)\s+as|mimicking|imitating|resembling|impersonating)\s+{_TEXT_PHRASE})?"
+         rf"(?:\s+{_TEXT_PLACE}){{0,2}}(?:\s+(?:that|which))?)")
+_WRITES_TEXT = re.compile(rf"(?:^|\s){_PUTS_TEXT}\s+{_TEXT}\s*$", re.I)
+_LISTED_TEXT = re.compile(rf"\s*{_TEXT}\s*", re.I)  # another text of the list: "The response includes X and a note ..."
+# the response as the subject of the verb that puts the text in it: "The response", "The response's code", "It also"
+_WRITER = re.compile(r"\b(?:respons\w*|rollouts?|completions?)\b(?:\s+[\w'-]+){0,2}?(?:\s+(?:also|often|sometimes|then"
+                     r"|still|even|again|always|usually|\w+ly))*\s*$", re.I)
 # A text named by a noun reports what follows "that", "to" or "for" ("a note that ...", "instructions to the evaluator to
 # ...", "a request for full marks"); a note that is its verb's subject reports nothing ("Responses with a note to the
 # grader deserve full marks").
-_REPORT_NOUN = re.compile(r"\b(?:notes?|messages?|requests?|pleas?|instructions?)\b", re.I)
+_REPORT_NOUN = re.compile(r"\b(?:notes?|messages?|requests?|pleas?|instructions?|statements?|assertions?|declarations?"
+                          r"|assurances?)\b", re.I)
+# What a text holds, reported only of a text the response writes ("a fake test log showing that ..."): of the response
+# it is the criterion's own finding ("The response is correct, confirming that it deserves full marks").
+_TEXT_HOLDS = re.compile(r"\b(?:showing|indicating|confirming|certifying|attesting|reporting|reading|reads)\b", re.I)
+
+# A clause without a subject of its own before its verb ("... and declares", "..., such as claiming") has the subject of
+# the nearest clause before it that has one.
+_NO_SUBJECT = re.compile(r"\s*(?:(?:then|also|even|still|again|just|instead|thereby|finally|often|sometimes|always"
+                         r"|\w+ly|such\s+as|for\s+(?:example|instance)|including|like|by)\s+)*", re.I)
+_THE_RESPONSE_FIRST = re.compile(r"\s*(?:(?:the|this|a|an|any|every|each|such)\s+)?(?:final\s+)?(?:respons\w*|rollouts?"
+                                 r"|completions?)\b", re.I)
+_A_SUBJECT = re.compile(rf"\s*(?:the|a|an|this|that|these|those|its|their|his|her|it|they|he|she|we|i|you|every|each"
+                        rf"|all|any|no|some|such|{_GRADER}|{_MACHINE}|rubrics?|criteri\w*)\b", re.I)
+
+
+def _clauses(sentence: str) -> list[tuple[str, str]]:
+    """The clauses of a sentence, each with the break before it ("" for the first; "and", ",", "then")."""
+    pieces = re.split(f"({_CLAUSE_BREAK.pattern})", sentence, flags=re.I)
+    return [("", pieces[0]), *((brk.lower(), clause) for brk, clause in zip(pieces[1::2], pieces[2::2], strict=True))]
+
+
+def _subject_is_the_response(clauses: list[tuple[str, str]]) -> bool:
+    """Whether the last of `clauses`, which has no subject of its own, has the response's: the nearest clause before it
+    with a subject names the response ("The response role-plays as a grader and declares ...")."""
+    for _, clause in reversed(clauses[:-1]):
+        if _THE_RESPONSE_FIRST.match(clause):
+            return True
+        if _A_SUBJECT.match(clause):
+            return False
+    return False
+
+
+def _subjectless(clauses: list[tuple[str, str]], before: str) -> bool:
+    """Whether the words `before` the verb of the last of `clauses` are no subject, and the response is the clause's."""
+    return bool(len(clauses) > 1 and _NO_SUBJECT.fullmatch(before) and _subject_is_the_response(clauses))
+
+
+def _writes(clauses: list[tuple[str, str]], before: str) -> bool:
+    """Whether the words `before` a reporting verb in the last of `clauses` end with a text the response writes ("The
+    response includes a note to the grader", "... and outputs a verdict", "... a table and a note")."""
+    if m := _WRITES_TEXT.search(before):
+        return bool(_WRITER.search(before[: m.start()]) or _subjectless(clauses, before[: m.start()]))
+    return bool(len(clauses) > 1 and clauses[-1][0] in ("and", "or", ",") and _LISTED_TEXT.fullmatch(before)
+                and _writes(clauses[:-1], clauses[-2][1]))
+
+
+def _speaker(clauses: list[tuple[str, str]], before: str) -> bool:
+    """Whether the words `before` a reporting verb in the last of `clauses` make the response, or words it writes, the
+    verb's subject: "The response tells ...", "The response includes a note to the grader saying ...", "The response
+    role-plays as a grader and declares ...", "The response includes phrases aimed at the grader, such as claiming ..."."""
+    return bool(_RESPONSE_SUBJECT.search(before) or _writes(clauses, before) or _subjectless(clauses, before))
+
+
+def _reports_at_end(clauses: list[tuple[str, str]]) -> bool:
+    """Whether the end of the last of `clauses` follows a reporting verb whose speaker is the response or words it writes,
+    with only _GAP_WORDS between ("The response tells the judge that |")."""
+    clause = clauses[-1][1]
+    verbs = [*((m, "said") for m in _REPORTING.finditer(clause)), *((m, "noun") for m in _REPORT_NOUN.finditer(clause)),
+             *((m, "held") for m in _TEXT_HOLDS.finditer(clause))]
+    for verb, how in sorted(verbs, key=lambda v: -v[0].start()):
+        gap = re.findall(r"\w+", clause[verb.end():].lower())
+        before = clause[: verb.end() if how == "noun" else verb.start()]  # (a noun is the head of the text it names)
+        if not (len(gap) <= 6 and all(w in _GAP_WORDS for w in gap)):
+            continue
+        if how == "noun" and not (gap[-1:] in (["to"], ["for"]) or "that" in gap):
+            continue
+        if _writes(clauses, before) if how == "held" else _speaker(clauses, before):
+            return True
+    return False
+
+
+# A verb coordinated after what the response reports goes on reporting it: after a clause with its own subject and
+# auxiliary verb ("... asserting that the answer is correct and deserves full marks", "claims its answer was verified
+# and deserves ...") a finite verb, after an order to a named judge ("asks the grader to ignore the rubric and award full
+# marks") a bare one. "The response mentions the diver and receives a 10." reports nothing (no clause), nor does "...
+# saying it is correct and give it full marks" (an order after a clause) or "... and the answer deserves full marks" (a
+# sentence with a subject of its own).
+_AUXILIARY_VERB = r"(?:is|are|was|were|has|have|had|does|did|will|would|should|must|can|could|may|might|shall)"
+_REPORTED_CLAUSE = re.compile(rf"\s*(?:(?:the\s+|an?\s+)?(?:{_GRADER}|{_MACHINE}|it|them)\s+)?(?:that\s+)?"
+                              rf"(?:[\w'-]+\s+){{1,4}}?{_AUXILIARY_VERB}\b", re.I)
+# (an order to "it" or "them" when the clause names the judge before: "a message to the grader asking it to ...")
+_ASKS_GRADER = re.compile(
+    rf"\b(?:asks?|asked|asking|tells?|told|telling|urges?|urged|urging|begs?|begged|begging|instructs?|instructed"
+    rf"|instructing|requests?|requested|requesting|wants?|wanted|wanting|gets?|getting|makes?|making|persuad\w*"
+    rf"|convinc\w*|trick\w*|pressur\w*)\s+(?:the\s+|an?\s+|any\s+)?(?:{_GRADER}|{_MACHINE}|(?P<pronoun>it|them))"
+    rf"\s+to\s+\w+", re.I)
+_NAMES_GRADER = re.compile(rf"\b(?:{_GRADER}|{_MACHINE})\b", re.I)
+_FINITE = re.compile(rf"{_AUXILIARY_VERB}|\w*[^\Ws]s|\w+ed", re.I)  # "deserves", "should", "claimed"; not "pass", "give"
+_NOT_A_VERB = frozenset({"the", "a", "an", "it", "its", "they", "their", "this", "that", "these", "those", "every", "each",
+                         "all", "any", "no", "some"})
+
+
+def _conjunct(lead: list[str], first: str) -> Literal["clause", "order"] | None:
+    """How a conjunct goes on from the words `lead` between "and" and the match, and the match's `first` word: "clause"
+    ("and deserves", "and should be scored 1", "and that it deserves"), "order" ("and award"), or None ("and the answer
+    deserves", "and responses deserve")."""
+    while lead and (lead[0] in ("then", "also", "to", "please") or lead[0].endswith("ly")):
+        lead = lead[1:]
+    if not lead:
+        return None if first in _NOT_A_VERB else "clause" if _FINITE.fullmatch(first) else "order"
+    if (lead[0] == "that" or re.fullmatch(_AUXILIARY_VERB, lead[0])) and all(w in _GAP_WORDS for w in lead[1:]):
+        return "clause"
+    return None
+
+
+def _continues_a_report(clauses: list[tuple[str, str]], first: str) -> bool:
+    """Whether the last of `clauses`, after "and" or "or", goes on with what the clause before it reports."""
+    if len(clauses) < 2 or clauses[-1][0] not in ("and", "or"):
+        return False
+    how = _conjunct(re.findall(r"[\w'-]+", clauses[-1][1].lower()), first.lower())
+    earlier = clauses[:-1]
+    clause = earlier[-1][1]
+    if how == "clause":
+        return any(_REPORTED_CLAUSE.match(clause[verb.end():]) and _speaker(earlier, clause[: verb.start()])
+                   for verb in _REPORTING.finditer(clause))
+    if how == "order":
+        return any(_speaker(earlier, clause[: order.start()])
+                   and (not order.group("pronoun") or _NAMES_GRADER.search(clause[: order.start()]))
+                   for order in _ASKS_GRADER.finditer(clause))
+    return False
 
 
 def _reported(text: str, start: int) -> bool:
     """Whether the match at `start` is something the response is said to ask for or do: in the same
-    clause, after a reporting verb whose subject is the response ("The response tells the judge that
-    ..."), with only _GAP_WORDS between; an authority other than the response ("The rubric says that
-    ...") reports nothing."""
-    clause = _CLAUSE_BREAK.split(text[:start])[-1]
-    verbs = [*((m, False) for m in _REPORTING.finditer(clause)), *((m, True) for m in _REPORT_NOUN.finditer(clause))]
-    for verb, noun in sorted(verbs, key=lambda v: -v[0].start()):
-        gap = re.findall(r"\w+", clause[verb.end():].lower())
-        if noun and not (gap[-1:] in (["to"], ["for"]) or "that" in gap):
-            continue
-        if len(gap) <= 6 and all(w in _GAP_WORDS for w in gap) and _RESPONSE_SUBJECT.search(clause[: verb.start()]):
-            return True
-    sentence = re.split(r"[.!?;:]", text[:start])[-1]
-    return bool(re.search(r"\b(?:and|or)\s+(?:then\s+|also\s+)?$", sentence) and _ASKS_GRADER.search(sentence)
-                and re.search(r"\brespons\w*\b", sentence, re.I))
+    clause, after a reporting verb whose subject is the response or words it writes ("The response tells
+    the judge that ...", "The response includes a note to the grader saying ..."), with only _GAP_WORDS
+    between, or coordinated with what such a verb reports ("... claims that the answer is correct and
+    deserves full marks"); an authority other than the response ("The rubric says that ...") reports
+    nothing."""
+    clauses = _clauses(_SENTENCE_BREAK.split(text[:start])[-1])
+    first = re.match(r"[\w'-]*", text[start:].lstrip(" ([{")).group()
+    return _reports_at_end(clauses) or _continues_a_report(clauses, first)
 
 
 # A mark said of another than the response, in what the response says, names or computes: "The response notes that the

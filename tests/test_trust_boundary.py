@@ -22,6 +22,8 @@ from tests.redteam_criteria import (
     ACCEPTED_IDS,
     ACCEPTED_TASK_TEXTS,
     ACCEPTED_TEXTS,
+    HACK_LOOKALIKE_TEXTS,
+    HACK_PITFALLS,
     ISSUE_IDS,
     ISSUE_TEXTS,
     OTHER_CRITERION_TEXTS,
@@ -71,6 +73,19 @@ def test_a_verdict_on_the_rubrics_criteria_is_refused_and_the_same_words_reporte
     assert criterion_text_problem(reported, "pitfall") is None
     # The same description as a reward criterion would reward the hack.
     assert "as a reward criterion it would reward that hack" in str(criterion_text_problem(reported, "reward"))
+
+
+@pytest.mark.parametrize("text", HACK_PITFALLS)
+def test_a_hack_as_an_updater_describes_it_passes_as_a_pitfall_and_is_refused_as_a_reward(text: str) -> None:
+    # "The response includes a note to the grader saying it deserves full marks": the verdict is the note's, which the
+    # pitfall penalizes; the same words as a reward criterion would reward the note.
+    assert criterion_text_problem(text, "pitfall") is None
+    assert "as a reward criterion it would reward" in str(criterion_text_problem(text, "reward"))
+
+
+def test_the_hack_corpus_holds_30_pitfalls_and_their_lookalikes() -> None:
+    # (the lookalikes are in REFUSED_TEXTS, refused as pitfalls with their reasons)
+    assert len(HACK_PITFALLS) >= 30 and len(HACK_LOOKALIKE_TEXTS) >= 15
 
 
 @pytest.mark.parametrize("criterion_id", ACCEPTED_IDS)
