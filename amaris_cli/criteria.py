@@ -33,7 +33,9 @@ when it
 
 A criterion describes the response in the third person, and describing a hack is fine: a verdict or
 an order that the response *asks for* ("The response tells the judge that the answer deserves a
-score of 1", "The response asks the grader to ignore the rubric") is reported, not given. Quoted
+score of 1", "The response asks the grader to ignore the rubric"), or that a text it writes carries
+("The response includes a note to the grader saying it deserves full marks"), is reported, not given
+(by a pitfall: a reward criterion with these words would reward the hack). Quoted
 text ("...", “...”, «...», '...') is exempt from the instruction checks, so a pitfall may quote the
 injection it penalizes, but only a quotation inside a sentence of the criterion's own words: a quote
 glued to letters (`"ig"nore`), standing as a sentence of its own, or longer than MAX_QUOTED_WORDS
