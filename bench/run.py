@@ -21,6 +21,8 @@ traffic stays on loopback. Cases:
                 bench/canned.py (a judge that answers at once), next to the judge's own latency
   9 evolve      `amaris evolve` of a step of 2,000 and 10,000 rollouts: CPU per rollout, when the next step's
                 scoring can go on, what the memory holds; indexing a step whose analyses are all distinct
+ 10 instances   `amaris loop` of one per-instance step of 60 and 240 instances: CPU per instance (what grows faster
+                than the instances: provenance writes, stale checks)
 """
 
 from __future__ import annotations
@@ -959,6 +961,41 @@ def evolve_one(scored: Path, run: Path, n: int, version: str, env: dict[str, str
     return result.cpu / n
 
 
+# --- 10 per-instance step: what the writer and the stale checks cost as instances grow --------------------------------
+
+
+def bench_instances(tmp: Path, sizes: tuple[int, ...], per_instance: int = 4) -> None:
+    print(f"[10] per-instance step: `amaris loop` of one step of {', '.join(map(str, sizes))} instances x "
+          f"{per_instance} rollouts (whole process, CPU from wait4), against the sim-judge at latency 0 (its own "
+          "process): each instance's files are recorded in the step's provenance.json and checked against every "
+          "instance's rubric, so what grows faster than the instances shows here")
+    with sim_judge(0.0) as url:
+        env = client_env(url)
+        for m in sizes:
+            base = example_rollouts(m * per_instance)
+            rollouts = [r.model_copy(update={"instance_id": f"inst{i % m:04d}"}) for i, r in enumerate(base)]
+            source = write_rollouts(tmp / f"instances-{m}.jsonl", rollouts)
+            cpu: dict[str, float] = {}
+            for version, extra in versions():
+                run = new_run(tmp, f"instances-{m}-{version}", url, 64)
+                (run / "run.json").write_text(json.dumps(_per_instance(json.loads((run / "run.json").read_text()))))
+                for_version(run, extra)
+                result = run_and_measure([*amaris_command(), "loop", str(source), "--run", str(run), "--quiet"],
+                                         {**env, **extra}, timeout=7200)
+                cpu[version] = result.cpu
+                label = "" if version == "this" else f" ({version})"
+                record("instances", f"`amaris loop`, one step of {m} instances{label}: CPU per instance; CPU; wall",
+                       f"**{result.cpu / m * 1000:.0f} ms**; {result.cpu:.1f} s; {result.wall:.1f} s")
+            if BASELINE is not None:
+                record("instances", f"{m} instances: CPU this / baseline", f"{cpu['this'] / cpu['baseline']:.3f}")
+
+
+def _per_instance(manifest: dict[str, Any]) -> dict[str, Any]:
+    """run.json with pipeline.per_instance on (what `amaris init --per-instance` writes)."""
+    manifest["config"].setdefault("pipeline", {})["per_instance"] = True
+    return manifest
+
+
 # --- 7 sim-judge throughput: client + sim-judge, bound by the sim-judge ---------------------------------------------------------------------------------
 
 
@@ -1037,7 +1074,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, help="judge latency in seconds for case 4 (default 1.0; 0.2 with --quick)")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="another amaris tree (e.g. `git worktree add /tmp/base main`): cases 2, 8 and 9 also "
-                             "measure it, interleaved, and print this / baseline")
+                             "measure it, interleaved, and print this / baseline (case 10 too)")
     args = parser.parse_args()
     os.environ.pop("AMARIS_EMBEDDING_CACHE", None)  # the model's work is measured, not a cache's (its commands' too)
     global BASELINE
@@ -1046,7 +1083,7 @@ def main() -> None:
         if not (BASELINE / "amaris_cli" / "__init__.py").is_file():
             parser.error(f"--baseline {args.baseline}: no amaris_cli package there")
         compileall.compile_dir(BASELINE / "amaris_cli", quiet=1)
-    only = set((args.only or "1,2,3,4,5,6,7,8,9").split(","))
+    only = set((args.only or "1,2,3,4,5,6,7,8,9,10").split(","))
     for key in [k for k in os.environ if k.startswith(("AMARIS_", "OPENAI_"))]:
         del os.environ[key]
     tmp = Path(tempfile.mkdtemp(prefix="amaris-bench-"))
@@ -1080,6 +1117,8 @@ def main() -> None:
             bench_serve(tmp, 200 if args.quick else 2000)
         if "9" in only:
             bench_evolve(tmp, (500,) if args.quick else (2000, 10_000))
+        if "10" in only:
+            bench_instances(tmp, (30,) if args.quick else (60, 240))
         if "7" in only:
             n = 256 if args.quick else 2048
             for latency in (0.1, 0.0):
