@@ -583,6 +583,8 @@ _GAP_WORDS = {
     "what", "how", "why", "whether", "when", "which", "who", "if", "scored", "rated", "graded", "marked", "given",
     "awarded", "judged", "treated", "counted", "considered", "by", "default", "automatically", "fully", "already",
     "completely", "code", "reward", "automated",
+    # (stand-ins for the response or its maker: "The response claims the candidate earns full credit" reports a hack)
+    "candidate", "examinee", "respondent", "product", "deliverable",
 }
 _CLAUSE_BREAK = re.compile(r"[.!?;:,]|\b(?:and|but|so|then|therefore|thus|hence|while|whereas|although|however|or)\b",
                            re.I)
@@ -781,6 +783,10 @@ _NOT_ANOTHER = frozenset({
     "rubrics", "pitfall", "pitfalls", "anchor", "anchors", "check", "checks", "item", "items", "verdict", "verdicts",
     "score", "scores", "mark", "marks", "grade", "grades", "rating", "ratings", "reward", "rewards", "credit", "one",
     "ones", "everything", "anything", "something",
+    # stand-ins for the response or its maker in an exam's or a product's words: "the candidate earns full credit", "the
+    # examinee receives a perfect score", "the final product earns full marks", "everyone here earns full credit"
+    "candidate", "candidates", "examinee", "examinees", "respondent", "respondents", "test-taker", "test-takers",
+    "product", "products", "deliverable", "deliverables", "result", "results", "everyone", "everybody", "grading",
 })
 # What cannot end a subject: "notes that received a 10", "says it is"; an auxiliary before the verb is skipped.
 _NOT_A_SUBJECT = frozenset({"that", "which", "what", "whether", "as", "the", "a", "an", "of", "to", "for", "with", "by",
@@ -794,13 +800,33 @@ _OTHER_NAMES = re.compile(rf"{_GRADER}|{_MACHINE}|{_SLUG}|(?!business|witness|ph
                           re.I)
 
 
-def _anothers_mark(text: str, match: re.Match[str]) -> bool:
+# A mark in words ("full credit", "a perfect score", "a passing grade"), not a number: in a reward criterion it is
+# another's only with the grading it was given in ("got full marks on the exam", "the highest score in the class"). Ending
+# the clause, the only grading in the sentence is the judge's, and a policy that writes "the candidate earns full credit"
+# would be paid for it; a number ("received a 9.5", "deserves a 4") is a sports or a review task's fact.
+_A_NUMBER = re.compile(rf"\d|\b{_WORDS}\b|\bzero\b", re.I)
+_PREPOSITION = frozenset({"on", "in", "at", "for", "from", "during", "across", "among", "after", "before"})
+_THE_TASKS_GRADING = frozenset({"task", "tasks", "prompt", "prompts", "question", "questions", "here", "now", "again"})
+
+
+def _graded_elsewhere(text: str, match: re.Match[str]) -> bool:
+    """Whether the words after a mark in words name the grading it was given in ("on the exam", "in the class"), none of
+    them the response's, the judge's or the rubric's ("for its answer", "on this task", "from the grader")."""
+    words = [w.lower() for w in re.findall(r"[\w'-]+", _MARK_CLAUSE_BREAK.split(text[match.end():])[0])]
+    return (len(words) >= 2 and words[0] in _PREPOSITION
+            and not any(w in _NOT_ANOTHER or w in _THE_TASKS_GRADING or _OTHER_NAMES.fullmatch(w) for w in words[1:]))
+
+
+def _anothers_mark(text: str, match: re.Match[str], rewarded: bool = False) -> bool:
     """Whether a mark (`_MARKS`) is another's than the response's: in the clause of what the response says, names or
     computes, the mark's verb has a subject of its own right before it, named, and nothing of that clause's words names
     the response, its maker, its judge or the rubric ("The response notes that the diver received a 9.5"). An infinitive
     counts only after "the first, only, ...-est X" ("the first gymnast to receive a 10"); a participle ("..., earning a
-    10") or a verb without its own subject ("The response earns a 10", "It gets a 10") is the response's mark."""
+    10") or a verb without its own subject ("The response earns a 10", "It gets a 10") is the response's mark.
+    `rewarded` (a reward criterion's): a mark in words is another's only with the grading it was given in."""
     if match.group().split(maxsplit=1)[0].lower().endswith("ing"):
+        return False
+    if rewarded and not _A_NUMBER.search(match.group()) and not _graded_elsewhere(text, match):
         return False
     clause = _MARK_CLAUSE_BREAK.split(text[: match.start()])[-1]
     said = _RESPONSE_STATES.match(clause)
@@ -838,7 +864,7 @@ def _quoted_instruction(form: str, checks: list[tuple[re.Pattern[str], str, bool
     for pattern, reason, _ in checks:
         if reason in _QUOTED_REWARD_CHECKS:
             for m in pattern.finditer(read_text):
-                if pattern.pattern in _MARKS and _anothers_mark(read_text, m):
+                if pattern.pattern in _MARKS and _anothers_mark(read_text, m, rewarded=True):
                     continue
                 if any(m.start() < b - 1 and a + 1 < m.end() for a, b in spans):
                     return m
@@ -854,7 +880,7 @@ def _instruction(text: str, sentence_rules: bool = True, rewarded: bool = False)
         plain = _unquoted(form)
         for pattern, reason, reportable in checks:
             for m in pattern.finditer(plain):
-                if pattern.pattern in _MARKS and _anothers_mark(plain, m):
+                if pattern.pattern in _MARKS and _anothers_mark(plain, m, rewarded):
                     continue
                 if not (reportable and _reported(plain, m.start())):
                     return f"{reason} ({m.group().strip(' .!?;:,([{')!r})"

@@ -30,6 +30,7 @@ from tests.redteam_criteria import (
     REFUSED_IDS,
     REFUSED_TEXTS,
     REPORTED_LOOKALIKES,
+    REWARD_ONLY_MARK_TEXTS,
 )
 
 
@@ -81,6 +82,13 @@ def test_a_hack_as_an_updater_describes_it_passes_as_a_pitfall_and_is_refused_as
     # pitfall penalizes; the same words as a reward criterion would reward the note.
     assert criterion_text_problem(text, "pitfall") is None
     assert "as a reward criterion it would reward" in str(criterion_text_problem(text, "reward"))
+
+
+@pytest.mark.parametrize("text", REWARD_ONLY_MARK_TEXTS)
+def test_a_mark_in_words_of_a_stand_in_or_with_no_grading_named_is_refused_as_a_reward(text: str) -> None:
+    # "The response claims the candidate earns full credit": as a reward criterion it pays a policy that writes it.
+    assert criterion_text_problem(text, "pitfall") is None
+    assert criterion_text_problem(text, "reward") is not None
 
 
 def test_the_hack_corpus_holds_30_pitfalls_and_their_lookalikes() -> None:
