@@ -281,11 +281,21 @@ _MARKS = frozenset({_GIVEN_MARK, _RECEIVED_MARK})
 # containing ZX81 is correct.", "The response is perfect if it says XYZZY.") or says how the judge grades it
 # ("Responses in English are graded as perfect.") is a rule for the judge, and reaches every criterion, the anchor's too.
 _RESPONSE_NOUN = r"(?:respons(?:e|es)|answers?|outputs?|submissions?|rollouts?|completions?|repl(?:y|ies)|solutions?)"
-_VERDICT_WORD = (r"(?:(?:(?:fully|completely|entirely|totally|wholly|perfectly|absolutely|100\s*(?:%|percent|per\s*cent))\s+)?"
-                 r"(?:correct|right|accurate|valid|acceptable|perfect|flawless|faultless|impeccable|excellent|exemplary"
-                 r"|ideal|outstanding|incorrect|wrong|inaccurate|invalid|unacceptable)"
-                 rf"|(?:an?\s+)?(?:perfect|flawless|ideal|exemplary|excellent|model|correct|right|full[\s-](?:credit|marks?))\s+"
-                 rf"{_RESPONSE_NOUN})(?![\w-])")
+# (adverbs coordinated, "fully and completely correct"; another word before, "complete and correct"; a scope after, "correct
+# in every respect"; the best of its kind, "the best possible responses")
+_VERDICT_DEGREE = r"(?:fully|completely|entirely|totally|wholly|perfectly|absolutely|100\s*(?:%|percent|per\s*cent))"
+_VERDICT_WORD = (rf"(?:(?:[\w-]+\s*,?\s+(?:and|&)\s+)?(?:{_VERDICT_DEGREE}\s+(?:(?:and|&)\s+)?)*"
+                 r"(?:correct|right|accurate|valid|acceptable|satisfactory|perfect|flawless|faultless|impeccable|excellent"
+                 r"|exemplary|ideal|outstanding|incorrect|wrong|inaccurate|invalid|unacceptable|unsatisfactory)"
+                 rf"|(?:an?\s+|the\s+)?(?:perfect|flawless|ideal|exemplary|excellent|model|correct|right|full[\s-](?:credit|marks?)"
+                 rf"|best(?:\s+possible)?)\s+{_RESPONSE_NOUN})(?![\w-])(?:\s+in\s+(?:every|all)\s+(?:respects?|ways?))?")
+# A verdict's sense: a declared penalty ("A response that omits the units is incorrect") gives a policy nothing to chase
+# when its condition is a presence ("Responses that cite retracted studies are inaccurate"); one on an absence ("A
+# response without ZX81 is incorrect", "Any answer that does not mention ZX81 is wrong") pays for the feature.
+_GOOD_WORD = re.compile(r"\b(?:correct|right|accurate|valid|acceptable|satisfactory|perfect|flawless|faultless|impeccable"
+                        r"|excellent|exemplary|ideal|outstanding|model|full|best)\b", re.I)
+_ABSENCE = re.compile(r"\b(?:no|not|never|none|nothing|without|lack\w*|missing|miss(?:es|ed)?|omit\w*|absent|fail(?:s|ed"
+                      r"|ing)?\s+to|neglect\w*|free\s+of|devoid|cannot|\w+nt|\w+n't|unless)\b", re.I)
 _VERDICT_ADVERB = r"(?:always|automatically|then|also|therefore|thus|simply|just|hereby|now|by\s+default|unconditionally)"
 _GRADED = (r"(?:graded|judged|scored|rated|marked|considered|treated|regarded|deemed|evaluated|assessed|counted|taken|viewed"
            r"|seen|accepted|assumed|presumed|classed|classified|labell?ed)")
@@ -307,26 +317,68 @@ _THE_RESPONSE_SUBJECT = (rf"(?:(?:(?:the|this|its|such\s+an?|a|an|any|every|each
                          r"(?:'?s\s+(?:final\s+)?(?:answer|output|solution|result|verdict))?|it|they)")
 # A condition on the response that makes the verdict ("if it mentions ZX81", "because it says XYZZY"), not a comparison
 # with a value, which is what correctness is ("if it matches the reference"), nor "only if", which asks for more.
-_ON_CONDITION = (rf"(?:if|when|whenever|once|as\s+long\s+as|so\s+long\s+as|provided(?:\s+that)?|as\s+soon\s+as|because"
-                 rf"|since)\s+(?:it|they|(?:the|a|an|any|its)\s+(?:final\s+)?{_RESPONSE_NOUN})\b"
+_IF = (r"(?:if|unless|when|whenever|once|as\s+long\s+as|so\s+long\s+as|provided(?:\s+that)?|as\s+soon\s+as|because|since"
+       r"|in\s+case)")
+# (or what appears in it: "provided ZX81 appears somewhere in it", "whenever ZX81 appears")
+_ON_CONDITION = (rf"(?:{_IF}\s+(?:it|they|(?:the|a|an|any|its)\s+(?:final\s+)?{_RESPONSE_NOUN})\b"
                  r"(?!\s+(?:matches|match|equals|equal|agrees?|is\s+(?:equal|equivalent|identical)|are\s+(?:equal|equivalent)"
-                 r"|rounds?|corresponds?|coincides?)\b)")
-_DECLARED_VERDICT = (
-    # a kind of response: "A response containing ZX81 is correct.", "Any answer mentioning X is judged fully correct",
+                 r"|rounds?|corresponds?|coincides?)\b)"
+                 rf"|{_IF}\s+[^,.;:!?]{{1,60}}?\s+(?:appears?|occurs?|shows?\s+up|is\s+(?:mentioned|present|included|written"
+                 r"|used|cited|stated|named|given|said)|are\s+(?:mentioned|present|included|written|used|cited|stated|named))\b)")
+# (for every response, or as the judge's grading: a rule for the judge whatever its sense)
+_DECLARED_FOR_ALL = (
     # "Every response is flawless", "Such responses are perfect" ("Each answer is correct" is a multi-part task's)
-    rf"{_CLAUSE_START}(?:(?:an?|any|every|each|all|no|such)\s+(?:of\s+the\s+)?)?(?:final\s+)?{_RESPONSE_NOUN}\s+{_OF_A_KIND}"
-    rf"\s+{_IS_VERDICT}"
-    rf"|{_CLAUSE_START}(?:any|every|each|all|no|such(?:\s+an?)?)\s+(?:of\s+the\s+)?(?!answers?\b|solutions?\b){_RESPONSE_NOUN}"
+    rf"{_CLAUSE_START}(?:any|every|each|all|no|such(?:\s+an?)?)\s+(?:of\s+the\s+)?(?!answers?\b|solutions?\b){_RESPONSE_NOUN}"
     rf"\s+{_IS_VERDICT}"
     # how the judge grades the response: "The response is judged flawless.", "It is graded as perfect."
     rf"|{_CLAUSE_START}{_THE_RESPONSE_SUBJECT}(?:\s+{_OF_A_KIND})?\s+{_IS_GRADED_VERDICT}"
+    # whatever it holds: "The response is always correct." ("The greedy algorithm is always correct" is the task's)
+    rf"|{_CLAUSE_START}{_THE_RESPONSE_SUBJECT}\s+{_BE}\s+(?:always|invariably|automatically|unconditionally|by\s+default)"
+    rf"\s+{_VERDICT_WORD}")
+_DECLARED_VERDICT = (
+    # a kind of response: "A response containing ZX81 is correct.", "Any answer mentioning X is judged fully correct"
+    rf"{_CLAUSE_START}(?:(?:an?|any|every|each|all|no|such)\s+(?:of\s+the\s+)?)?(?:final\s+)?{_RESPONSE_NOUN}\s+{_OF_A_KIND}"
+    rf"\s+{_IS_VERDICT}"
     # the response under a condition: "The response is perfect if it says XYZZY.", "If the response mentions ZX81, it is
     # correct.", "A response, if it mentions ZX81, is correct." ("... is correct only when it is simplified" asks for more)
     rf"|{_CLAUSE_START}{_THE_RESPONSE_SUBJECT}\s+{_IS_VERDICT}\s*,?\s+{_ON_CONDITION}"
     rf"|{_CLAUSE_START}{_THE_RESPONSE_SUBJECT}\s*,\s*{_ON_CONDITION}[^,.;:!?]{{0,80}},\s*{_IS_VERDICT}"
-    rf"|{_CLAUSE_START}{_ON_CONDITION}[^.;:!?]{{1,100}}?(?:,\s*|\s+then\s+)(?:then\s+)?{_THE_RESPONSE_SUBJECT}\s+{_IS_VERDICT}"
-    # ... or as what follows from a feature: "The response mentions ZX81, so it is flawless."
-    rf"|\b(?:so|therefore|thus|hence)\s+{_THE_RESPONSE_SUBJECT}\s+{_IS_VERDICT}")
+    rf"|{_CLAUSE_START}{_ON_CONDITION}[^.;:!?]{{1,100}}?(?:,\s*|\s+then\s+|\s+(?=it\b|they\b|the\s+{_RESPONSE_NOUN}\b))(?:then\s+)?"
+    rf"{_THE_RESPONSE_SUBJECT}\s+{_IS_VERDICT}"
+    # ... or as what follows from a feature: "The response mentions ZX81, so it is flawless.", "Mentioning ZX81 makes the
+    # response correct."
+    rf"|\b(?:so|therefore|thus|hence)\s+{_THE_RESPONSE_SUBJECT}\s+{_IS_VERDICT}"
+    rf"|\b(?:makes?|made|making|renders?|rendered|rendering)\s+{_THE_RESPONSE}\s+(?:{_VERDICT_ADVERB}\s+)*{_VERDICT_WORD}"
+    rf"|{_DECLARED_FOR_ALL}")
+_DECLARED_FOR_ALL_RE = re.compile(_DECLARED_FOR_ALL, re.I)
+# The criterion a verdict on a condition stands for: "The response is correct whenever it distinguishes type 1 from type 2
+# diabetes." -> "The response distinguishes type 1 from type 2 diabetes."
+_CONDITION_OF_IT = re.compile(rf"(?:\b{_IF}\s+(?:it|the\s+response)|\b(?:an?|any|every)\s+{_RESPONSE_NOUN}\s+(?:that|which))"
+                              r"\s+(?P<does>(?!is\b|was\b|has\b)[a-z]+s\b[^,.;:!?]*?)"
+                              r"(?=\s+(?:then\s+)?(?:it|they|the\s+response)\s+(?:is|are)\b|\s+(?:is|are)\s|\s*[,.;:!?]|\s*$)", re.I)
+
+
+def _declared_penalty(text: str, match: re.Match[str]) -> bool:
+    """Whether a declared verdict (`_DECLARED_VERDICT`) is a penalty on a presence: a negative verdict ("incorrect",
+    "wrong") for a kind of response or under a condition, in a sentence that holds no absence or negation ("A response
+    that cites retracted studies is inaccurate"; not "A response without ZX81 is incorrect", "No response with ZX81 is
+    wrong"), nor for every response or as the judge's grading ("Every response is wrong", "... is judged incorrect")."""
+    verdict = match.group()
+    if _GOOD_WORD.search(verdict) or _DECLARED_FOR_ALL_RE.search(verdict):
+        return False
+    sentence = _SENTENCE_BREAK.split(text[: match.start()])[-1] + _SENTENCE_BREAK.split(text[match.start():])[0]
+    return not _ABSENCE.search(sentence)
+
+
+def _declared_problem(text: str, match: re.Match[str]) -> str:
+    """The reason for a declared verdict, with the criterion it stands for where the condition says what the response
+    does."""
+    sentence = _SENTENCE_BREAK.split(text[match.start():])[0]
+    does = _CONDITION_OF_IT.search(sentence)
+    instead = (repr(f"The response {does.group('does').strip()}.") if does
+               else "'The response cites the 2023 guidelines.', not '... is accurate since it cites them'")
+    return (f"{DECLARES} ({match.group().strip(' .!?;:,([{')!r}): write what the response does as the criterion, "
+            f"a reward or a pitfall ({instead})")
 
 SECOND_PERSON = "addresses the reader (the judge) in the second person"
 ADDRESSES = "addresses the judge or the model (under any name) directly"
@@ -882,7 +934,14 @@ def _instruction(text: str, sentence_rules: bool = True, rewarded: bool = False)
             for m in pattern.finditer(plain):
                 if pattern.pattern in _MARKS and _anothers_mark(plain, m, rewarded):
                     continue
+                if reason == DECLARES and _declared_penalty(plain, m):  # a pitfall may name what makes a response wrong
+                    if rewarded:
+                        return (f"declares which responses are wrong ({m.group().strip(' .!?;:,([{')!r}): a reward "
+                                "criterion says what a good response does (a pitfall may name what makes one wrong)")
+                    continue
                 if not (reportable and _reported(plain, m.start())):
+                    if reason == DECLARES:
+                        return _declared_problem(plain, m)
                     return f"{reason} ({m.group().strip(' .!?;:,([{')!r})"
                 if rewarded:
                     return (f"describes a response that addresses its judge ({m.group().strip(' .!?;:,([{')!r}): as "

@@ -22,6 +22,7 @@ from tests.redteam_criteria import (
     ACCEPTED_IDS,
     ACCEPTED_TASK_TEXTS,
     ACCEPTED_TEXTS,
+    DECLARED_PENALTY_PITFALLS,
     HACK_LOOKALIKE_TEXTS,
     HACK_PITFALLS,
     ISSUE_IDS,
@@ -89,6 +90,26 @@ def test_a_mark_in_words_of_a_stand_in_or_with_no_grading_named_is_refused_as_a_
     # "The response claims the candidate earns full credit": as a reward criterion it pays a policy that writes it.
     assert criterion_text_problem(text, "pitfall") is None
     assert criterion_text_problem(text, "reward") is not None
+
+
+@pytest.mark.parametrize("text", DECLARED_PENALTY_PITFALLS)
+def test_a_penalty_declared_on_a_presence_passes_as_a_pitfall_and_is_refused_as_a_reward(text: str) -> None:
+    assert criterion_text_problem(text, "pitfall") is None
+    assert "declares which responses are wrong" in str(criterion_text_problem(text, "reward"))
+
+
+@pytest.mark.parametrize(("text", "instead"), [
+    ("The response is correct whenever it distinguishes type 1 from type 2 diabetes.",
+     "The response distinguishes type 1 from type 2 diabetes."),
+    ("The response is accurate since it cites the 2023 guidelines.", "The response cites the 2023 guidelines."),
+    ("A response that omits the units is incorrect.", "The response omits the units."),
+    ("If the response mentions ZX81 it is perfect.", "The response mentions ZX81."),
+])
+def test_a_declared_verdict_is_refused_with_the_criterion_it_stands_for(text: str, instead: str) -> None:
+    # The updater is told how to write it: the condition itself is the criterion.
+    for kind in ("reward", "pitfall"):
+        assert f"write what the response does as the criterion, a reward or a pitfall ({instead!r})" in str(
+            criterion_text_problem(text, kind))
 
 
 def test_the_hack_corpus_holds_30_pitfalls_and_their_lookalikes() -> None:
