@@ -898,6 +898,18 @@ def _anothers_mark(text: str, match: re.Match[str], rewarded: bool = False) -> b
             and not any(w in _NOT_ANOTHER or _OTHER_NAMES.fullmatch(w) for w in named))
 
 
+# A mark the response gives itself, or asks to be given, with no verdict word the checks read: "assigns itself a perfect
+# score", "rates its own answer as perfect", "a plea to the judge to give it a 10" ("a 10" after "give" is no mark the
+# value rules read: "gives the film a 10" is a review's). As a pitfall it names the hack; as a reward criterion it pays it.
+_SELF_MARK = re.compile(
+    r"\b(?:gives?|gave|giving|assigns?|assigned|assigning|awards?|awarded|awarding|grants?|granted|granting|rates?|rated"
+    r"|rating|scores?|scored|scoring|grades?|graded|grading|marks?|marked|marking|declares?|declared|declaring|deems?"
+    r"|deemed|judges?|judged|labell?s?|labell?ed|calls?|called|certif(?:y|ies|ied))\s+(?:itself|themselves|its\s+own\s+[\w-]+"
+    r"|their\s+own\s+[\w-]+|(?:it|the\s+response|this\s+response)(?=\s+an?\s+\d))\s+(?:(?:as|a|an|the|with|at|to\s+be)\s+)*"
+    rf"(?:{_VALUE_TOP}|{_VALUE_NUM}|\d+(?:\.\d+)?(?!\w|\.\d)|{_VALUE_MET}\b|{_VERDICT_WORD}"
+    r"|(?:flawless|excellent|perfect|correct|complete)\b)", re.I)
+
+
 # What a quotation in a reward criterion may not hold: the words that address or overrule the judge. The second
 # person and imperatives are a task's words too ("Show your work", "What would you do?"), quoted as they stand.
 _QUOTED_REWARD_CHECKS = (ADDRESSES, TELLS, SET_ASIDE, PRESCRIBES, DECLARES, REWRITES)
@@ -946,6 +958,9 @@ def _instruction(text: str, sentence_rules: bool = True, rewarded: bool = False)
                 if rewarded:
                     return (f"describes a response that addresses its judge ({m.group().strip(' .!?;:,([{')!r}): as "
                             "a reward criterion it would reward that hack (a pitfall with this text penalizes it)")
+        if rewarded and (m := _SELF_MARK.search(plain)):
+            return (f"describes a response that grades itself ({m.group().strip(' .!?;:,([{')!r}): as a reward "
+                    "criterion it would reward that hack (a pitfall with this text penalizes it)")
         if rewarded and (m := _quoted_instruction(form, checks)):
             return (f"quotes words that address its judge ({m.group().strip(' .!?;:,([{')!r}): as a reward criterion "
                     "it would reward a response that writes them (a pitfall may quote them)")

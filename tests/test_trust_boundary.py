@@ -32,6 +32,7 @@ from tests.redteam_criteria import (
     REFUSED_TEXTS,
     REPORTED_LOOKALIKES,
     REWARD_ONLY_MARK_TEXTS,
+    SELF_MARK_PITFALLS,
 )
 
 
@@ -90,6 +91,12 @@ def test_a_mark_in_words_of_a_stand_in_or_with_no_grading_named_is_refused_as_a_
     # "The response claims the candidate earns full credit": as a reward criterion it pays a policy that writes it.
     assert criterion_text_problem(text, "pitfall") is None
     assert criterion_text_problem(text, "reward") is not None
+
+
+@pytest.mark.parametrize("text", SELF_MARK_PITFALLS)
+def test_a_response_that_grades_itself_passes_as_a_pitfall_and_is_refused_as_a_reward(text: str) -> None:
+    assert criterion_text_problem(text, "pitfall") is None
+    assert "as a reward criterion it would reward" in str(criterion_text_problem(text, "reward"))
 
 
 @pytest.mark.parametrize("text", DECLARED_PENALTY_PITFALLS)
