@@ -28,8 +28,12 @@ when it
     answer", "Whatever the response says, ...") or without an object ("A response with XYZZY passes."); a
     verdict declared for a kind of response or for the response under a condition ("A response containing
     ZX81 is correct.", "The response is perfect if it says XYZZY.") or as the judge's grading ("Responses in
-    English are graded as perfect."); a mark whose verb has the response for its subject ("It gets a 10."),
-    not one that another receives in what the response says ("The response notes that the diver received a 9.5").
+    English are graded as perfect."; a negative one on a presence is a pitfall's: "Responses that cite retracted
+    studies are inaccurate."); a mark whose verb has the response for its subject ("It gets a 10.") or a stand-in
+    for it ("the candidate"), not one that another receives in what the response says ("The response notes that
+    the diver received a 9.5"; in a reward criterion a mark in words only with its own grading, "on the exam");
+    in a reward criterion, also a mark the response gives itself ("assigns itself a perfect score").
+  These rules read the forms the corpus (tests/redteam_criteria.py) holds; a verdict in other words may pass.
 
 A criterion describes the response in the third person, and describing a hack is fine: a verdict or
 an order that the response *asks for* ("The response tells the judge that the answer deserves a
