@@ -44,7 +44,8 @@ from amaris_cli.vocabulary import count_hacking
 
 
 def _groups(session: Session, rollouts: list[Rollout]) -> dict[str | None, list[Rollout]]:
-    if not session.settings.pipeline.per_instance or not rollouts:  # a step with none (an outage): the step's
+    # A step with no rollouts (an outage) has no instances: one summary of the whole step says so.
+    if not session.settings.pipeline.per_instance or not rollouts:
         return {None: rollouts}
     return dict(group_by_instance(rollouts))
 
