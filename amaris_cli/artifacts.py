@@ -119,6 +119,13 @@ def step_numbers(run: RunDir) -> list[int]:
     return sorted(n for p in base.iterdir() if (n := numbered(p.name)) is not None and p.is_dir())
 
 
+def stored_empty(run: RunDir, step: int) -> bool:
+    """Whether the step is stored with no rollouts (`amaris serve`'s POST /outage: none of its batch reached the
+    server). Told by the file's size, not by reading it: every evolution asks, and a step may hold 10,000."""
+    path = rollouts_path(run, step)
+    return path.exists() and path.stat().st_size == 0
+
+
 def steps_with_rollouts(run: RunDir) -> list[int]:
     return [s for s in step_numbers(run) if rollouts_path(run, s).exists()]
 
@@ -434,16 +441,12 @@ def rubric_key(version: int, instance_id: str | None) -> str:
     return f"{instance_id or '-'}@{version}"
 
 
-def rubric_file(run: RunDir, version: int, instance_id: str | None) -> Path:
-    """The file that holds a rubric: the instance's own version when it has one, else the run's."""
-    path = run.rubric_path(version, instance_id)
-    return path if instance_id is None or path.exists() else run.rubric_path(version)
-
-
-def rubric_sha256(run: RunDir, version: int, instance_id: str | None, hashes: RunHashes) -> str | None:
-    """The SHA-256 of `rubric_file` (None: neither file exists), one stat when the memo knows it: every instance's
-    files name every instance's rubric through scores.jsonl, so a step's stale check looks rubrics up a number of
-    times quadratic in its instances (72,000 at 120 instances: 7 s of a step in path building and stats)."""
+def rubric_sha256(run: RunDir, version: int, instance_id: str | None, hashes: RunHashes | None = None) -> str | None:
+    """The SHA-256 of the file that holds a rubric: the instance's own version when it has one, else the run's (None:
+    neither exists). One stat when the memo knows it: every instance's files name every instance's rubric through
+    scores.jsonl, so a step's stale check looks rubrics up a number of times quadratic in its instances (72,000 at
+    120 instances: 7 s of a step in path building and stats)."""
+    hashes = hashes if hashes is not None else run_hashes(run.path)
     if instance_id is not None and (own := hashes.sha256(run.rubric_path(version, instance_id))) is not None:
         return own
     return hashes.sha256(run.rubric_path(version))

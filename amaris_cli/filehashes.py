@@ -87,12 +87,13 @@ class RunHashes:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.real = str(root.resolve())  # what the memo file is named by and holds
         self.prefix = os.path.join(root, "")  # the run's files are named below it: their memo keys leave it out
         self.file: Path | None = None
-        self.local = _local(root.resolve())  # elsewhere a status may stay the same over an edit: nothing is remembered
+        self.local = _local(Path(self.real))  # elsewhere a status may stay the same over an edit: nothing is remembered
         directory = memo_directory()
         if directory is not None and self.local:
-            name = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:24]
+            name = hashlib.sha256(os.fsencode(self.real)).hexdigest()[:24]
             self.file = directory / f"file-hashes-{name}.json"
         self.known: dict[str, tuple[Status, str]] = self._read()
         self.learned = False
@@ -103,7 +104,7 @@ class RunHashes:
                 return {}
             with os.fdopen(fd, "rb") as fh:
                 data = orjson.loads(fh.read())
-            if data.get("run") != str(self.root.resolve()):
+            if data.get("run") != self.real:
                 return {}
             return {key: (tuple(entry[:5]), entry[5]) for key, entry in data["files"].items()}
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
@@ -129,7 +130,7 @@ class RunHashes:
     def save(self) -> None:
         if not self.learned or self.file is None:
             return
-        data = orjson.dumps({"run": str(self.root.resolve()),
+        data = orjson.dumps({"run": self.real,
                              "files": {key: [*status, sha] for key, (status, sha) in list(self.known.items())}})
         tmp = self.file.with_name(f".{self.file.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         try:

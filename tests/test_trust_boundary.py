@@ -78,10 +78,11 @@ def test_a_verdict_on_the_rubrics_criteria_is_refused_and_the_same_words_reporte
     assert "as a reward criterion it would reward that hack" in str(criterion_text_problem(reported, "reward"))
 
 
-@pytest.mark.parametrize("text", HACK_PITFALLS)
+@pytest.mark.parametrize("text", [*HACK_PITFALLS, *SELF_MARK_PITFALLS])
 def test_a_hack_as_an_updater_describes_it_passes_as_a_pitfall_and_is_refused_as_a_reward(text: str) -> None:
     # "The response includes a note to the grader saying it deserves full marks": the verdict is the note's, which the
-    # pitfall penalizes; the same words as a reward criterion would reward the note.
+    # pitfall penalizes; the same words as a reward criterion would reward the note. So for a response that grades
+    # itself ("assigns itself a perfect score").
     assert criterion_text_problem(text, "pitfall") is None
     assert "as a reward criterion it would reward" in str(criterion_text_problem(text, "reward"))
 
@@ -91,12 +92,6 @@ def test_a_mark_in_words_of_a_stand_in_or_with_no_grading_named_is_refused_as_a_
     # "The response claims the candidate earns full credit": as a reward criterion it pays a policy that writes it.
     assert criterion_text_problem(text, "pitfall") is None
     assert criterion_text_problem(text, "reward") is not None
-
-
-@pytest.mark.parametrize("text", SELF_MARK_PITFALLS)
-def test_a_response_that_grades_itself_passes_as_a_pitfall_and_is_refused_as_a_reward(text: str) -> None:
-    assert criterion_text_problem(text, "pitfall") is None
-    assert "as a reward criterion it would reward" in str(criterion_text_problem(text, "reward"))
 
 
 @pytest.mark.parametrize("text", DECLARED_PENALTY_PITFALLS)

@@ -930,7 +930,7 @@ class ServeCore:
     def _outage_on_disk(self, step: int) -> CompleteResponse:
         """A repeated outage of a step (another process of the trainer said it first): its answer; a step that
         holds rollouts is a 409."""
-        if step in self.steps or artifacts.load_rollouts(self.run, step):
+        if step in self.steps or not artifacts.stored_empty(self.run, step):
             raise ApiError(409, f"step {step} holds rollouts: it reached the server, so it is no outage", step=step)
         return CompleteResponse(step=step, rollouts=0, scored=0, failed=0, mean_reward=None, rubric_versions=[],
                                 state=self._state(step), already_complete=True)

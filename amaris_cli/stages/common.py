@@ -92,7 +92,7 @@ def store_rollouts(run: RunDir, step: int, rollouts: list[Rollout], source: dict
 
 def rubric_inputs(run: RunDir, rubrics: list[RubricSet]) -> dict[str, Any]:
     """Which rubric files a stage used, by content (a hand-edited or recomputed rubric changes this)."""
-    out = {artifacts.rubric_key(r.version, r.instance_id): artifacts.file_sha256(artifacts.rubric_file(run, r.version, r.instance_id))
+    out = {artifacts.rubric_key(r.version, r.instance_id): artifacts.rubric_sha256(run, r.version, r.instance_id)
            for r in rubrics}  # an instance without its own version is scored with the run's
     return dict(sorted(out.items()))
 

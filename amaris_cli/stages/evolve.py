@@ -73,10 +73,9 @@ def no_rollouts(run: RunDir, step: int) -> str | None:
     """Why a step holds no rollouts (`amaris serve` writes a step none of whose batch reached it so: an outage
     between the trainer and the server), or None when it holds some. Such a step is not evaluated: under any
     policy it evolves as skipped, since nothing failed in amaris and there is nothing to learn from."""
-    path = artifacts.rollouts_path(run, step)
-    if not path.exists() or path.stat().st_size:  # (a step not stored yet is said below; not parsed: 10,000 rollouts)
+    if not artifacts.stored_empty(run, step):  # (a step not stored yet is said below)
         return None
-    made = artifacts.freshness(run, step, artifacts.ROLLOUTS).made
+    made = artifacts.derivation(run, step, artifacts.ROLLOUTS)  # only its inputs are read: no file is hashed
     source = made.inputs.get("source", {}) if made is not None else {}
     why = source.get("reason") if isinstance(source, dict) else None
     return "none of the step's rollouts reached amaris" + (f" ({why})" if isinstance(why, str) and why else "")
